@@ -1,0 +1,1 @@
+"""Baseline agents, one subpackage per protocol. User agents live anywhere importable."""

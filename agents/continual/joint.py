@@ -1,0 +1,35 @@
+"""Joint: retrains from scratch on all data seen so far after every task (upper bound)."""
+from __future__ import annotations
+
+import numpy as np
+
+from agents.continual._linear import LinearLearner
+
+
+class Joint(LinearLearner):
+    """Keeps every training sample; at each task re-initialises the model and trains on all of them.
+
+    Same model and knobs as :class:`~agents.continual.finetune.Finetune`.
+    """
+
+    def __init__(
+        self,
+        epochs: int = 10,
+        batch_size: int = 32,
+        learning_rate: float = 0.1,
+        l2: float = 0.0,
+        init_scale: float = 0.01,
+    ):
+        super().__init__(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, l2=l2, init_scale=init_scale)
+
+    def setup(self, num_features: int, num_classes: int, rng: np.random.Generator) -> None:
+        super().setup(num_features, num_classes, rng)
+        self._X: list[np.ndarray] = []
+        self._y: list[np.ndarray] = []
+
+    def learn(self, task_id: int, X: np.ndarray, y: np.ndarray) -> None:
+        X, y = self._check_learn(task_id, X, y)
+        self._X.append(X)
+        self._y.append(y)
+        self.model = self._new_model()
+        self._fit(np.concatenate(self._X), np.concatenate(self._y))

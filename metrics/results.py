@@ -1,0 +1,104 @@
+"""The small value types every metric module shares: declarations, N/A values, results."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """Declaration of one reported metric name.
+
+    ``higher_is_better`` is None for metrics without a better direction (e.g. counts, diagnostics).
+    ``combine`` says how results on chunks of samples combine: ``"mean"`` (weighted by ``weight`` of
+    each chunk), ``"sum"``, ``"max"``, or ``"none"`` (must be computed on the whole set).
+    """
+
+    name: str
+    protocol: str
+    higher_is_better: bool | None
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+    log_scale: bool = False
+    description: str = ""
+    latex: str | None = None
+    combine: str = "none"
+
+    @property
+    def direction(self) -> str:
+        if self.higher_is_better is None:
+            return "none"
+        return "maximize" if self.higher_is_better else "minimize"
+
+
+@dataclass(frozen=True)
+class NA:
+    """A metric value that cannot be computed, with the reason (logged instead of a number)."""
+
+    reason: str
+
+    def __bool__(self) -> bool:  # an N/A is never mistaken for a truthy number
+        return False
+
+
+@dataclass(frozen=True)
+class Series:
+    """A per-step series (per batch, per task, per block, per horizon step)."""
+
+    steps: np.ndarray
+    values: np.ndarray
+
+    def __post_init__(self):
+        steps = np.asarray(self.steps, dtype=np.int64)
+        values = np.asarray(self.values, dtype=np.float64)
+        if steps.shape != values.shape or steps.ndim != 1:
+            raise ValueError(
+                f"Series steps and values must be 1-D of equal length, got {steps.shape} and {values.shape}"
+            )
+        object.__setattr__(self, "steps", steps)
+        object.__setattr__(self, "values", values)
+
+
+@dataclass
+class MetricResults:
+    """What a protocol's evaluation returns: scalar values, N/A reasons and per-step series.
+
+    ``values`` holds only real numbers; every metric that could not be computed is in ``na`` with its
+    reason, so nothing is silently dropped.
+    """
+
+    values: dict[str, float] = field(default_factory=dict)
+    na: dict[str, str] = field(default_factory=dict)
+    series: dict[str, Series] = field(default_factory=dict)
+
+    def set(self, name: str, value) -> None:
+        """Store ``value`` (a number or :class:`NA`) under ``name``; NaN becomes N/A with a reason."""
+        if isinstance(value, NA):
+            self.na[name] = value.reason
+            self.values.pop(name, None)
+            return
+        value = float(value)
+        if math.isnan(value):
+            self.na[name] = "the value is undefined (NaN) for these inputs"
+            return
+        self.values[name] = value
+        self.na.pop(name, None)
+
+    def update(self, other: "MetricResults", prefix: str = "") -> None:
+        for k, v in other.values.items():
+            self.values[prefix + k] = v
+        for k, v in other.na.items():
+            self.na[prefix + k] = v
+        for k, v in other.series.items():
+            self.series[prefix + k] = v
+
+    def __getitem__(self, name: str):
+        if name in self.values:
+            return self.values[name]
+        if name in self.na:
+            return NA(self.na[name])
+        raise KeyError(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.values or name in self.na

@@ -1,0 +1,191 @@
+"""Per-chunk computation context of the trajectory metrics: cached errors and KDE, additive states.
+
+Every metric reduces a chunk of samples to a small float vector (its *state*) that adds up exactly
+across chunks: ``[numerator, denominator]`` for averages, ``[count]`` for counts, level counts for the
+KDE ECE, per-step sums and counts for the horizon series. :func:`finalize_ratio` and friends turn the
+summed state into the reported value (or :class:`NA` with the reason). So a chunked computation
+equals the in-memory one (up to the order of floating-point additions).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from metrics.results import NA, Series
+from metrics.traj_core import agent_errors, collision_counts, joint_errors, step_errors
+from metrics.traj_kde import kde_log_probs
+from metrics.validation import MetricInputError, as_array
+
+ECE_LEVELS = np.linspace(0.0, 1.0, 201)
+
+
+class TrajContext:
+    """Validated arrays of one chunk of samples plus lazily computed, cached intermediate results."""
+
+    def __init__(self, true, pred, mask, *, step_count="agent", log_probs=None, joint_log_probs=None,
+                 singular_rtol=1e-11):
+        self.true, self.pred, self.mask = true, pred, mask
+        self.step_count = step_count
+        self.singular_rtol = singular_rtol
+        n_s, n_p, n_a = pred.shape[:3]
+        self.n_p = n_p
+        self.log_probs = None if log_probs is None else as_array("log_probs", log_probs, shape=(n_s, n_p + 1, n_a))
+        self.joint_log_probs = None if joint_log_probs is None else as_array(
+            "joint_log_probs", joint_log_probs, shape=(n_s, n_p + 1))
+        self._cache = {}
+
+    def _cached(self, key, fn):
+        if key not in self._cache:
+            self._cache[key] = fn()
+        return self._cache[key]
+
+    # ---- displacement errors -------------------------------------------------------------------
+    def errors(self, joint):
+        """``(ade[S, P(, A)], fde[S, P(, A)], valid[S(, A)])`` per prediction."""
+        fn = joint_errors if joint else agent_errors
+        return self._cached(("err", joint), lambda: fn(self.true, self.pred, self.mask, step_count=self.step_count))
+
+    def agent_valid(self):
+        return self.mask.any(-1)
+
+    def sample_valid(self):
+        return self.mask.any(-1).any(-1)
+
+    # ---- densities -----------------------------------------------------------------------------
+    def kde(self, joint):
+        """``(log_true, log_pred, ok)`` from the predictor's log-probabilities or the batched KDE."""
+        return self._cached(("kde", joint), lambda: self._kde(joint))
+
+    def _kde(self, joint):
+        valid = self.sample_valid() if joint else self.agent_valid()
+        if self.log_probs is None and not (joint and self.joint_log_probs is not None):
+            return kde_log_probs(self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol)
+        if joint and self.joint_log_probs is not None:
+            lp = self.joint_log_probs
+        elif joint:  # joint density of independently predicted agents: sum over valid agents
+            lp = np.where(self.agent_valid()[:, None, :], self.log_probs, 0.0).sum(-1)
+        else:
+            lp = self.log_probs
+        log_pred, log_true = lp[:, : self.n_p], lp[:, self.n_p]
+        ok = valid & ~np.isnan(log_true) & ~np.isnan(log_pred).any(1)
+        if (valid & ~ok).any():
+            idx = tuple(int(i) for i in np.argwhere(valid & ~ok)[0])
+            raise MetricInputError(f"log_probs: NaN for a valid {'sample' if joint else '(sample, agent)'} {idx}")
+        return log_true, log_pred, ok
+
+    # ---- additive states -----------------------------------------------------------------------
+    def mean_error_state(self, kind, joint, idx=None, reduce="mean"):
+        """``[sum over valid agents (samples) of mean/min over predictions in idx, count]``."""
+        ade, fde, valid = self.errors(joint)
+        err = ade if kind == "ade" else fde
+        if idx is not None:
+            err = err[:, idx]
+        per = err.min(1) if reduce == "min" else err.mean(1)
+        return np.array([per[valid].sum(), valid.sum()], float)
+
+    def miss_state(self, joint, threshold, idx=None):
+        """Agent missed: every prediction's FDE > threshold; joint: a sample with a missed agent."""
+        _, fde, valid = self.errors(False)
+        if idx is not None:
+            fde = fde[:, idx]
+        missed = (fde > threshold).all(1) & valid
+        if joint:
+            svalid = self.sample_valid()
+            return np.array([missed.any(-1)[svalid].sum(), svalid.sum()], float)
+        return np.array([missed.sum(), valid.sum()], float)
+
+    def ml_state(self, kind, joint):
+        """Error of the most likely prediction (argmax of the density) over non-singular KDEs."""
+        ade, fde, _ = self.errors(joint)
+        err = ade if kind == "ade" else fde
+        _, log_pred, ok = self.kde(joint)
+        best = np.argmax(np.nan_to_num(log_pred, nan=-np.inf), axis=1)
+        chosen = np.take_along_axis(err, best[:, None], axis=1)[:, 0]
+        return np.array([chosen[ok].sum(), ok.sum()], float)
+
+    def nll_state(self, joint):
+        log_true, _, ok = self.kde(joint)
+        return np.array([-log_true[ok].sum(), ok.sum()], float)
+
+    def ece_state(self, joint):
+        """Counts of ``m > k/200`` for the 201 levels, then the number of KDEs (ECE_traj_*.py)."""
+        log_true, log_pred, ok = self.kde(joint)
+        if joint:
+            m = (log_pred[ok] > log_true[ok][:, None]).mean(1)
+        else:
+            lp = log_pred.transpose(0, 2, 1)[ok]  # [n_ok, P]
+            m = (lp > log_true[ok][:, None]).mean(1)
+        counts = (m[None, :] > ECE_LEVELS[:, None]).sum(1)
+        return np.concatenate([counts, [ok.sum()]]).astype(float)
+
+    def brier_state(self, joint):
+        """minFDE + (1 - p_best)^2, p = softmax over the predictions of their log density."""
+        _, fde, _ = self.errors(joint)
+        _, log_pred, ok = self.kde(joint)
+        lp = np.nan_to_num(log_pred, nan=0.0)
+        lp = lp - lp.max(1, keepdims=True)
+        prob = np.exp(lp)
+        prob /= prob.sum(1, keepdims=True)
+        best = np.argmin(fde, axis=1)
+        f = np.take_along_axis(fde, best[:, None], axis=1)[:, 0]
+        p = np.take_along_axis(prob, best[:, None], axis=1)[:, 0]
+        val = f + (1.0 - p) ** 2
+        return np.array([val[ok].sum(), ok.sum()], float)
+
+    def na_state(self, which):
+        """Number of singular KDEs: ``marginal`` (agents), ``joint`` (samples), ``any`` (samples)."""
+        if which in ("marginal", "any"):
+            _, _, ok_m = self.kde(False)
+            bad_m = self.agent_valid() & ~ok_m
+            if which == "marginal":
+                return np.array([bad_m.sum()], float)
+        _, _, ok_j = self.kde(True)
+        bad_j = self.sample_valid() & ~ok_j
+        if which == "joint":
+            return np.array([bad_j.sum()], float)
+        return np.array([(bad_m.any(-1) | bad_j).sum()], float)
+
+    def collision_state(self, joint, radius):
+        hit, valid = self._cached(("col", joint, radius),
+                                  lambda: collision_counts(self.true, self.pred, self.mask, joint=joint, radius=radius))
+        per = hit.mean(1)
+        return np.array([per[valid].sum(), valid.sum()], float)
+
+    def horizon_state(self, joint):
+        s, c = step_errors(self.true, self.pred, self.mask, joint=joint)
+        return np.concatenate([s, c])
+
+
+# ---- finalizers: summed state -> value -----------------------------------------------------------
+def finalize_ratio(state, what="agents"):
+    num, den = state
+    if den == 0:
+        return NA(f"no valid {what} to average over")
+    return float(num / den)
+
+
+def finalize_kde_ratio(state):
+    num, den = state
+    if den == 0:
+        return NA("no non-singular KDE (every KDE had too few or identical predictions, or no valid agent)")
+    return float(num / den)
+
+
+def finalize_count(state):
+    return float(state[0])
+
+
+def finalize_ece(state):
+    """(1/201) sum_k | #(m > k/200) / n + k/200 - 1 |  (ECE_traj_indep.py / ECE_traj_joint.py)."""
+    n = state[-1]
+    if n == 0:
+        return NA("no non-singular KDE to calibrate")
+    frac = state[:-1] / n
+    return float(np.abs(frac - (1.0 - ECE_LEVELS)).mean())
+
+
+def finalize_horizon(state):
+    """Per-step mean error; steps are 1-based future steps, steps without data are left out."""
+    half = len(state) // 2
+    s, c = state[:half], state[half:]
+    keep = c > 0
+    return Series(np.arange(1, half + 1)[keep], s[keep] / c[keep])

@@ -1,0 +1,138 @@
+"""Batched Gaussian KDE of trajectory predictions (the numbers of ``scipy.stats.gaussian_kde``).
+
+For every KDE (marginal: one per valid agent of a sample; joint: one per sample) the N_P predictions
+over the valid steps only (dimension ``d = 2 x number of valid steps``; joint: the valid steps of all
+agents concatenated) are the data. Scott's rule on the full covariance, as scipy's default:
+
+    factor = N_P ** (-1 / (d + 4)),   Sigma = factor^2 * cov(data, ddof=1),  Sigma = L L^T
+    log p(x) = logsumexp_i( -0.5 ||L^-1 (x - x_i)||^2 ) - log N_P - sum(log diag L) - d/2 log(2 pi)
+
+evaluated at the truth and at every prediction. All KDEs of the same dimension are computed at once:
+batched covariance (matmul), batched Cholesky, whitening, squared distances by the Gram identity and a
+hand-written logsumexp (max shift, exp, sum, log), in internal chunks to bound memory.
+
+A KDE is *singular* (result NaN, counted by the caller as N/A) when N_P <= d, when the Cholesky fails,
+or when a conditional variance ``diag(L)^2`` is below ``singular_rtol`` times the largest variance
+(predictions that are identical or lie in a lower-dimensional subspace). scipy raises
+``LinAlgError`` in the first two cases and returns meaningless numbers in the third.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_LOG_2PI = np.log(2.0 * np.pi)
+# elements of the [G, M, N_P] distance block per internal chunk (8 bytes each)
+CHUNK_ELEMENTS = 2_000_000
+
+
+def kde_logpdf_batched(data, points, *, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS):
+    """Log density of ``points[G, M, d]`` under the Gaussian KDE of ``data[G, N, d]``, per group.
+
+    Returns ``(logp[G, M], ok[G])``; rows with ``ok == False`` (singular covariance) are NaN.
+    """
+    g, n, d = data.shape
+    m = points.shape[1]
+    out = np.full((g, m), np.nan)
+    ok = np.zeros(g, bool)
+    if g == 0 or n <= d:
+        return out, ok
+    step = max(1, chunk_elements // max(1, m * n))
+    for lo in range(0, g, step):
+        hi = min(g, lo + step)
+        out[lo:hi], ok[lo:hi] = _kde_chunk(data[lo:hi], points[lo:hi], singular_rtol)
+    return out, ok
+
+
+def _cholesky(cov, singular_rtol):
+    """Batched lower Cholesky; singular matrices get the identity and ``ok = False``."""
+    g, d, _ = cov.shape
+    try:
+        chol = np.linalg.cholesky(cov)
+        ok = np.ones(g, bool)
+    except np.linalg.LinAlgError:
+        chol = np.empty_like(cov)
+        ok = np.ones(g, bool)
+        for i in range(g):
+            try:
+                chol[i] = np.linalg.cholesky(cov[i])
+            except np.linalg.LinAlgError:
+                ok[i] = False
+                chol[i] = np.eye(d)
+    diag = np.diagonal(chol, axis1=1, axis2=2)
+    scale = np.diagonal(cov, axis1=1, axis2=2).max(-1)
+    ok &= np.all(diag**2 > singular_rtol * scale[:, None], axis=-1) & (scale > 0)
+    chol[~ok] = np.eye(d)
+    return chol, ok
+
+
+def _kde_chunk(data, points, singular_rtol):
+    g, n, d = data.shape
+    mean = data.mean(1, keepdims=True)
+    xc = data - mean
+    cov = np.matmul(xc.transpose(0, 2, 1), xc) / (n - 1)
+    chol, ok = _cholesky(cov, singular_rtol)
+    factor = n ** (-1.0 / (d + 4))
+    inv = np.linalg.inv(chol) / factor  # inverse of the kernel's Cholesky factor L = factor * chol
+    inv_t = inv.transpose(0, 2, 1)
+    yd = np.matmul(xc, inv_t)  # [g, n, d] whitened data
+    yp = np.matmul(points - mean, inv_t)  # [g, m, d] whitened points
+    d2 = np.matmul(yp, yd.transpose(0, 2, 1))
+    d2 *= -2.0
+    d2 += np.einsum("gmd,gmd->gm", yp, yp)[:, :, None]
+    d2 += np.einsum("gnd,gnd->gn", yd, yd)[:, None, :]
+    np.maximum(d2, 0.0, out=d2)
+    d2 *= -0.5  # now the log kernel values a = -0.5 d2
+    top = d2.max(-1)
+    d2 -= top[:, :, None]
+    np.exp(d2, out=d2)
+    lse = np.log(d2.sum(-1)) + top
+    log_norm = np.log(n) + np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(-1) + d * np.log(factor) + 0.5 * d * _LOG_2PI
+    logp = lse - log_norm[:, None]
+    logp[~ok] = np.nan
+    return logp, ok
+
+
+def _ordered_steps(mask2d):
+    """For rows of a boolean matrix: indices of the True entries first (stable), and the counts."""
+    order = np.argsort(~mask2d, axis=-1, kind="stable")
+    return order, mask2d.sum(-1)
+
+
+def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS):
+    """KDE log densities of the truth and of each prediction under the KDE of the predictions.
+
+    Marginal: returns ``(log_true[N_S, N_A], log_pred[N_S, N_P, N_A], ok[N_S, N_A])``;
+    joint: ``(log_true[N_S], log_pred[N_S, N_P], ok[N_S])``. Entries of agents (samples) without a
+    valid step are NaN with ``ok`` False; singular KDEs are NaN with ``ok`` False as well (tell them
+    apart with the mask).
+    """
+    n_s, n_p, n_a, n_o, _ = pred.shape
+    if joint:
+        flat_mask = mask.reshape(n_s, n_a * n_o)
+        flat_true = true.reshape(n_s, 1, n_a * n_o, 2)
+        flat_pred = pred.reshape(n_s, n_p, n_a * n_o, 2)
+    else:
+        flat_mask = mask.reshape(n_s * n_a, n_o)
+        flat_true = true.reshape(n_s * n_a, 1, n_o, 2)
+        flat_pred = pred.transpose(0, 2, 1, 3, 4).reshape(n_s * n_a, n_p, n_o, 2)
+    order, counts = _ordered_steps(flat_mask)
+    n_rows = flat_mask.shape[0]
+    log_true = np.full(n_rows, np.nan)
+    log_pred = np.full((n_rows, n_p), np.nan)
+    ok = np.zeros(n_rows, bool)
+    for c in np.unique(counts):
+        if c == 0:
+            continue
+        rows = np.nonzero(counts == c)[0]
+        idx = order[rows, :c]  # [G, c] indices of the valid steps
+        pts_true = np.take_along_axis(flat_true[rows], idx[:, None, :, None], axis=2)
+        pts_pred = np.take_along_axis(flat_pred[rows], idx[:, None, :, None], axis=2)
+        dat = pts_pred.reshape(len(rows), n_p, 2 * c)
+        pts = np.concatenate([dat, pts_true.reshape(len(rows), 1, 2 * c)], axis=1)
+        logp, good = kde_logpdf_batched(dat, pts, singular_rtol=singular_rtol, chunk_elements=chunk_elements)
+        log_pred[rows] = logp[:, :n_p]
+        log_true[rows] = logp[:, n_p]
+        ok[rows] = good
+    if joint:
+        return log_true, log_pred, ok
+    return (log_true.reshape(n_s, n_a), log_pred.reshape(n_s, n_a, n_p).transpose(0, 2, 1), ok.reshape(n_s, n_a))

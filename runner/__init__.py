@@ -1,0 +1,1 @@
+"""owl-eval runner: builds domain, protocol and agents from Hydra config, runs, logs to MLflow."""

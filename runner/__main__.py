@@ -1,0 +1,25 @@
+"""``python -m runner +experiment=NAME``: one evaluation (or a sweep with ``-m``), logged to MLflow."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from runner.paths import CONFIG_DIR  # noqa: E402
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from runner.app import run_job
+
+    return run_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Domains: where samples come from. A domain knows nothing about agents or metrics."""

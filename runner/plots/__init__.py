@@ -1,0 +1,4 @@
+"""Figures: matplotlib with the Agg backend, one function per figure."""
+import matplotlib
+
+matplotlib.use("Agg")

@@ -1,0 +1,246 @@
+"""The only module that talks to MLflow.
+
+One MLflow run per job; in a multirun, a parent run for the sweep (see ``runner.callbacks``) and a
+nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
+10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+
+import numpy as np  # noqa: E402
+
+from metrics.results import MetricResults  # noqa: E402
+
+# MLflow's log_batch limits per request.
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
+MAX_PARAM_LENGTH = 6000
+
+SWEEP_DIR_TAG = "owl_eval.sweep_dir"
+CONFIG_HASH_TAG = "owl_eval.config_hash"
+RUN_KIND_TAG = "owl_eval.kind"
+
+_INVALID_KEY_CHARS = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+def metric_key(name: str) -> str:
+    """MLflow accepts only letters, digits, ``_ - . / space`` in keys: ``m2@0.3`` becomes ``m2_at_0.3``."""
+    return _INVALID_KEY_CHARS.sub("_", name.replace("@", "_at_"))
+
+
+@dataclass
+class TrackingSettings:
+    """Where runs go. ``uri`` None means the default SQLite store ``<store_dir>/mlflow.db``.
+
+    ``store_dir`` None means ``<launch directory>/outputs``; artifacts of a SQLite store go to
+    ``<db directory>/mlartifacts`` (absolute, so Ray or Slurm workers write to the same place).
+    """
+
+    uri: str | None = None
+    store_dir: str | None = None
+    experiment_name: str = "owl-eval"
+    artifact_location: str | None = None
+    log_record: bool = True
+
+    def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
+        if self.uri:
+            return self.uri
+        store = Path(self.store_dir) if self.store_dir else Path(launch_dir or os.getcwd()) / "outputs"
+        store = store.expanduser().resolve()
+        store.mkdir(parents=True, exist_ok=True)
+        return f"sqlite:///{store / 'mlflow.db'}"
+
+    def resolved_artifact_location(self, uri: str) -> str | None:
+        if self.artifact_location:
+            return Path(self.artifact_location).expanduser().resolve().as_uri()
+        if uri.startswith("sqlite:///"):
+            return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
+        return None  # a tracking server chooses its own artifact store
+
+
+def make_client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except Exception:
+        # Another parallel job created it first.
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def flatten(mapping: Mapping, prefix: str = "") -> dict[str, str]:
+    """Flatten a nested config into ``a.b.c -> str(value)``; lists keep their index (``a.0``)."""
+    out: dict[str, str] = {}
+    items = mapping.items() if isinstance(mapping, Mapping) else enumerate(mapping)
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) or (isinstance(value, list) and value and all(isinstance(v, (Mapping, list)) for v in value)):
+            out.update(flatten(value, name + "."))
+        else:
+            text = "null" if value is None else str(value)
+            out[name] = text[:MAX_PARAM_LENGTH]
+    return out
+
+
+def git_commit(directory: str | os.PathLike | None = None) -> str:
+    where = Path(directory) if directory else Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class TrackedRun:
+    """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
+
+    Use as a context manager: leaving it normally ends the run FINISHED, an exception ends it FAILED
+    after logging the traceback as an artifact and the error as a tag; nothing logged before is lost,
+    because every ``log_*`` call is sent at once.
+    """
+
+    def __init__(self, client, run_id: str):
+        self.client = client
+        self.run_id = run_id
+        self._ended = False
+
+    @classmethod
+    def start(cls, settings: TrackingSettings, *, run_name: str, tags: Mapping[str, str] | None = None,
+              parent_run_id: str | None = None, launch_dir=None) -> "TrackedRun":
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        uri = settings.resolved_uri(launch_dir)
+        client = make_client(uri)
+        experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
+        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        if parent_run_id:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
+        return cls(client, run.info.run_id)
+
+    # -- logging -------------------------------------------------------------------------------------
+    def log_params(self, params: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)) for k, v in params.items()]
+        for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=chunk)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)) for k, v in tags.items()]
+        for chunk in _chunks(items, MAX_TAGS_PER_BATCH):
+            self.client.log_batch(self.run_id, tags=chunk)
+
+    def log_metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(metric_key(k), float(v), now, int(step)) for k, v in values.items()]
+        self._send_metrics(items)
+
+    def log_series(self, name: str, steps: np.ndarray, values: np.ndarray) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        key = metric_key(name)
+        items = [Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v)]
+        self._send_metrics(items)
+
+    def _send_metrics(self, items: list) -> None:
+        for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=chunk)
+
+    def log_results(self, results: MetricResults) -> None:
+        """Scalars at step 0, series with their steps, and every N/A reason as a tag and a JSON artifact."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
+        for name, series in results.series.items():
+            key = metric_key(name)
+            items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(series.steps.tolist(), series.values.tolist()) if np.isfinite(v))
+        self._send_metrics(items)
+        if results.na:
+            self.set_tags({f"na.{metric_key(k)}"[:250]: reason[:5000] for k, reason in results.na.items()})
+            self.log_dict(results.na, "metrics_na.json")
+
+    def log_dict(self, data, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, data, artifact_file)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_figures(self, figures: Mapping[str, object], folder: str = "plots") -> None:
+        import matplotlib.pyplot as plt
+
+        for name, fig in figures.items():
+            try:
+                self.client.log_figure(self.run_id, fig, f"{folder}/{name}.png")
+            finally:
+                plt.close(fig)
+
+    def log_artifact(self, local_path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        path = Path(local_path)
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+        else:
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_files(self, writer, artifact_path: str) -> None:
+        """Call ``writer(tmpdir)`` to write files, then upload the folder under ``artifact_path``."""
+        with tempfile.TemporaryDirectory() as tmp:
+            writer(Path(tmp))
+            self.client.log_artifacts(self.run_id, tmp, artifact_path)
+
+    # -- ending ----------------------------------------------------------------------------------------
+    def end(self, status: str = "FINISHED") -> None:
+        if not self._ended:
+            self.client.set_terminated(self.run_id, status=status)
+            self._ended = True
+
+    def fail(self, exc: BaseException) -> None:
+        try:
+            self.set_tags({"error": f"{type(exc).__name__}: {exc}"[:5000]})
+            self.log_text("".join(traceback.format_exception(exc)), "error.txt")
+        finally:
+            self.end("FAILED")
+
+    def __enter__(self) -> "TrackedRun":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self.end("FINISHED")
+        else:
+            self.fail(exc)
+        return False

@@ -1,0 +1,50 @@
+"""Shared fixtures: one real SQLite MLflow store per test session (creating one costs ~8 s), a fresh
+experiment per test, and the shared data folder when it is present."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.pop("MLFLOW_TRACKING_URI", None)
+os.environ.pop("MLFLOW_RUN_ID", None)
+
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = PROJECT_ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session")
+def mlflow_store(tmp_path_factory) -> dict:
+    """A real MLflow SQLite store with artifacts beside it, shared by the whole test session."""
+    root = tmp_path_factory.mktemp("mlflow_store")
+    return {"uri": f"sqlite:///{root / 'mlflow.db'}", "artifacts": str(root / "mlartifacts"), "root": root}
+
+
+@pytest.fixture()
+def experiment(mlflow_store, request) -> dict:
+    """A fresh experiment name in the session store, plus the overrides that point a run at it."""
+    name = f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    overrides = [f"tracking.uri={mlflow_store['uri']}", f"tracking.artifact_location={mlflow_store['artifacts']}",
+                 f"experiment_name={name}", "progress=false"]
+    return {"name": name, "overrides": overrides, **mlflow_store}
+
+
+@pytest.fixture()
+def client(mlflow_store):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=mlflow_store["uri"])
+
+
+@pytest.fixture()
+def shared_dir() -> Path:
+    if not SHARED_DIR.is_dir():
+        pytest.skip(f"the shared folder {SHARED_DIR} is absent (it sits beside the clone in CI only)")
+    return SHARED_DIR
