@@ -64,7 +64,7 @@ def auroc(y_true, y_score) -> float | NA:
     """
     is_pos, scores = _labels_and_scores(y_true, y_score)
     undefined = _need_both_classes(is_pos, "AUROC")
-    if undefined:
+    if undefined is not None:
         return undefined
     return _auroc_from_counts(*binary_curve_counts(is_pos, scores)[:2])
 
@@ -108,7 +108,7 @@ def fpr_at_tpr(y_true, y_score, *, tpr: float = 0.95) -> float | NA:
         raise MetricInputError(f"tpr: expected a number in (0, 1], got {tpr!r}")
     is_pos, scores = _labels_and_scores(y_true, y_score)
     undefined = _need_both_classes(is_pos, f"FPR at {tpr:g} TPR")
-    if undefined:
+    if undefined is not None:
         return undefined
     return _fpr_at_tpr_from_counts(*binary_curve_counts(is_pos, scores)[:2], tpr=tpr)
 
@@ -131,11 +131,11 @@ def novelty_score_metrics(y_true, y_score, *, tpr: float = 0.95) -> dict[str, fl
 
 def _novelty_score_metrics_unchecked(is_pos: np.ndarray, scores: np.ndarray, *, tpr: float) -> dict[str, float | NA]:
     undefined = _need_both_classes(is_pos, "this novelty-score metric")
-    if undefined and not is_pos.any():
+    if undefined is not None and not is_pos.any():
         return {name: undefined for name in ("auroc", "average_precision", "fpr_at_tpr")}
     tp, fp, _ = binary_curve_counts(is_pos, scores)
     result: dict[str, float | NA] = {"average_precision": _average_precision_from_counts(tp, fp)}
-    if undefined:  # novel samples but no known sample: AP is defined, the ROC quantities are not
+    if undefined is not None:  # novel samples but no known sample: AP is defined, the ROC quantities are not
         result["auroc"] = result["fpr_at_tpr"] = undefined
     else:
         result["auroc"] = _auroc_from_counts(tp, fp)
@@ -162,7 +162,7 @@ def oscr(is_novel, confidence, correct) -> float | NA:
 
 def _oscr_unchecked(is_novel_b: np.ndarray, conf: np.ndarray, correct_b: np.ndarray) -> float | NA:
     undefined = _need_both_classes(is_novel_b, "OSCR")
-    if undefined:
+    if undefined is not None:
         return undefined
     known_correct = (~is_novel_b) & correct_b
     n_known = int((~is_novel_b).sum())

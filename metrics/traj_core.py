@@ -159,20 +159,30 @@ def collision_counts(true, pred, mask, *, joint=False, radius=0.2):
     ``(collided[N_S, N_P], valid[N_S])``.
     """
     n_a = mask.shape[1]
-    eye = np.eye(n_a, dtype=bool)
     lim = (2.0 * radius) ** 2
+    n_s, n_p = pred.shape[:2]
+    p = np.where(mask[:, None, :, :, None], pred, 0.0)
     if not joint:
-        other = np.where(mask[..., None], true, 0.0)  # [S, A, O, 2]
-        p = np.where(mask[:, None, :, :, None], pred, 0.0)
-        d = p[:, :, :, None] - other[:, None, None, :]  # [S, P, A, B, O, 2]
-        d2 = np.einsum("spaboc,spaboc->spabo", d, d)
-        both = mask[:, :, None] & mask[:, None, :] & ~eye[None, :, :, None]  # [S, A, B, O]
-        hit = ((d2 < lim) & both[:, None]).any(-1).any(-1)
+        other = np.where(mask[..., None], true, 0.0)
+        hit = np.zeros((n_s, n_p, n_a), bool)
+        for a in range(n_a):
+            for b in range(n_a):
+                if a == b:
+                    continue
+                both = mask[:, a] & mask[:, b]  # [S, O]
+                if not both.any():
+                    continue
+                d = p[:, :, a] - other[:, None, b]
+                close = np.einsum("spoc,spoc->spo", d, d) < lim
+                hit[:, :, a] |= (close & both[:, None]).any(-1)
         valid = mask.any(-1)
         return hit & valid[:, None], valid
-    p = np.where(mask[:, None, :, :, None], pred, 0.0)
-    d = p[:, :, :, None] - p[:, :, None, :]
-    d2 = np.einsum("spaboc,spaboc->spabo", d, d)
-    both = mask[:, :, None] & mask[:, None, :] & ~eye[None, :, :, None]
-    hit = ((d2 < lim) & both[:, None]).any((-1, -2, -3))
+    hit = np.zeros((n_s, n_p), bool)
+    for a in range(n_a):
+        for b in range(a + 1, n_a):
+            both = mask[:, a] & mask[:, b]
+            if not both.any():
+                continue
+            d = p[:, :, a] - p[:, :, b]
+            hit |= ((np.einsum("spoc,spoc->spo", d, d) < lim) & both[:, None]).any(-1)
     return hit, mask.any(-1).any(-1)

