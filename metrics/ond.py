@@ -21,6 +21,7 @@ the program-level aggregation and the metric declarations.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -213,6 +214,11 @@ class _FlatTrials:
         self.trial_of_sample = np.repeat(np.arange(len(trials)), self.lengths)
         self.local_index = np.arange(self.gt_class.size) - self.starts[self.trial_of_sample]
 
+    @functools.cached_property
+    def novel_running(self) -> np.ndarray:
+        """Running count of gt_novel (threshold-independent: shared by every threshold of a grid)."""
+        return self.cumulative(self.gt_novel)
+
     @property
     def n_trials(self) -> int:
         return len(self.trials)
@@ -317,7 +323,7 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
     predicted = flat.p_class[:, 0] >= threshold
     true_novel = flat.gt_novel
     segments = {"pre": (flat.starts, flat.post_start), "post": (flat.post_start, flat.ends)}
-    running = {name: flat.cumulative(v) for name, v in (("tp", predicted & true_novel), ("predicted", predicted), ("true", true_novel))}
+    running = {"tp": flat.cumulative(predicted & true_novel), "predicted": flat.cumulative(predicted), "true": flat.novel_running}
     for segment, (lo, hi) in segments.items():
         size = hi - lo
         tp = flat.segment_sums(running["tp"], lo, hi)
@@ -355,9 +361,10 @@ def _check_thresholds(thresholds) -> np.ndarray:
     return grid
 
 
-def _detection_table(flat: _FlatTrials, grid: np.ndarray) -> dict[str, np.ndarray]:
+def _detection_table(flat: _FlatTrials, grid: np.ndarray, rows: list | None = None) -> dict[str, np.ndarray]:
     table = {"threshold": grid.copy()}
-    rows = [_detection_metrics(flat, float(t)) for t in grid]
+    if rows is None:
+        rows = [_detection_metrics(flat, float(t)) for t in grid]
     for name in DETECTION_METRIC_NAMES:
         table[name] = np.array([math.nan if isinstance(row[name], NA) else row[name] for row in rows])
     return table
@@ -390,7 +397,7 @@ def program_metrics(
 
     Returns a :class:`MetricResults`; every name is declared in :data:`SPECS`.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 <= threshold <= 1.0:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) or not 0.0 <= threshold <= 1.0:
         raise MetricInputError(f"threshold: expected a number in [0, 1], got {threshold!r}")
     if isinstance(asymptotic_width, bool) or not isinstance(asymptotic_width, (int, np.integer)) or asymptotic_width < 1:
         raise MetricInputError(f"asymptotic_width: expected a positive int, got {asymptotic_width!r}")
@@ -410,6 +417,7 @@ def program_metrics(
 
     # ---- top-k accuracy of the agent, per trial then averaged over the trials that have the segment
     rank = _rank_unchecked(flat.gt_class, flat.p_class)  # inputs were checked by OndTrial
+    running: dict = {}  # (id of a rank array, k) -> running count of rank < k, shared with the baseline metrics
     segments = {
         "": (flat.starts, flat.ends),
         "_pre": (flat.starts, flat.post_start),
@@ -418,9 +426,9 @@ def program_metrics(
     accuracy = {}
     for k in (1, 3):
         correct = rank < k
-        running = flat.cumulative(correct)
+        running[id(rank), k] = flat.cumulative(correct)
         for suffix, (lo, hi) in segments.items():
-            acc = _ratio_or_nan(flat.segment_sums(running, lo, hi), hi - lo)
+            acc = _ratio_or_nan(flat.segment_sums(running[id(rank), k], lo, hi), hi - lo)
             accuracy[k, suffix] = acc
             results.set(f"top{k}{suffix}", _mean_over(acc, hi > lo, f"no trial has {suffix[1:]}-novelty samples"))
         results.series[f"top{k}_batch"] = _batch_series(flat, correct)
@@ -432,7 +440,7 @@ def program_metrics(
         for name in dependent:
             results.set(name, NA("needs a baseline agent's trials (baseline=None)"))
     else:
-        _baseline_metrics(results, flat, flat_baseline, rank, asymptotic_width, nrp_window, nrp_prefix)
+        _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_width, nrp_window, nrp_prefix)
 
     # ---- open-set recognition over all samples of all trials
     for name, value in _open_set_metrics_unchecked(flat.gt_class, flat.gt_novel, flat.p_class, rank).items():
@@ -440,19 +448,15 @@ def program_metrics(
 
     if threshold_grid:
         grid = np.asarray(DETECTION_THRESHOLD_GRID)
-        table = _detection_table(flat, grid)
+        rows = [_detection_metrics(flat, float(t)) for t in grid]
+        for t, row in zip(grid, rows):
+            for name, value in row.items():
+                results.set(f"{name}@{t:g}", value)  # an N/A keeps its reason
+        table = _detection_table(flat, grid, rows)
         steps = np.round(grid * 1000).astype(np.int64)
         for name in DETECTION_METRIC_NAMES:
-            for t, value in zip(grid, table[name]):
-                results.set(f"{name}@{t:g}", value if not math.isnan(value) else _grid_na(name, t))
-            results.series[f"{name}_vs_threshold"] = Series(steps, table[name])
+            results.series[f"{name}_vs_threshold"] = Series(steps, table[name])  # NaN where N/A
     return results
-
-
-def _grid_na(name: str, threshold: float) -> NA:
-    if name == "m1_mean_fn_cdt":
-        return NA(f"no correctly detected trial at threshold {threshold:g}")
-    return NA(f"{name} is undefined at threshold {threshold:g} for these trials")
 
 
 def _batch_series(flat: _FlatTrials, correct: np.ndarray) -> Series:
@@ -470,7 +474,7 @@ def _batch_series(flat: _FlatTrials, correct: np.ndarray) -> Series:
     return Series(steps, totals / counts)
 
 
-def _baseline_metrics(results, flat, flat_baseline, rank, asymptotic_width, nrp_window, nrp_prefix) -> None:
+def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_width, nrp_window, nrp_prefix) -> None:
     baseline_rank = _rank_unchecked(flat_baseline.gt_class, flat_baseline.p_class)
     novel_trials = flat.has_novelty
     if not novel_trials.any():
@@ -481,8 +485,6 @@ def _baseline_metrics(results, flat, flat_baseline, rank, asymptotic_width, nrp_
     post = (flat.post_start, flat.ends)
     pre = (flat.starts, flat.post_start)
     asym = (asym_lo, flat.ends)
-
-    running = {}
 
     def accuracy(ranks, k, bounds):
         key = (id(ranks), k)

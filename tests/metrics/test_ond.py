@@ -345,9 +345,15 @@ def test_open_set_through_program_metrics_by_hand():
     # 95% TPR needs threshold 0.3: known at or above 0.3: 1 of 2
     assert r["fpr_at_95tpr"] == pytest.approx(0.5)
     # OSCR, confidences: known-correct 0.8, known-wrong 0.5, novel 0.4, 0.3
-    # points (0,0) (0,1/2) (1/2,1/2) (1,1/2): area 1/4
-    assert r["oscr"] == pytest.approx(0.25)
-    assert open_set_metrics([1, 2, 0, 0], [0, 0, 1, 1], p)["oscr"] == pytest.approx(0.25)
+    # points (FPR, CCR): (0,0) (0,1/2) [0.8] (0,1/2) [0.5] (1/2,1/2) [0.4] (1,1/2) [0.3]
+    # area = 1/2 * 1/2 + 1/2 * 1/2 = 1/2 (CCR never exceeds 1/2: one of the two known is wrong)
+    assert r["oscr"] == pytest.approx(0.5)
+    assert open_set_metrics([1, 2, 0, 0], [0, 0, 1, 1], p)["oscr"] == pytest.approx(0.5)
+    # the known-class argmax ignores column 0 and breaks ties toward the lower column:
+    # row [0.2, 0.4, 0.4] with class 2 is wrong (column 1 wins), with class 1 right
+    tied = [[0.2, 0.4, 0.4], [0.2, 0.4, 0.4], [0.9, 0.05, 0.05]]
+    # confidences 0.4 (known, wrong), 0.4 (known, right), 0.05 (novel): (0,0) -> (0,1/2) -> (1,1/2): 1/2
+    assert open_set_metrics([2, 1, 0], [0, 0, 1], tied)["oscr"] == pytest.approx(0.5)
 
 
 # --------------------------------------------------------------------------------------------------
