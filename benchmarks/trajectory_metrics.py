@@ -83,7 +83,6 @@ def main():
     print(f"full table ({len(res.values)} values, {len(res.series)} series): {t_table:.2f} s")
 
     # breakdown on the same data (one pass each, whole array)
-    t, p, m = check_paths(true, pred, mask)
     parts = {}
     t0 = time.perf_counter()
     t, p, m = check_paths(true, pred, mask)
@@ -99,7 +98,6 @@ def main():
         parts[name] = time.perf_counter() - t0
     for k, v in parts.items():
         print(f"  {k:22s} {v:6.2f} s")
-    t_kde = parts["KDE marginal"] + parts["KDE joint"]
 
     t0 = time.perf_counter()
     lt_m, _, ok_m = kde_log_probs(t, p, m, joint=False)

@@ -24,7 +24,7 @@ from metrics.l2_block import (performance_recovery, recovery_time, saturation, t
 from metrics.l2_evaluate import block_table, prepare, runtime_seconds
 from metrics.l2_log import EpisodeLog, L2Logger, L2LogError, read_log, write_log
 from metrics.l2_smoothing import smooth
-from metrics.l2_ste import sample_efficiency, ste_relative_performance, time_to_learn
+from metrics.l2_ste import _curve_saturation, sample_efficiency, ste_relative_performance, time_to_learn
 from metrics.l2_transfer import maintenance_values, performance_maintenance, transfer_values
 from metrics.results import NA, MetricResults, MetricSpec, Series
 from metrics.validation import check_option
@@ -176,7 +176,6 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
         np.zeros(0, np.int64)
     tv, te = values[rows], p.exp_num[rows]
     if len(tv):
-        from metrics.l2_ste import _curve_saturation
         sat, tts, _ = _curve_saturation(tv, te, kw["fraction"], kw["max_window"])
         out["saturation"], out["time_to_saturation"] = sat, float(tts)
         out["normalized_integral"] = float(np.mean(tv))

@@ -98,7 +98,7 @@ class OndTrial:
         non_integer = gt_class != np.round(gt_class)
         if non_integer.any():
             i = int(np.argmax(non_integer))
-            raise MetricInputError(f"{who}: gt_class must hold integer class ids, got {gt_class[i]!r} at {where(i)}")
+            raise MetricInputError(f"{who}: gt_class must hold integer class ids, got {gt_class[i].item()!r} at {where(i)}")
 
         p_class = as_array(f"{who}: p_class", self.p_class, shape=(n, None))
         if p_class.shape[1] < 2:
@@ -109,7 +109,7 @@ class OndTrial:
             i = int(np.argmax(row_error > ROW_SUM_TOLERANCE))
             raise MetricInputError(
                 f"{who}: p_class rows must sum to 1 within {ROW_SUM_TOLERANCE:g}; row at {where(i)} sums to "
-                f"{p_class[i].sum()!r} (normalise the scores, or set normalize: true in the protocol config)"
+                f"{p_class[i].sum().item()!r} (normalise the scores, or set normalize: true in the protocol config)"
             )
         n_columns = p_class.shape[1]
         outside = (gt_class < 0) | (gt_class >= n_columns)
@@ -123,7 +123,7 @@ class OndTrial:
         not_binary = (gt_novel != 0) & (gt_novel != 1)
         if not_binary.any():
             i = int(np.argmax(not_binary))
-            raise MetricInputError(f"{who}: gt_novel must be 0/1, got {gt_novel[i]!r} at {where(i)}")
+            raise MetricInputError(f"{who}: gt_novel must be 0/1, got {gt_novel[i].item()!r} at {where(i)}")
 
         p_world_changed = as_array(f"{who}: p_world_changed", self.p_world_changed, shape=(n,))
         _check_probabilities(f"{who}: p_world_changed", p_world_changed, where)
@@ -166,7 +166,7 @@ def _check_probabilities(name: str, values: np.ndarray, where) -> None:
     outside = (values < 0.0) | (values > 1.0)
     if outside.any():
         i = np.unravel_index(int(np.argmax(outside)), values.shape)
-        raise MetricInputError(f"{name}: value {values[i]!r} at {where(int(i[0]))}{_column_text(i)} is outside [0, 1]")
+        raise MetricInputError(f"{name}: value {values[i].item()!r} at {where(int(i[0]))}{_column_text(i)} is outside [0, 1]")
 
 
 def _column_text(index: tuple) -> str:
@@ -211,8 +211,15 @@ class _FlatTrials:
         self.gt_novel = np.concatenate([t.gt_novel for t in trials]).astype(bool)
         self.p_world_changed = np.concatenate([t.p_world_changed for t in trials])
         self.p_class = np.concatenate([t.p_class for t in trials])
-        self.trial_of_sample = np.repeat(np.arange(len(trials)), self.lengths)
-        self.local_index = np.arange(self.gt_class.size) - self.starts[self.trial_of_sample]
+
+    @functools.cached_property
+    def trial_of_sample(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_trials), self.lengths)
+
+    @functools.cached_property
+    def local_index(self) -> np.ndarray:
+        """0-based position of each sample inside its trial."""
+        return np.arange(self.gt_class.size) - np.repeat(self.starts, self.lengths)
 
     @functools.cached_property
     def novel_running(self) -> np.ndarray:

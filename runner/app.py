@@ -106,10 +106,10 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
                 partial = protocol.record_so_far()
                 if partial is not None:
                     run.set_tags({"partial_record": "true"})
-                    _log_outcome(run, protocol, partial, cfg, settings, figures=False)
+                    log_outcome(run, protocol, partial, cfg, settings, figures=False)
                 raise
             run_seconds = time.perf_counter() - t0
-            results = _log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)))
+            results = log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)))
             run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds,
                              "time/total_s": time.perf_counter() - started})
         finally:
@@ -117,7 +117,7 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     return dict(results.values)
 
 
-def _log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: TrackingSettings, *, figures: bool):
+def log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: TrackingSettings, *, figures: bool):
     """Metrics (and figures and the record) of a complete or partial record."""
     metric_settings = plain(cfg.get("metrics") or {})
     results = protocol.evaluate(record, metric_settings)
@@ -148,6 +148,11 @@ def run(overrides: list[str] | tuple[str, ...] = (), *, output_dir: str | os.Pat
     ``run(["+experiment=ond_given_detection", "seed=3"])`` is ``python -m runner +experiment=... seed=3``
     without a subprocess (no sweep; use the CLI with ``-m`` for that).
     """
+    return run_composed("config", overrides, run_job, output_dir=output_dir)
+
+
+def run_composed(config_name: str, overrides, job, *, output_dir=None):
+    """Compose ``conf/<config_name>.yaml`` with overrides, set up Hydra's runtime info, call ``job(cfg)``."""
     from hydra import compose, initialize_config_dir
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
@@ -155,7 +160,7 @@ def run(overrides: list[str] | tuple[str, ...] = (), *, output_dir: str | os.Pat
     from runner.paths import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+        cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
     out = Path(output_dir) if output_dir else Path.cwd() / "outputs" / "api" / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):
@@ -167,6 +172,6 @@ def run(overrides: list[str] | tuple[str, ...] = (), *, output_dir: str | os.Pat
         job_cfg = cfg.copy()
         with open_dict(job_cfg):
             del job_cfg["hydra"]
-        return run_job(job_cfg)
+        return job(job_cfg)
     finally:
         HydraConfig.instance().cfg = None
