@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from metrics.ond import OndTrial, program_metrics  # noqa: E402
 
 
-def make_trials(n_trials: int, n_samples: int, n_known: int, seed: int, *, skill: float):
-    """Synthetic agent output: 90% of trials with a red light in [10%, 90%) of the trial, half the
-    post-novelty samples novel; class scores softmax(noise + skill on the true class)."""
+def make_trials(n_trials: int, n_samples: int, n_known: int, seed: int):
+    """Synthetic ground truth: 90% of trials with a red light in [10%, 90%) of the trial, half the
+    post-novelty samples novel (class 0), known samples uniform over 1..K."""
     rng = np.random.default_rng(seed)
     ground_truth = []
     for t in range(n_trials):
@@ -41,6 +41,8 @@ def make_trials(n_trials: int, n_samples: int, n_known: int, seed: int, *, skill
 
 
 def agent_outputs(ground_truth, n_known: int, seed: int, *, skill: float, batch_size: int):
+    """One agent's OndTrials: class scores softmax(noise + skill on the true class), P(world changed)
+    ramping up over 50 samples after the red light plus noise."""
     rng = np.random.default_rng(seed)
     trials = []
     for t, (gt_class, gt_novel, red_light) in enumerate(ground_truth):
@@ -106,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    ground_truth = make_trials(args.trials, args.samples, args.known, args.seed, skill=0.0)
+    ground_truth = make_trials(args.trials, args.samples, args.known, args.seed)
     trials = agent_outputs(ground_truth, args.known, args.seed + 1, skill=2.0, batch_size=args.batch_size)
     baseline = agent_outputs(ground_truth, args.known, args.seed + 2, skill=1.5, batch_size=args.batch_size)
     print(f"built {args.trials} trials x {args.samples} samples, K={args.known} (+ baseline) "

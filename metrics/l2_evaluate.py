@@ -195,11 +195,11 @@ def block_table(p: _Prepared, values, *, fraction, max_window):
 
 
 def runtime_seconds(timestamps) -> float:
-    ts = [t for t in timestamps.tolist() if t]
-    if not ts:
+    if len(timestamps) == 0:
         return float("nan")
-    try:
-        return (datetime.strptime(max(ts), TIMESTAMP_FORMAT) - datetime.strptime(min(ts), TIMESTAMP_FORMAT)).total_seconds()
+    try:  # the fixed-width format sorts as text: only the extremes are parsed
+        return (datetime.strptime(max(timestamps), TIMESTAMP_FORMAT)
+                - datetime.strptime(min(timestamps), TIMESTAMP_FORMAT)).total_seconds()
     except ValueError:
         return float("nan")
 

@@ -74,8 +74,10 @@ def smooth_segments(x, starts, lengths, wl, *, window: str = "flat") -> np.ndarr
     else:
         wt = {int(v): _weights(int(v), window) for v in np.unique(w)}
         acc = padded[base] * np.array([wt[int(v)][0] for v in w])[orow_seg]
+    # rows_w is non-increasing: active[k] = number of rows whose window is longer than k
+    active = np.searchsorted(-rows_w, -np.arange(int(w.max())), side="left").tolist()
     for off in range(1, int(w.max())):
-        a = int(np.searchsorted(-rows_w, -off, side="left"))  # rows_w is non-increasing: rows with wl > off
+        a = active[off]
         if a == 0:
             break
         if flat:

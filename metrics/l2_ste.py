@@ -33,19 +33,33 @@ def ste_relative_performance(task_values, ste_values):
     return float(np.nanmean(vals))
 
 
+def curve_saturations(curves, *, fraction: float = 0.2, max_window: int = 100) -> list:
+    """(saturation, time to saturation, smoothed curve) of several training curves in one vectorised call.
+
+    ``curves`` is a list of ``(values, exp_num)``; rows sharing an exp_num are averaged first (l2metrics).
+    """
+    means = [episode_means(np.asarray(v, float), np.asarray(e), np.zeros(len(v), dtype=np.int64))[0] for v, e in curves]
+    if not means:
+        return []
+    lengths = np.array([len(m) for m in means], dtype=np.int64)
+    starts = np.cumsum(lengths) - lengths
+    sat, tts, sm = saturation_segments(np.concatenate(means), starts, lengths, fraction=fraction, max_window=max_window)
+    return [(float(sat[i]), int(tts[i]), sm[starts[i]:starts[i] + lengths[i]]) for i in range(len(means))]
+
+
 def _curve_saturation(values, exp_num, fraction, max_window):
-    v, _, _ = episode_means(values, exp_num, np.zeros(len(values), dtype=np.int64))
-    sat, tts, sm = saturation_segments(v, np.array([0]), np.array([len(v)]), fraction=fraction, max_window=max_window)
-    return float(sat[0]), int(tts[0]), sm
+    return curve_saturations([(values, exp_num)], fraction=fraction, max_window=max_window)[0]
 
 
-def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 0.2, max_window: int = 100) -> dict:
+def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 0.2, max_window: int = 100,
+                      curves: list | None = None) -> dict:
     """Sample efficiency of one task against its STE runs (l2metrics ``SampleEfficiency``, "metrics" averaging).
 
     Per STE run: ``(sat_agent / sat_ste) * (tts_ste / tts_agent)``, set to 0 when the agent's saturation is
     below 20% of the STE's or the least-squares trend of the agent's training curve (against exp_num) is
     negative. Runs whose STE saturates at episode 0 are skipped; the task is skipped when the agent does.
-    ``ste_runs`` is a list of ``(values, exp_num)``. Returns a dict with ``sample_efficiency`` (float or NA),
+    ``ste_runs`` is a list of ``(values, exp_num)``; ``curves`` optionally gives :func:`curve_saturations`
+    of ``[task] + ste_runs`` already computed. Returns a dict with ``sample_efficiency`` (float or NA),
     ``saturation_ratio``, ``time_to_saturation_ratio`` and the per-run lists.
     """
     a = as_array("task_values", task_values, ndim=1)
@@ -62,15 +76,16 @@ def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 
     with warnings.catch_warnings():  # a one-point fit is rank deficient: l2metrics fits it all the same
         warnings.simplefilter("ignore")
         slope = float(np.polyfit(e, a, 1)[0])
-    sat, tts, _ = _curve_saturation(a, e, fraction, max_window)
+    if curves is None:
+        curves = curve_saturations([(a, e)] + list(ste_runs), fraction=fraction, max_window=max_window)
+    sat, tts, _ = curves[0]
     if tts == 0:
         reason = "the agent's smoothed training curve peaks at its first episode (no saturation to compare)"
         for k in ("sample_efficiency", "saturation_ratio", "time_to_saturation_ratio"):
             out[k] = NA(reason)
         return out
     sat_r, tts_r = [], []
-    for values, exp in ste_runs:
-        s_sat, s_tts, _ = _curve_saturation(np.asarray(values, float), np.asarray(exp), fraction, max_window)
+    for s_sat, s_tts, _ in curves[1:]:
         if s_tts == 0:
             continue
         out["ste_saturation"].append(s_sat)
@@ -91,7 +106,7 @@ def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 
 
 
 def time_to_learn(task_values, task_exp_num, ste_runs, *, learn_threshold: float = 0.9, fraction: float = 0.2,
-                  max_window: int = 100):
+                  max_window: int = 100, curves: list | None = None):
     """STE episodes / agent episodes to reach ``learn_threshold`` × the STE's saturation value (>1 = faster).
 
     Both curves are the smoothed training curves used for saturation; "episodes to reach" counts the
@@ -103,10 +118,12 @@ def time_to_learn(task_values, task_exp_num, ste_runs, *, learn_threshold: float
         return NA("no training episodes of the task")
     if not ste_runs:
         return NA("no STE run for the task")
-    _, _, sm_a = _curve_saturation(a, as_array("task_exp_num", task_exp_num, ndim=1), fraction, max_window)
+    if curves is None:
+        e = as_array("task_exp_num", task_exp_num, ndim=1)
+        curves = curve_saturations([(a, e)] + list(ste_runs), fraction=fraction, max_window=max_window)
+    sm_a = curves[0][2]
     ratios, reason = [], None
-    for values, exp in ste_runs:
-        s_sat, _, sm_s = _curve_saturation(np.asarray(values, float), np.asarray(exp), fraction, max_window)
+    for s_sat, _, sm_s in curves[1:]:
         level = learn_threshold * s_sat
         tol = TIE_RTOL * max(abs(level), 1.0)
         hit_s = np.flatnonzero(sm_s >= level - tol)

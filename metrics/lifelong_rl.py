@@ -19,12 +19,12 @@ import math
 
 import numpy as np
 
-from metrics.l2_block import (performance_recovery, recovery_time, saturation, terminal_performance,
+from metrics.l2_block import (_segment_rows, performance_recovery, recovery_time, saturation, terminal_performance,
                               time_to_saturation)
 from metrics.l2_evaluate import block_table, prepare, runtime_seconds
 from metrics.l2_log import EpisodeLog, L2Logger, L2LogError, read_log, write_log
 from metrics.l2_smoothing import smooth
-from metrics.l2_ste import _curve_saturation, sample_efficiency, ste_relative_performance, time_to_learn
+from metrics.l2_ste import curve_saturations, sample_efficiency, ste_relative_performance, time_to_learn
 from metrics.l2_transfer import maintenance_values, performance_maintenance, transfer_values
 from metrics.results import NA, MetricResults, MetricSpec, Series
 from metrics.validation import check_option
@@ -172,26 +172,27 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
     out["eval_train_gap"] = (out["avg_eval_perf"] - out["avg_train_perf"]) if len(avg_tr) and len(avg_ev) else NA(
         f"task {name} needs both training and evaluation blocks")
     # the task's concatenated training (wake) curve
-    rows = np.concatenate([np.arange(s, s + n) for s, n in zip(p.r_start[tw], p.r_len[tw])]) if len(tw) else \
-        np.zeros(0, np.int64)
+    rows = _segment_rows(p.r_start[tw], p.r_len[tw])
     tv, te = values[rows], p.exp_num[rows]
+    ste_pairs = [(v, e) for v, e, _ in ste_runs]
+    curves = curve_saturations([(tv, te)] + ste_pairs, **kw) if len(tv) else None
     if len(tv):
-        sat, tts, _ = _curve_saturation(tv, te, kw["fraction"], kw["max_window"])
+        sat, tts, _ = curves[0]
         out["saturation"], out["time_to_saturation"] = sat, float(tts)
         out["normalized_integral"] = float(np.mean(tv))
     else:
         for k in ("saturation", "time_to_saturation", "normalized_integral"):
             out[k] = NA(f"task {name} has no training (wake) block")
-    ste_pairs = [(v, e) for v, e, _ in ste_runs]
     out["ste_rel_perf"] = ste_relative_performance(tv, [v for v, _ in ste_pairs]) if ste_pairs else NA(
         f"no STE log for task {name}")
     if ste_pairs:
-        se = sample_efficiency(tv, te, ste_pairs, **kw)
+        se = sample_efficiency(tv, te, ste_pairs, curves=curves, **kw)
         out["sample_efficiency"] = se["sample_efficiency"]
         out["ste_saturation_ratio"] = se["saturation_ratio"]
         out["ste_time_to_saturation_ratio"] = se["time_to_saturation_ratio"]
         out["sample_efficiency_vals"] = se["values"]
-        out["time_to_learn"] = time_to_learn(tv, te, ste_pairs, learn_threshold=learn_threshold, **kw)
+        out["time_to_learn"] = time_to_learn(tv, te, ste_pairs, learn_threshold=learn_threshold, curves=curves,
+                                             **kw) if len(tv) else NA(f"task {name} has no training (wake) block")
     else:
         for k in ("sample_efficiency", "ste_saturation_ratio", "ste_time_to_saturation_ratio", "time_to_learn"):
             out[k] = NA(f"no STE log for task {name}")

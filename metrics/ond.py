@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metrics.ond_blocks import (  # noqa: F401  (re-exported: the public building blocks)
+from metrics.ond_blocks import (  # re-exported: the public building blocks
     asymptotic_performance_task_improvement,
     correctly_detected,
     detected_early,
@@ -42,7 +42,7 @@ from metrics.ond_blocks import (  # noqa: F401  (re-exported: the public buildin
     topk_correct,
 )
 from metrics.ond_blocks import _open_set_metrics_unchecked, _rank_unchecked
-from metrics.open_set import (  # noqa: F401
+from metrics.open_set import (
     auroc,
     average_precision,
     fpr_at_tpr,
@@ -51,6 +51,16 @@ from metrics.open_set import (  # noqa: F401
 )
 from metrics.results import NA, MetricResults, MetricSpec, Series
 from metrics.validation import MetricInputError, as_array, check_option
+
+__all__ = [
+    "OndTrial", "program_metrics", "detection_vs_threshold", "SPECS", "SERIES", "DETECTION_THRESHOLD_GRID",
+    "DETECTION_METRIC_NAMES",
+    # per-trial building blocks (metrics.ond_blocks) and open-set functions (metrics.open_set)
+    "detection_index", "correctly_detected", "detected_early", "rank_of_true_class", "topk_correct",
+    "top_k_accuracy", "novelty_detection_performance", "novelty_reaction_performance",
+    "overall_performance_task_improvement", "asymptotic_performance_task_improvement", "open_set_metrics",
+    "auroc", "average_precision", "fpr_at_tpr", "oscr", "novelty_score_metrics",
+]
 
 DETECTION_THRESHOLD_GRID: tuple[float, ...] = (0.175, 0.225, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 NRP_WINDOWS = ("post", "asymptotic")
@@ -263,11 +273,11 @@ class _FlatTrials:
         np.cumsum(values, dtype=np.int64, out=out[1:])
         return out
 
-    def segment_sums(self, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """sum(values[lo_t:hi_t]) per trial (absolute flat bounds; empty segments give 0).
-        ``values`` may be a precomputed :meth:`cumulative` (length + 1) to share it between segments."""
-        cumulative = values if values.size == self.gt_class.size + 1 else self.cumulative(values)
-        return cumulative[hi] - cumulative[lo]
+    @staticmethod
+    def segment_sums(running: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """sum(values[lo_t:hi_t]) per trial from ``running = cumulative(values)`` (absolute flat bounds;
+        an empty segment gives 0)."""
+        return running[hi] - running[lo]
 
     def asymptotic_start(self, width: int) -> np.ndarray:
         """Start of the last ``width`` samples of each trial (the whole trial when it is shorter)."""
@@ -506,8 +516,9 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
         n_excluded = int((novel_trials & ~usable).sum())
         results.set(f"{name}_n_excluded", n_excluded)
         if not usable.any():
-            ids = [flat.ids[i] for i in np.flatnonzero(novel_trials)[:10]]
-            results.set(name, NA(f"every trial with novelty is excluded: {excluded_reason} (trials {ids}...)"))
+            novel_ids = [flat.ids[i] for i in np.flatnonzero(novel_trials)]
+            listed = ", ".join(novel_ids[:10]) + (f" and {len(novel_ids) - 10} more" if len(novel_ids) > 10 else "")
+            results.set(name, NA(f"every trial with novelty is excluded: {excluded_reason} (trials {listed})"))
         else:
             results.set(name, float(per_trial[usable].mean()))
 

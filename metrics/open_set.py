@@ -27,6 +27,34 @@ def _labels_and_scores(y_true, y_score, *, names=("y_true", "y_score")):
     return labels.astype(bool), scores
 
 
+def sort_descending_with_flags(score: np.ndarray, flags: np.ndarray, n_bits: int):
+    """Sort ``score`` from high to low carrying small integer ``flags`` (< 2**n_bits) along.
+
+    Returns (sorted scores, sorted flags, index of the last element of every tie group). The order of
+    samples inside a tie group is unspecified: callers only read cumulative counts at group ends.
+
+    Why not ``argsort``: for scores in [0, 1] the bit pattern of a non-negative float64, read as an
+    unsigned integer, orders exactly like the float, and stays below 2**62; shifted left by
+    ``n_bits`` <= 2 it still fits in 64 bits with the flags in the low bits. One ``np.sort`` of those
+    keys (SIMD-accelerated) replaces ``argsort`` plus two gathers, about 3x faster on 10**6 samples.
+    Other scores fall back to ``argsort``.
+    """
+    if n_bits > 2:
+        raise ValueError("at most 2 flag bits fit next to a float64 in [0, 1]")
+    if score.size and score.min() >= 0.0 and score.max() <= 1.0:
+        key = np.add(score, 0.0).view(np.uint64) << np.uint64(n_bits)  # + 0.0 turns -0.0 into 0.0
+        key |= flags.astype(np.uint64)
+        key.sort()
+        key = key[::-1]
+        sorted_flags = (key & np.uint64((1 << n_bits) - 1)).astype(np.int64)
+        sorted_score = (key >> np.uint64(n_bits)).view(np.float64)
+    else:
+        order = np.argsort(score)[::-1]
+        sorted_score, sorted_flags = score[order], flags[order].astype(np.int64)
+    group_end = np.append(np.flatnonzero(sorted_score[1:] != sorted_score[:-1]), sorted_score.size - 1)
+    return sorted_score, sorted_flags, group_end
+
+
 def binary_curve_counts(is_positive: np.ndarray, score: np.ndarray):
     """Cumulative (true positives, false positives) at every distinct score, highest score first.
 
@@ -35,12 +63,8 @@ def binary_curve_counts(is_positive: np.ndarray, score: np.ndarray):
     (same numbers); written here so the three curve metrics below share one O(n log n) sort.
     Inputs must already be validated (bool labels, finite float scores of equal length).
     """
-    order = np.argsort(score)[::-1]  # order inside a tie group is irrelevant: groups move together
-    sorted_score = score[order]
-    sorted_positive = is_positive[order]
-    # last position of every tie group in the descending order
-    group_end = np.append(np.flatnonzero(sorted_score[1:] != sorted_score[:-1]), sorted_score.size - 1)
-    true_pos = np.cumsum(sorted_positive, dtype=np.int64)[group_end]
+    sorted_score, sorted_positive, group_end = sort_descending_with_flags(score, is_positive, 1)
+    true_pos = np.cumsum(sorted_positive)[group_end]
     false_pos = (group_end + 1) - true_pos
     return true_pos, false_pos, sorted_score[group_end]
 
@@ -167,9 +191,9 @@ def _oscr_unchecked(is_novel_b: np.ndarray, conf: np.ndarray, correct_b: np.ndar
     known_correct = (~is_novel_b) & correct_b
     n_known = int((~is_novel_b).sum())
     n_novel = is_novel_b.size - n_known
-    order = np.argsort(conf)[::-1]
-    sorted_conf = conf[order]
-    group_end = np.append(np.flatnonzero(sorted_conf[1:] != sorted_conf[:-1]), sorted_conf.size - 1)
-    ccr = np.concatenate(([0], np.cumsum(known_correct[order], dtype=np.int64)[group_end])) / n_known
-    fpr = np.concatenate(([0], np.cumsum(is_novel_b[order], dtype=np.int64)[group_end])) / n_novel
+    # flags: bit 0 = novel, bit 1 = known and correctly classified
+    flags = is_novel_b.astype(np.int64) | (known_correct.astype(np.int64) << 1)
+    _, sorted_flags, group_end = sort_descending_with_flags(conf, flags, 2)
+    ccr = np.concatenate(([0], np.cumsum(sorted_flags >> 1)[group_end])) / n_known
+    fpr = np.concatenate(([0], np.cumsum(sorted_flags & 1)[group_end])) / n_novel
     return float(np.sum(np.diff(fpr) * (ccr[1:] + ccr[:-1])) / 2.0)

@@ -14,6 +14,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from runner.build import build_part, plain
+from runner.resume import reuse_finished, skip_enabled
 from runner.selection import select
 from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 
@@ -72,6 +73,12 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     resolved = OmegaConf.to_container(cfg, resolve=True)
     settings = tracking_settings(cfg)
+    if skip_enabled(settings, multirun=hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
+        # Resuming a sweep: a config that already has a FINISHED run is not run (or logged) again.
+        reused = reuse_finished(settings, launch_dir, config_hash(resolved), parent_run_id=find_parent_run(settings, launch_dir),
+                                job_label=" ".join(hc.overrides.task) if hc is not None else "job")
+        if reused is not None:
+            return reused
     seed = int(cfg.seed)
     protocol = build_part(cfg, "protocol")
     domain = build_part(cfg, "domain")
@@ -109,24 +116,38 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
                     log_outcome(run, protocol, partial, cfg, settings, figures=False)
                 raise
             run_seconds = time.perf_counter() - t0
-            results = log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)))
-            run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds,
+            timings: dict[str, float] = {}
+            results = log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)), timings=timings)
+            run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds, **timings,
                              "time/total_s": time.perf_counter() - started})
         finally:
             _attach_job_log(run)
     return dict(results.values)
 
 
-def log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: TrackingSettings, *, figures: bool):
-    """Metrics (and figures and the record) of a complete or partial record."""
+def log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: TrackingSettings, *, figures: bool,
+                timings: dict[str, float] | None = None):
+    """Metrics (and figures and the record) of a complete or partial record; ``timings`` gets the
+    seconds spent on metrics, figures and MLflow logging."""
+    timings = {} if timings is None else timings
+    clock = time.perf_counter()
     metric_settings = plain(cfg.get("metrics") or {})
     results = protocol.evaluate(record, metric_settings)
     results = select(results, protocol.name, metric_settings.get("names"))
+    timings["time/metrics_s"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     run.log_results(results)
     if settings.log_record:
         run.log_files(lambda folder: protocol.save_record(record, folder), "record")
+    logging_seconds = time.perf_counter() - clock
     if figures:
-        run.log_figures(protocol.figures(record, results, metric_settings))
+        clock = time.perf_counter()
+        made = protocol.figures(record, results, metric_settings)
+        timings["time/figures_s"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        run.log_figures(made)
+        logging_seconds += time.perf_counter() - clock
+    timings["time/mlflow_logging_s"] = logging_seconds
     return results
 
 

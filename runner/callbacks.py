@@ -2,8 +2,8 @@
 
 on_multirun_start creates the parent and hands its id to the jobs (environment variable, inherited by
 joblib/loky and submitit workers; jobs elsewhere find it by the sweep-dir tag). on_job_end marks the
-parent FAILED when a job failed (the basic sweeper skips on_multirun_end then); on_multirun_end ends
-it FINISHED otherwise. Hydra turns callback exceptions into warnings, so the logic lives in plain
+parent FAILED when a job failed (the basic sweeper skips on_multirun_end then); on_multirun_end logs the
+comparison of the jobs over seeds (``runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so the logic lives in plain
 functions that tests call directly.
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from runner.compare import summarize_sweep
 from runner.tracking import RUN_KIND_TAG, SWEEP_DIR_TAG, TrackingSettings, get_or_create_experiment, make_client
 
 try:
@@ -98,5 +99,9 @@ class MlflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         settings, launch_dir, run_id = self._parent(config)
         if run_id:
+            try:
+                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task))
+            except Exception:  # the comparison is a bonus; never lose the sweep's status over it
+                log.exception("comparison of sweep %s failed; `python -m runner.compare --sweep %s` retries it", run_id, run_id)
             mark_parent(settings, launch_dir, run_id, "FINISHED")
         os.environ.pop(self.env_var, None)

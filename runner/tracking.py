@@ -54,6 +54,8 @@ class TrackingSettings:
     experiment_name: str = "owl-eval"
     artifact_location: str | None = None
     log_record: bool = True
+    # Skip a job whose config already has a FINISHED run in the experiment: None = in sweeps only.
+    skip_finished: bool | None = None
 
     def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
         if self.uri:

@@ -67,6 +67,7 @@ class LinearQAgent(AgentHooks):
             self.weights[key] = np.zeros((spec.num_actions, coder.size))
             self.episodes[key] = 0
         self.w, self.coder = self.weights[key], self.coders[key]
+        self._cached = (None, None)
         self.step_size = self.alpha / self.coder.tilings
 
     def start_block(self, block: BlockInfo) -> None:

@@ -46,6 +46,14 @@ def find_file(directory: Path, name: str) -> Path:
                         "'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
 
 
+def _exists(directory: Path, name: str) -> bool:
+    try:
+        find_file(directory, name)
+        return True
+    except DataPathError:
+        return False
+
+
 def read_tracks(path: Path) -> np.ndarray:
     """Rows ``[frame, pedestrian_id, x, y]`` of one file as float64 ``[N, 4]``."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -125,6 +133,10 @@ class EthUcyDomain:
         test_names = self.groups[self.test_group]
         train_names = [f for g, names in self.groups.items() if g != self.test_group for f in names]
         train_names += [f for f in self.extra_train_files if f not in train_names and f not in test_names]
+        missing = [n for n in test_names + train_names if not _exists(directory, n)]
+        if missing:
+            raise DataPathError(f"domain.path: {directory} has no file {', '.join(missing)} (.txt.gz or .txt, ETH/UCY "
+                                "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
         return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
 
     def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:

@@ -1,4 +1,4 @@
-"""OND figures: detection timelines, top-1 per batch (agent vs baseline), detection vs threshold."""
+"""OND figures: detection timelines, top-1 per batch (agent vs baseline), detection vs threshold, novelty ROC."""
 from __future__ import annotations
 
 import matplotlib
@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from metrics.ond import DETECTION_THRESHOLD_GRID, detection_vs_threshold  # noqa: E402
+from metrics.open_set import binary_curve_counts  # noqa: E402
 from metrics.results import MetricResults  # noqa: E402
 
 
@@ -61,10 +62,46 @@ def detection_rate_vs_threshold(trials, thresholds=DETECTION_THRESHOLD_GRID):
     return fig
 
 
+def roc_points(trials) -> tuple[np.ndarray, np.ndarray] | None:
+    """(FPR, TPR) of ``p_class[:, 0]`` for novel samples, pooled over every sample of every trial (the
+    samples ``auroc_novel`` is computed on), from (0, 0) to (1, 1); None without both novel and known."""
+    novel = np.concatenate([t.gt_novel for t in trials]).astype(bool)
+    score = np.concatenate([t.p_class[:, 0] for t in trials]).astype(np.float64)
+    if novel.all() or not novel.any():
+        return None
+    tp, fp = binary_curve_counts(novel, score)[:2]
+    return np.concatenate(([0.0], fp / fp[-1])), np.concatenate(([0.0], tp / tp[-1]))
+
+
+def novelty_roc(record, results: MetricResults):
+    """ROC of the unknown-class score p_class[:, 0] (novel = positive), agent and baseline."""
+    fig, ax = plt.subplots(figsize=(4.8, 4.6))
+    ax.plot([0, 1], [0, 1], color="tab:gray", lw=0.8, ls=":", label="chance")
+    runs = (("agent", record.trials, "auroc_novel"), ("baseline", record.baseline_trials, "baseline.auroc_novel"))
+    for label, trials, key in runs:
+        points = roc_points(trials) if trials else None
+        if points is None:
+            continue
+        value = results.values.get(key)
+        text = f"{label} (AUROC {value:.3f})" if isinstance(value, float) else label
+        # tie groups move together, so a tied score is a straight diagonal segment (the half credit)
+        ax.plot(*points, lw=1.4, label=text)
+    ax.set_xlabel("false-positive rate (known samples flagged)")
+    ax.set_ylabel("true-positive rate (novel samples flagged)")
+    ax.set_xlim(-0.01, 1.01)
+    ax.set_ylim(-0.01, 1.01)
+    ax.set_aspect("equal")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.set_title("Novelty ROC (p_class[:, 0], all trials)")
+    fig.tight_layout()
+    return fig
+
+
 def ond_figures(record, results: MetricResults, *, threshold: float) -> dict:
     figures = {
         "detection_timeline": detection_timeline(record.trials, threshold=threshold),
         "top1_per_batch": top1_per_batch(results),
         "detection_vs_threshold": detection_rate_vs_threshold(record.trials),
+        "novelty_roc": novelty_roc(record, results),
     }
     return figures

@@ -488,7 +488,7 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
 
 
 def random_trials(rng, n_trials, n_columns):
-    ground_truth, agents, baselines = [], [], []
+    agents, baselines = [], []
     for i in range(n_trials):
         n = int(rng.integers(1, 30))
         red_light = None if rng.random() < 0.25 else int(rng.integers(0, n))

@@ -200,3 +200,21 @@ def test_ties_are_order_independent():
     for perm in itertools.islice(itertools.permutations(range(7)), 0, 5040, 97):
         p = list(perm)
         assert (auroc(y[p], s[p]), average_precision(y[p], s[p]), fpr_at_tpr(y[p], s[p]), oscr(y[p], s[p], correct[p])) == pytest.approx(reference, abs=1e-12)
+
+
+def test_scores_outside_unit_interval_and_negative_zero():
+    # the fast path packs scores in [0, 1] into sort keys; anything else takes the argsort path:
+    # both must give the definitions' numbers
+    rng = np.random.default_rng(17)
+    for _ in range(10):
+        n = int(rng.integers(2, 50))
+        y = rng.integers(0, 2, n)
+        y[0], y[1] = 0, 1
+        logits = rng.integers(-3, 4, n) * 2.5  # outside [0, 1], with ties
+        assert auroc(y, logits) == pytest.approx(auroc_by_pairs(y.tolist(), logits.tolist()), abs=1e-12)
+        assert average_precision(y, logits) == pytest.approx(average_precision_score(y, logits), abs=1e-12)
+        correct = rng.integers(0, 2, n)
+        assert oscr(y, logits, correct) == pytest.approx(oscr_by_thresholds(y.tolist(), logits.tolist(), correct.tolist()), abs=1e-12)
+    # -0.0 == 0.0: one tie group, not two
+    assert auroc([1, 0], [-0.0, 0.0]) == 0.5
+    assert oscr([0, 1], [0.0, -0.0], [1, 0]) == 0.5

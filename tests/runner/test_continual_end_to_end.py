@@ -49,7 +49,7 @@ def test_experiment_logs_everything(experiment_file, domain, num_tasks, experime
     assert r.info.status == "FINISHED"
     tags, metrics = r.data.tags, r.data.metrics
     assert (tags["protocol"], tags["domain"], tags["agent"], tags["scenario"], tags["baseline"]) == (
-        "continual", domain, "Finetune", "class_incremental", "none")
+        "continual", domain, "continual/finetune", "class_incremental", "none")
     assert r.data.params["agent.epochs"] == "2" and r.data.params["protocol.scenario"] == "class_incremental"
 
     A, b, n = _download_results(client, r.info.run_id, tmp_path)
@@ -89,7 +89,7 @@ def test_task_incremental_scenario_and_every_learner_config(experiment, client, 
         run(["+experiment=continual_split_digits", *experiment["overrides"], f"agent={agent}", *FAST,
              "protocol.scenario=task_incremental", "figures=false"], output_dir=tmp_path / agent.replace("/", "_"))
     runs = client.search_runs([client.get_experiment_by_name(experiment["name"]).experiment_id])
-    assert sorted(r.data.tags["agent"] for r in runs) == ["Joint", "Replay"]
+    assert sorted(r.data.tags["agent"] for r in runs) == ["continual/joint", "continual/replay"]
     for r in runs:
         assert r.info.status == "FINISHED" and r.data.tags["scenario"] == "task_incremental"
         # told the task, a linear model separates each pair of digits almost perfectly

@@ -1,0 +1,122 @@
+"""ETH/UCY loader: a tiny hand-written file (frame spacing, windows, masks counted by hand) and the real files."""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from runner.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, track_grid, read_tracks
+
+# Frames every 10. Pedestrian 1 walks +1 m per step along x at frames 0..50 (6 steps).
+# Pedestrian 2 is at frames 10, 20, (30 missing), 40, 50, 60 (y = 5).
+# Pedestrian 3 appears only at frames 50 and 60.
+TINY = """0\t1\t0.0\t0.0
+10\t1\t1.0\t0.0
+10\t2\t0.0\t5.0
+20\t1\t2.0\t0.0
+20\t2\t0.5\t5.0
+30\t1\t3.0\t0.0
+40\t1\t4.0\t0.0
+40\t2\t1.5\t5.0
+50\t1\t5.0\t0.0
+50\t2\t2.0\t5.0
+50\t3\t9.0\t9.0
+60\t2\t2.5\t5.0
+60\t3\t9.0\t8.0
+"""
+
+
+@pytest.fixture()
+def tiny_dir(tmp_path):
+    """The tiny scene as one group per file: 'a' (gzipped) for test, 'b' (a copy, plain text) for training."""
+    with gzip.open(tmp_path / "a.txt.gz", "wt") as fh:
+        fh.write(TINY)
+    (tmp_path / "b.txt").write_text(TINY)
+    return tmp_path
+
+
+def test_grid_places_frames_by_step(tiny_dir):
+    grid, ids, first = track_grid(read_tracks(tiny_dir / "a.txt.gz"), frame_step=10)
+    # frames 0..60 step 10 -> 7 steps; 3 pedestrians
+    assert grid.shape == (7, 3, 2) and first == 0 and list(ids) == [1, 2, 3]
+    assert np.isnan(grid[3, 1]).all()  # pedestrian 2 missing at frame 30
+    assert grid[4, 1].tolist() == [1.5, 5.0]  # frame 40 is step 4
+    with pytest.raises(DataPathError, match="frame_step"):
+        track_grid(read_tracks(tiny_dir / "a.txt.gz"), frame_step=20)  # frame 10 is off a 20-grid
+
+
+def test_windows_and_masks_match_a_hand_count(tiny_dir):
+    # obs 2 + pred 2 = 4 steps; 7 steps -> window starts 0, 1, 2, 3; last observed step = start + 1.
+    s = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=8,
+                    complete_only=False, dt=0.4)
+    # present at step 1: peds 1, 2 | step 2: 1, 2 | step 3: 1 (2 missing) | step 4: 1, 2 -> 4 scenes
+    assert s.scene_frame.tolist() == [0, 10, 20, 30]
+    assert s.agent_mask.sum(1).tolist() == [2, 2, 1, 2]
+    # scene 0 (steps 0..3): ped 2 history = [absent, present], future = [present, absent(frame 30)]
+    assert s.history_mask[0, 1].tolist() == [False, True]
+    assert s.future_mask[0, 1].tolist() == [True, False]
+    # ped 1 future in scene 0 = frames 20, 30 -> x = 2, 3
+    assert s.future[0, 0, :, 0].tolist() == [2.0, 3.0]
+    # scene 3 (steps 3..6): ped 1 present until frame 50 (step 5), so its future = [frame 50, absent]
+    assert s.future_mask[3, 0].tolist() == [True, False]
+    # ped 3 first seen at step 5 = a future step of scene 3: not an agent of any scene (never at a last observed step)
+    assert s.num_agents == 2
+
+
+def test_complete_only_and_agent_chunks(tiny_dir):
+    s = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=8,
+                    complete_only=True, dt=0.4)
+    # only ped 1 is present at all 4 steps of windows 0, 1, 2 (frames 0..50); ped 2 always misses one step
+    assert s.scene_frame.tolist() == [0, 10, 20]
+    assert s.agent_mask.sum(1).tolist() == [1, 1, 1]
+    chunked = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=1,
+                          complete_only=False, dt=0.4)
+    # max_agents=1 splits each window into one scene per agent: 2 + 2 + 1 + 2 = 7 scenes, nobody dropped
+    assert chunked.scene_frame.tolist() == [0, 0, 10, 10, 20, 30, 30]
+    assert chunked.agent_mask.sum() == 7
+
+
+def test_split_is_by_file_and_errors_name_the_key(tiny_dir):
+    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
+                       obs_len=2, pred_len=2)
+    splits = dom.load()
+    assert set(splits.test.scene_source) == {"a"} and set(splits.train.scene_source) == {"b"}
+    assert splits.test.dt == pytest.approx(0.4)
+    with pytest.raises(DataPathError, match="domain.path is not set"):
+        EthUcyDomain(None).load()
+    with pytest.raises(DataPathError, match="domain.path=.*not a folder"):
+        EthUcyDomain(str(tiny_dir / "nope")).load()
+    with pytest.raises(DataPathError, match="has no file biwi_eth"):
+        EthUcyDomain(str(tiny_dir)).load()
+    with pytest.raises(ValueError, match="domain.test_group"):
+        EthUcyDomain(str(tiny_dir), test_group="mars")
+
+
+def test_real_files_frame_spacing_and_windows(shared_dir):
+    path = shared_dir / "data" / "eth_ucy"
+    rows = read_tracks(path / "biwi_hotel.txt.gz")
+    # every frame is a multiple of 10 from the first one (0.4 s at 25 fps)
+    assert np.all((rows[:, 0] - rows[:, 0].min()) % 10 == 0)
+    dom = EthUcyDomain(str(path), test_group="hotel")
+    splits = dom.load()
+    test = splits.test
+    assert set(test.scene_source) == {"biwi_hotel"}
+    assert "biwi_hotel" not in set(splits.train.scene_source)
+    assert {"crowds_zara03", "uni_examples", "students001"} <= set(splits.train.scene_source)
+    assert test.history.shape[2:] == (8, 2) and test.future.shape[2:] == (12, 2)
+    # plain-loop count: agents of the scene starting at frame F are the pedestrians listed at frame F + 70
+    f0 = int(test.scene_frame[10])
+    expected = np.sum(rows[:, 0] == f0 + 70)
+    in_scenes = test.agent_mask[test.scene_frame == f0].sum()
+    assert in_scenes == expected
+    # the first agent's history equals the file rows of its pedestrian (looked up by position at F + 70)
+    s = int(np.nonzero(test.scene_frame == f0)[0][0])
+    last = test.history[s, 0, -1]
+    pid = rows[(rows[:, 0] == f0 + 70) & np.all(np.isclose(rows[:, 2:], last), axis=1), 1][0]
+    for k in range(8):
+        hit = rows[(rows[:, 0] == f0 + 10 * k) & (rows[:, 1] == pid)]
+        if len(hit):
+            assert test.history[s, 0, k].tolist() == hit[0, 2:].tolist()
+        else:
+            assert np.isnan(test.history[s, 0, k]).all()
