@@ -69,7 +69,7 @@ def _load(log, perf):
     if isinstance(log, EpisodeLog):
         return log
     if isinstance(log, (str, Path)):
-        return read_log(log, perf_measure=perf, raw=True)
+        return read_log(log, perf_measure=perf, raw=True, columns=[perf])
     raise MetricInputError(f"log: expected a log directory or an EpisodeLog, got {type(log).__name__}")
 
 

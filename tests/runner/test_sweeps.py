@@ -1,0 +1,161 @@
+"""Sweeps through the real CLI: parallel jobs lose nothing, launchers give identical numbers, the parent
+run gets the comparison over seeds, job logs are attached, and a re-run skips finished configs.
+
+The store is read back with plain sqlite3 (not MlflowClient) so that what is counted is what is on disk.
+"""
+from __future__ import annotations
+
+import math
+import os
+import sqlite3
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+AGENTS = ("ond/knn_novelty", "ond/closed_world")
+SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
+
+
+def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
+    cmd = [sys.executable, "-m", "runner", "-m", "+experiment=ond_system_detection", f"tracking.uri={store['uri']}",
+           f"tracking.artifact_location={store['artifacts']}", f"experiment_name={name}",
+           f"hydra.sweep.dir={sweep_dir}", *extra]
+    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if check:
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def snapshot(store: dict, name: str) -> dict:
+    """Every run of an experiment straight from the SQLite file: status, tags, params, full metric history."""
+    con = sqlite3.connect(store["uri"][len("sqlite:///"):])
+    try:
+        (exp_id,) = con.execute("select experiment_id from experiments where name = ?", (name,)).fetchone()
+        runs = {}
+        for run_id, status in con.execute("select run_uuid, status from runs where experiment_id = ?", (exp_id,)):
+            tags = dict(con.execute("select key, value from tags where run_uuid = ?", (run_id,)))
+            params = dict(con.execute("select key, value from params where run_uuid = ?", (run_id,)))
+            history: dict[str, list] = {}
+            for key, value, step, is_nan in con.execute(
+                    "select key, value, step, is_nan from metrics where run_uuid = ? order by key, step", (run_id,)):
+                history.setdefault(key, []).append((step, math.nan if is_nan else value))
+            runs[run_id] = {"id": run_id, "status": status, "tags": tags, "params": params, "metrics": history}
+        return runs
+    finally:
+        con.close()
+
+
+def jobs_by_config(runs: dict) -> dict:
+    return {(r["tags"]["agent"], int(r["tags"]["seed"])): r for r in runs.values() if r["tags"].get("owl_eval.kind") == "job"}
+
+
+def only_parent(runs: dict) -> tuple[str, dict]:
+    parents = [(k, r) for k, r in runs.items() if r["tags"].get("owl_eval.kind") == "sweep"]
+    assert len(parents) == 1
+    return parents[0]
+
+
+def comparable(run: dict) -> tuple[dict, dict]:
+    """Params and metrics that must not depend on the launcher (names and timings excluded)."""
+    params = {k: v for k, v in run["params"].items() if "experiment_name" not in k}
+    metrics = {k: v for k, v in run["metrics"].items() if not k.startswith("time/")}
+    return params, metrics
+
+
+def same_history(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(sa == sb and (va == vb or (math.isnan(va) and math.isnan(vb)))
+                                    for (sa, va), (sb, vb) in zip(a, b))
+
+
+@pytest.mark.slow
+def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_store, tmp_path):
+    seeds = "0,1,2,3,4,5"  # 2 agents x 6 seeds = 12 short jobs
+    parallel, serial = f"joblib-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
+    sweep(mlflow_store, parallel, tmp_path / "p", f"agent={','.join(AGENTS)}", f"seed={seeds}", *SMALL,
+          "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *SMALL)
+    runs_p, runs_s = snapshot(mlflow_store, parallel), snapshot(mlflow_store, serial)
+    assert len(runs_p) == len(runs_s) == 13  # 12 children + 1 parent, nothing lost, nothing doubled
+    jobs_p, jobs_s = jobs_by_config(runs_p), jobs_by_config(runs_s)
+    assert sorted(jobs_p) == sorted(jobs_s) == sorted((a, s) for a in AGENTS for s in range(6))
+    for (parent_id, parent), jobs in ((only_parent(runs_p), jobs_p), (only_parent(runs_s), jobs_s)):
+        assert parent["status"] == "FINISHED"
+        assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
+    for config, run_s in jobs_s.items():
+        params_p, metrics_p = comparable(jobs_p[config])
+        params_s, metrics_s = comparable(run_s)
+        assert params_p == params_s, config
+        assert len(params_s) > 30  # the whole flattened config
+        assert sorted(metrics_p) == sorted(metrics_s), config
+        assert all(same_history(metrics_p[k], metrics_s[k]) for k in metrics_s), config
+        assert len(metrics_s["top1_batch"]) == 20  # the per-batch series is complete (200 samples / 10)
+    # Each job's own log file is attached to its run (in the parallel sweep too).
+    artifacts = Path(mlflow_store["artifacts"])
+    for run_id, run in runs_p.items():
+        if run["tags"].get("owl_eval.kind") != "job":
+            continue
+        (log_file,) = artifacts.glob(f"*/{run_id}/artifacts/logs/*.log")
+        text = log_file.read_text()
+        assert f"MLflow run {run_id}" in text
+        assert not any(f"MLflow run {other}" in text for other in runs_p if other != run_id)
+
+
+def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
+    """Mean, sample std and 95 % Student-t interval, written out with plain loops."""
+    from scipy.stats import t
+
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = t.ppf(0.975, n - 1) * std / math.sqrt(n)
+    return mean, std, mean - half, mean + half
+
+
+@pytest.mark.slow
+def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, client, tmp_path):
+    name = f"resume-{uuid.uuid4().hex[:8]}"
+    args = [f"agent={','.join(AGENTS)}", "seed=0,1,2", *SMALL]
+    sweep(mlflow_store, name, tmp_path / "first", *args)
+    first = snapshot(mlflow_store, name)
+    parent_id, parent = only_parent(first)
+    jobs = jobs_by_config(first)
+    assert len(jobs) == 6
+    # Parent metrics = per-agent mean/std/CI over the 3 seeds, recomputed here from the children.
+    for agent, label in (("ond/knn_novelty", "ond.knn_novelty"), ("ond/closed_world", "ond.closed_world")):
+        for metric in ("top1", "oscr", "m21_fp_pct"):
+            values = [jobs[(agent, s)]["metrics"][metric][0][1] for s in range(3)]
+            expected = hand_stats(values)
+            logged = [parent["metrics"][f"{label}/{metric}/{stat}"][0][1] for stat in ("mean", "std", "ci95_low", "ci95_high")]
+            if expected[1] == 0:
+                assert logged == pytest.approx(expected, abs=1e-12)
+            else:
+                assert logged == pytest.approx(expected, rel=1e-9)
+        assert parent["metrics"][f"{label}/n_runs"][0][1] == 3
+    paths = {a.path for a in client.list_artifacts(parent_id, "comparison")}
+    assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
+
+    # Interrupt: one job never finished (its run stays RUNNING). Re-running the same command (with one seed
+    # more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is duplicated.
+    interrupted = jobs[("ond/knn_novelty", 1)]
+    client.update_run(interrupted["id"], status="RUNNING")
+    proc = sweep(mlflow_store, name, tmp_path / "second", f"agent={','.join(AGENTS)}", "seed=0,1,2,3", *SMALL)
+    assert (proc.stdout + proc.stderr).count("] - skipped ") == 5, proc.stderr[-3000:]
+    second = snapshot(mlflow_store, name)
+    new_runs = {k: r for k, r in second.items() if k not in first}
+    new_parent_id, new_parent = only_parent(new_runs)
+    new_jobs = sorted((r["tags"]["agent"], r["tags"]["seed"]) for r in new_runs.values() if r["tags"]["owl_eval.kind"] == "job")
+    assert new_jobs == [("ond/closed_world", "3"), ("ond/knn_novelty", "1"), ("ond/knn_novelty", "3")]
+    finished = [r for r in second.values() if r["tags"].get("owl_eval.kind") == "job" and r["status"] == "FINISHED"]
+    hashes = [r["tags"]["owl_eval.config_hash"] for r in finished]
+    assert len(hashes) == len(set(hashes)) == 8  # 2 agents x 4 seeds, each once
+    # The resumed sweep's comparison counts the reused runs too: 4 seeds per agent.
+    assert new_parent["metrics"]["ond.knn_novelty/n_runs"][0][1] == 4
+    values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
+    assert new_parent["metrics"]["ond.knn_novelty/top1/mean"][0][1] == pytest.approx(sum(values) / 4, rel=1e-12)
+    assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
