@@ -76,10 +76,11 @@ def same_history(a: list, b: list) -> bool:
 @pytest.mark.slow
 def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_store, tmp_path):
     seeds = "0,1,2,3,4,5"  # 2 agents x 6 seeds = 12 short jobs
+    tiny = ["protocol.num_trials=2", "figures=false", "progress=false"]
     parallel, serial = f"joblib-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
-    sweep(mlflow_store, parallel, tmp_path / "p", f"agent={','.join(AGENTS)}", f"seed={seeds}", *SMALL,
+    sweep(mlflow_store, parallel, tmp_path / "p", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny,
           "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
-    sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *SMALL)
+    sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny)
     runs_p, runs_s = snapshot(mlflow_store, parallel), snapshot(mlflow_store, serial)
     assert len(runs_p) == len(runs_s) == 13  # 12 children + 1 parent, nothing lost, nothing doubled
     jobs_p, jobs_s = jobs_by_config(runs_p), jobs_by_config(runs_s)
@@ -100,7 +101,7 @@ def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_s
     for run_id, run in runs_p.items():
         if run["tags"].get("owl_eval.kind") != "job":
             continue
-        (log_file,) = artifacts.glob(f"*/{run_id}/artifacts/logs/*.log")
+        (log_file,) = artifacts.glob(f"**/{run_id}/artifacts/logs/*.log")
         text = log_file.read_text()
         assert f"MLflow run {run_id}" in text
         assert not any(f"MLflow run {other}" in text for other in runs_p if other != run_id)
