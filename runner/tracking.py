@@ -189,7 +189,8 @@ class TrackedRun:
         now = int(time.time() * 1000)
         items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
         for name, series in results.series.items():
-            key = metric_key(name)
+            # A series may not share its key with a scalar: MLflow would hold two values at step 0.
+            key = metric_key(name if name not in results.values else f"{name}_by_step")
             items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(series.steps.tolist(), series.values.tolist()) if np.isfinite(v))
         self._send_metrics(items)
         if results.na:

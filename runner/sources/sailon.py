@@ -40,25 +40,34 @@ class SailonSource:
         self.columns = {"id": "id", "detection": "detection", "class": "classification", "novel": None} | dict(columns or {})
         self.unknown_column, self.round_size, self.condition = unknown_column, round_size, condition
         self.normalize, self.sum_tolerance = bool(normalize), float(sum_tolerance)
+        self._files: dict[Path, dict[str, Path]] = {}
 
     # -- discovery -------------------------------------------------------------------------------------
+    def _index(self, root: Path) -> dict[str, Path]:
+        """Every file under ``root`` by name, found once (one directory walk, not one per lookup)."""
+        if root not in self._files:
+            if not root.is_dir():
+                raise SourceFormatError(f"source: {root} is not a directory")
+            self._files[root] = {p.name: p for p in sorted(root.rglob("*"), reverse=True) if p.is_file()}
+        return self._files[root]
+
     def test_ids(self) -> list[str]:
         if not self.path.is_dir():
             raise SourceFormatError(f"source.path: {self.path} is not a directory")
-        ids = sorted(p.name[: -len(GT_SUFFIX)] for p in self.path.rglob(f"*{GT_SUFFIX}"))
+        ids = sorted(name[: -len(GT_SUFFIX)] for name in self._index(self.path) if name.endswith(GT_SUFFIX))
         if not ids:
             raise SourceFormatError(f"source.path: no *{GT_SUFFIX} ground-truth files under {self.path}")
         return ids
 
     def sessions(self, test_id: str) -> list[str]:
         suffix = f".{test_id}_detection.csv"
-        return sorted(p.name[: -len(suffix)] for p in self.results_path.rglob(f"*{suffix}"))
+        return sorted(name[: -len(suffix)] for name in self._index(self.results_path) if name.endswith(suffix))
 
     def _file(self, root: Path, name: str) -> Path:
-        found = list(root.rglob(name))
-        if not found:
+        found = self._index(root).get(name)
+        if found is None:
             raise SourceFormatError(f"{root / name}: file not found")
-        return found[0]
+        return found
 
     # -- reading ----------------------------------------------------------------------------------------
     def load(self) -> SourceData:
@@ -117,15 +126,15 @@ class SailonSource:
                 "red_light": None if red_light is None else int(red_light), "round_size": round_size, "path": path}
 
     def _read_metadata(self, test_id: str) -> dict:
-        found = list(self.path.rglob(f"{test_id}_metadata.json"))
-        if not found:
+        found = self._index(self.path).get(f"{test_id}_metadata.json")
+        if found is None:
             return {}
         try:
-            meta = json.loads(found[0].read_text())
+            meta = json.loads(found.read_text())
         except json.JSONDecodeError as exc:
-            raise SourceFormatError(f"{found[0]}: not valid JSON ({exc})") from None
+            raise SourceFormatError(f"{found}: not valid JSON ({exc})") from None
         if not isinstance(meta, dict):
-            raise SourceFormatError(f"{found[0]}: expected a JSON object")
+            raise SourceFormatError(f"{found}: expected a JSON object")
         return meta
 
     def _read_session(self, session: str, test_id: str, truth: dict) -> OndTrial:
