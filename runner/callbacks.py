@@ -57,6 +57,8 @@ def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: st
         return None
     runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_DIR_TAG}` = '{sweep_dir}'",
                               order_by=["attributes.start_time DESC"], max_results=1)
+    if runs:
+        log.info("sweep parent run %s found by its sweep-dir tag", runs[0].info.run_id)
     return runs[0].info.run_id if runs else None
 
 

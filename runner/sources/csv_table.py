@@ -8,42 +8,50 @@ import numpy as np
 from runner.sources import SourceFormatError
 
 
-def read_rows(path: Path, *, skip_header: bool) -> tuple[list[str] | None, list[list[str]]]:
-    """Split a CSV file into rows of fields (no quoting in these formats); blank lines are ignored."""
+def read_table(path: Path, *, skip_header: bool, min_width: int = 1) -> tuple[list[str] | None, np.ndarray]:
+    """``(header, fields)``: fields a ``[rows, width]`` array of strings (no quoting in these formats).
+
+    Every row must have the same number of fields; blank lines are ignored. A ragged row is one clear
+    error naming the file and the 1-based row number in the file.
+    """
     if not path.is_file():
         raise SourceFormatError(f"{path}: file not found")
     lines = path.read_text().splitlines()
     header = None
-    start = 0
+    first_row = 1
     if skip_header:
         if not lines:
             raise SourceFormatError(f"{path}: empty file, expected a header row")
         header = [h.strip() for h in lines[0].split(",")]
-        start = 1
-    rows = [line.split(",") for line in lines[start:] if line.strip()]
-    return header, rows
+        lines, first_row = lines[1:], 2
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    lines = [lines[i] for i in keep]
+    commas = np.fromiter((line.count(",") for line in lines), dtype=np.int64, count=len(lines))
+    width = int(commas[0]) + 1 if len(lines) else (len(header) if header else min_width)
+    bad = np.flatnonzero(commas != width - 1)
+    if bad.size or width < min_width:
+        i = int(bad[0]) if bad.size else 0
+        got = int(commas[i]) + 1 if len(lines) else 0
+        expected = max(width, min_width) if not bad.size else width
+        raise SourceFormatError(f"{path}, row {first_row + keep[i]}: expected {expected} comma-separated fields, got {got}")
+    fields = np.array(",".join(lines).split(","), dtype=str).reshape(len(lines), width) if lines else np.zeros((0, width), str)
+    return header, fields
 
 
-def numeric_columns(path: Path, rows: list[list[str]], *, columns: list[int], names: list[str],
-                    first_row_number: int, width: int | None = None, allow_nan: bool = False) -> np.ndarray:
-    """``float64 [n_rows, len(columns)]``; a short/long row, a non-number or NaN is one clear error."""
-    lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
-    need = max(columns) + 1 if width is None else width
-    bad = np.flatnonzero(lengths < need) if width is None else np.flatnonzero(lengths != width)
-    if bad.size:
-        i = int(bad[0])
-        raise SourceFormatError(f"{path}, row {first_row_number + i}: expected {'at least ' if width is None else ''}{need} "
-                                f"comma-separated fields, got {lengths[i]}")
+def numeric(path: Path, fields: np.ndarray, *, columns: list[int], names: list[str], first_row_number: int,
+            allow_nan: bool = False) -> np.ndarray:
+    """``float64 [rows, len(columns)]`` of the given columns; a non-number or NaN is one clear error."""
+    chosen = fields[:, columns]
     try:
-        table = np.array([[r[c] for c in columns] for r in rows], dtype=np.float64).reshape(len(rows), len(columns))
+        table = np.char.strip(chosen).astype(np.float64)
     except ValueError:
-        for i, r in enumerate(rows):
-            for c, name in zip(columns, names):
+        for j, name in enumerate(names):
+            for i, text in enumerate(chosen[:, j]):
                 try:
-                    float(r[c])
+                    float(text)
                 except ValueError:
                     raise SourceFormatError(f"{path}, row {first_row_number + i}, column {name!r}: "
-                                            f"expected a number, got {r[c].strip()!r}") from None
+                                            f"expected a number, got {text.strip()!r}") from None
         raise
     if not allow_nan and np.isnan(table).any():
         i, j = np.argwhere(np.isnan(table))[0]

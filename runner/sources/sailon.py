@@ -20,7 +20,7 @@ from metrics.ond import OndTrial
 from runner.protocols.ond import OndProtocol
 from runner.protocols.ond_record import OndRecord
 from runner.sources import SourceData, SourceFormatError
-from runner.sources.csv_table import column_index, numeric_columns, read_rows
+from runner.sources.csv_table import column_index, numeric, read_table
 
 GT_SUFFIX = "_single_df.csv"
 
@@ -99,15 +99,17 @@ class SailonSource:
 
     def _read_truth(self, test_id: str) -> dict:
         path = self._file(self.path, f"{test_id}{GT_SUFFIX}")
-        header, rows = read_rows(path, skip_header=True)
-        if not rows:
+        header, fields = read_table(path, skip_header=True)
+        if not len(fields):
             raise SourceFormatError(f"{path}: no samples after the header")
         roles = {role: column_index(path, header, role, spec) for role, spec in self.columns.items() if spec is not None}
+        if max(roles.values()) >= fields.shape[1]:
+            raise SourceFormatError(f"{path}: column position {max(roles.values())} is beyond the {fields.shape[1]} columns of the file")
         numeric_roles = [r for r in ("class", "detection", "novel") if r in roles]
-        table = numeric_columns(path, rows, columns=[roles[r] for r in numeric_roles], names=[str(self.columns[r]) for r in numeric_roles],
-                                first_row_number=2)
+        table = numeric(path, fields, columns=[roles[r] for r in numeric_roles], names=[str(self.columns[r]) for r in numeric_roles],
+                        first_row_number=2)
         values = dict(zip(numeric_roles, table.T))
-        ids = np.array([r[roles["id"]].strip() for r in rows])
+        ids = np.char.strip(fields[:, roles["id"]])
         cls = values["class"].astype(np.int64)
         gt_novel = (values["novel"] > 0) if "novel" in values else (cls < 0)
         gt_class = np.where(cls < 0, 0, cls + 1)
@@ -140,18 +142,18 @@ class SailonSource:
     def _read_session(self, session: str, test_id: str, truth: dict) -> OndTrial:
         det_path = self._file(self.results_path, f"{session}.{test_id}_detection.csv")
         cls_path = self._file(self.results_path, f"{session}.{test_id}_classification.csv")
-        _, det_rows = read_rows(det_path, skip_header=False)
-        _, cls_rows = read_rows(cls_path, skip_header=False)
-        world = numeric_columns(det_path, det_rows, columns=[1], names=["P_world_changed"], first_row_number=1, width=2)[:, 0]
-        width = len(cls_rows[0]) if cls_rows else 0
-        if width < 3:
-            raise SourceFormatError(f"{cls_path}, row 1: expected id and at least 2 class scores, got {width} fields")
-        scores = numeric_columns(cls_path, cls_rows, columns=list(range(1, width)), names=[f"p_{k}" for k in range(width - 1)],
-                                 first_row_number=1, width=width)
+        _, det_fields = read_table(det_path, skip_header=False, min_width=2)
+        _, cls_fields = read_table(cls_path, skip_header=False, min_width=3)
+        if det_fields.shape[1] != 2:
+            raise SourceFormatError(f"{det_path}, row 1: expected 2 comma-separated fields (id,P_world_changed), got {det_fields.shape[1]}")
+        world = numeric(det_path, det_fields, columns=[1], names=["P_world_changed"], first_row_number=1)[:, 0]
+        width = cls_fields.shape[1]
+        scores = numeric(cls_path, cls_fields, columns=list(range(1, width)), names=[f"p_{k}" for k in range(width - 1)],
+                         first_row_number=1)
         if self.unknown_column == "last":
             scores = np.roll(scores, 1, axis=1)
-        world = world[self._alignment(det_path, [r[0].strip() for r in det_rows], truth)]
-        scores = scores[self._alignment(cls_path, [r[0].strip() for r in cls_rows], truth)]
+        world = world[self._alignment(det_path, np.char.strip(det_fields[:, 0]), truth)]
+        scores = scores[self._alignment(cls_path, np.char.strip(cls_fields[:, 0]), truth)]
         for name, path, arr in (("P_world_changed", det_path, world), ("class scores", cls_path, scores)):
             outside = (arr < 0) | (arr > 1)
             if outside.any():
@@ -168,9 +170,8 @@ class SailonSource:
                         p_world_changed=world, p_class=scores, batch_size=truth["round_size"], trial_id=test_id)
 
     @staticmethod
-    def _alignment(path: Path, ids: list[str], truth: dict) -> np.ndarray:
+    def _alignment(path: Path, result_ids: np.ndarray, truth: dict) -> np.ndarray:
         """Row order that puts a result file's rows in ground-truth order; every id exactly once."""
-        result_ids = np.array(ids)
         gt_ids = truth["ids"]
         if len(result_ids) == len(gt_ids) and np.array_equal(result_ids, gt_ids):
             return np.arange(len(gt_ids))
