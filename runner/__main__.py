@@ -16,9 +16,9 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from runner.app import run_job
+    from runner.app import run_job, user_facing
 
-    return run_job(cfg)
+    return user_facing(run_job, cfg)
 
 
 def cli() -> None:

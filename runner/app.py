@@ -66,8 +66,36 @@ def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     return find_sweep_parent(settings, launch_dir, str(Path(hc.sweep.dir).resolve()))
 
 
+def user_facing(job, cfg: DictConfig):
+    """Run ``job(cfg)``; in a single (non-sweep) CLI run, a bad config, bad data, a bad agent output or a
+    missing extra ends with one ``error: ...`` line instead of a traceback. The traceback still goes to
+    the job's log file and to the FAILED MLflow run's ``error.txt``; ``HYDRA_FULL_ERROR=1`` shows it."""
+    import sys
+
+    try:
+        return job(cfg)
+    except (ValueError, ImportError) as exc:
+        hc = hydra_runtime()
+        if os.environ.get("HYDRA_FULL_ERROR") == "1" or (hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
+            raise
+        log.error("%s: %s", type(exc).__name__, exc, exc_info=True)
+        sys.exit(f"error: {exc}")
+
+
 def run_job(cfg: DictConfig) -> dict[str, float]:
-    """Run one evaluation as configured and log it; returns the scalar metrics (for sweepers)."""
+    """Run one evaluation as configured and log it; returns the scalar metrics (for sweepers).
+
+    BLAS is held to one thread for the whole job: parallel launchers (joblib, Ray) limit threads in
+    their workers anyway, and a different thread count may change the last bits of a matrix product,
+    so pinning it keeps the numbers identical on every launcher.
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        return _run_job(cfg)
+
+
+def _run_job(cfg: DictConfig) -> dict[str, float]:
     started = time.perf_counter()
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()

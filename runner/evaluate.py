@@ -23,6 +23,13 @@ log = logging.getLogger(__name__)
 
 
 def evaluate_job(cfg: DictConfig) -> dict[str, float]:
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):  # identical numbers on every launcher (see runner.app.run_job)
+        return _evaluate_job(cfg)
+
+
+def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     from runner.app import config_hash, find_parent_run, hydra_runtime, log_outcome, tracking_settings
     from runner.build import build_part
     from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, flatten, git_commit
@@ -66,7 +73,9 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    return evaluate_job(cfg)
+    from runner.app import user_facing
+
+    return user_facing(evaluate_job, cfg)
 
 
 def cli() -> None:

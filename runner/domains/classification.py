@@ -1,7 +1,9 @@
 """Labelled feature data for the OND protocol, and the embedded default domain (scikit-learn digits)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,9 +32,17 @@ class LabeledData:
 
 
 class ClassificationDomain:
-    """Base for OND domains: ``load()`` returns :class:`LabeledData`; ``name`` goes in the run tags."""
+    """Base for OND domains: ``load()`` returns :class:`LabeledData`; ``name`` goes in the run tags.
+
+    ``ond``: the domain's own OND settings (known classes, batch size, trial lengths, asymptotic width;
+    the seed says m is domain dependent). The domain does not read them; ``conf/experiment/ond_sailon.yaml``
+    interpolates them into ``protocol`` and ``metrics``.
+    """
 
     name: str = "classification"
+
+    def __init__(self, ond: Mapping[str, Any] | None = None):
+        self.ond_defaults = dict(ond or {})
 
     def load(self) -> LabeledData:  # pragma: no cover - interface
         raise NotImplementedError
@@ -43,7 +53,8 @@ class DigitsDomain(ClassificationDomain):
 
     name = "digits"
 
-    def __init__(self, scale: float = 1.0 / 16.0):
+    def __init__(self, scale: float = 1.0 / 16.0, ond: Mapping[str, Any] | None = None):
+        super().__init__(ond)
         self.scale = float(scale)
 
     def load(self) -> LabeledData:

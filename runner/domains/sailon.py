@@ -34,7 +34,7 @@ class SailonDomain(ClassificationDomain):
     relative_path: str = ""
 
     def __init__(self, ond: Mapping[str, Any] | None = None):
-        self.ond_defaults = dict(ond or {})
+        super().__init__(ond)
         self.path = packaged_file(self.package, self.relative_path, domain=self.name)
 
 

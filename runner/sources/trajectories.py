@@ -1,0 +1,204 @@
+"""Trajectory predictions in General-Framework's arrays, one ``.npz`` (FORMATS.md, seed 003).
+
+Arrays: ``Path_true[N_S, 1, N_A, N_O, 2]``, ``Path_pred[N_S, N_P, N_A, N_O, 2]``, ``Pred_steps[N_S, N_A, N_O]``
+(bool, or 0/1 integers: the steps that count), optional log-probabilities ``[N_S, N_P + 1, N_A]`` (last
+column: the truth; they replace the KDE). Names are configurable; other arrays in the file are ignored.
+
+The file is never unpickled and never loaded whole: uncompressed members are memory-mapped
+(:func:`metrics.traj_table.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
+table is streamed the same way (:func:`metrics.traj_table.trajectory_table_npz`), so memory stays bounded
+by the chunk. Validation reads the file once before any MLflow run exists; the metrics read it again.
+"""
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from metrics.results import MetricResults
+from metrics.validation import MetricInputError
+from runner.protocols.base import Protocol
+from runner.protocols.trajectory import TABLE_OPTIONS
+from runner.sources import SourceData, SourceFormatError
+
+SUMMARY_FILE = "trajectory_source.json"
+
+
+@dataclass
+class TrajectoryFile:
+    """What was validated: the file, its array names and sizes (the arrays stay on disk)."""
+
+    path: Path
+    keys: dict[str, str | None]  # role -> array name: true, pred, mask, log_probs
+    num_scenes: int
+    num_preds: int
+    num_agents: int
+    pred_len: int
+    num_valid_agents: int
+    seed: int
+    chunk_size: int
+
+    def summary(self) -> dict:
+        return {"path": str(self.path), "arrays": self.keys, "num_scenes": self.num_scenes, "num_preds": self.num_preds,
+                "num_agents": self.num_agents, "pred_len": self.pred_len, "num_valid_agents": self.num_valid_agents, "seed": self.seed}
+
+
+class TrajectoriesSource:
+    def __init__(self, path: str, chunk_size: int = 256, true_key: str = "Path_true", pred_key: str = "Path_pred",
+                 mask_key: str = "Pred_steps", log_probs: str | None = "auto", seed: int = 0):
+        self.path = Path(str(path)).expanduser()
+        self.chunk_size, self.seed = int(chunk_size), int(seed)
+        self.keys = {"true": true_key, "pred": pred_key, "mask": mask_key}
+        self.log_probs = log_probs
+
+    def load(self) -> SourceData:
+        if not str(self.path) or str(self.path) == "???":
+            raise SourceFormatError("source.path: expected an .npz with Path_true, Path_pred and Pred_steps")
+        if self.chunk_size < 1:
+            raise SourceFormatError(f"source.chunk_size: expected a positive integer, got {self.chunk_size}")
+        if not self.path.is_file():
+            raise SourceFormatError(f"{self.path}: file not found")
+        arrays = self._open()
+        keys = dict(self.keys)
+        lp_key = self.log_probs
+        if lp_key == "auto":
+            lp_key = next((k for k in ("Log_probs", "Log_prob", "log_probs") if k in arrays), None)
+        keys["log_probs"] = lp_key or None
+        for role, key in keys.items():
+            if key is not None and key not in arrays:
+                raise SourceFormatError(f"{self.path}: array {key!r} ({role}) not found; the file has {sorted(arrays)}")
+        true, pred, mask = arrays[keys["true"]], arrays[keys["pred"]], arrays[keys["mask"]]
+        lp = arrays[keys["log_probs"]] if keys["log_probs"] else None
+        n_s, n_p, n_a, n_o = self._check_shapes(keys, true, pred, mask, lp)
+        valid_agents = self._check_values(keys, true, pred, mask, lp, n_s)
+        info = TrajectoryFile(self.path.resolve(), keys, n_s, n_p, n_a, n_o, valid_agents, self.seed, self.chunk_size)
+        return SourceData(protocol=TrajectoryFileProtocol(), record=info,
+                          tags={"source": "trajectories", "file": self.path.name, "scenes": str(n_s),
+                                "log_probs": keys["log_probs"] or "kde"})
+
+    def _open(self) -> dict:
+        from metrics.traj_table import npz_arrays
+
+        try:
+            return npz_arrays(self.path)
+        except MetricInputError as exc:
+            raise SourceFormatError(str(exc)) from None
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            raise SourceFormatError(f"{self.path}: not a readable .npz ({exc})") from None
+
+    def _check_shapes(self, keys, true, pred, mask, lp):
+        def fail(role, what):
+            raise SourceFormatError(f"{self.path}: array {keys[role]!r} {what}")
+
+        for role, arr in (("true", true), ("pred", pred), ("log_probs", lp)):
+            if arr is not None and arr.dtype.kind not in "fiu":
+                fail(role, f"has dtype {arr.dtype}, expected numbers")
+        if pred.ndim != 5:
+            fail("pred", f"has {pred.ndim} axes {pred.shape}, expected 5: [N_S, N_P, N_A, N_O, 2]")
+        n_s, n_p, n_a, n_o, two = pred.shape
+        if two != 2:
+            fail("pred", f"axis 4 (x, y) has length {two}, expected 2 (shape {pred.shape})")
+        if n_p < 1:
+            fail("pred", f"axis 1 (N_P, predictions) is empty (shape {pred.shape})")
+        expect = {"true": (true, (n_s, 1, n_a, n_o, 2), ("N_S", "1", "N_A", "N_O", "2")),
+                  "mask": (mask, (n_s, n_a, n_o), ("N_S", "N_A", "N_O"))}
+        if lp is not None:
+            expect["log_probs"] = (lp, (n_s, n_p + 1, n_a), ("N_S", "N_P + 1", "N_A"))
+        for role, (arr, shape, axes) in expect.items():
+            if arr.ndim != len(shape):
+                fail(role, f"has {arr.ndim} axes {arr.shape}, expected {len(shape)}: [{', '.join(axes)}] = {list(shape)}")
+            for axis, (got, want) in enumerate(zip(arr.shape, shape)):
+                if got != want:
+                    fail(role, f"axis {axis} ({axes[axis]}) has length {got}, expected {want} "
+                               f"(shape {arr.shape}, expected {list(shape)} from {keys['pred']!r} {pred.shape})")
+        if mask.dtype != bool and mask.dtype.kind not in "iu":
+            fail("mask", f"has dtype {mask.dtype}, expected booleans (or 0/1 integers)")
+        return n_s, n_p, n_a, n_o
+
+    def _check_values(self, keys, true, pred, mask, lp, n_s) -> int:
+        """Chunk by chunk: 0/1 mask, finite truth and predictions at every counted step, log-probs of
+        counted agents not NaN/+inf. Returns the number of agents with a counted step."""
+        valid_agents = 0
+        for lo in range(0, n_s, self.chunk_size):
+            sl = slice(lo, lo + self.chunk_size)
+            m = np.asarray(mask[sl])
+            if m.dtype != bool:
+                bad = (m != 0) & (m != 1)
+                if bad.any():
+                    s, a, t = (int(i) for i in np.argwhere(bad)[0])
+                    raise SourceFormatError(f"{self.path}: array {keys['mask']!r} [scene {lo + s}, agent {a}, step {t}] "
+                                            f"is {m[s, a, t]}, expected 0/1 (or booleans)")
+                m = m.astype(bool)
+            t_bad = ~np.isfinite(np.asarray(true[sl])[:, 0]).all(-1) & m
+            if t_bad.any():
+                s, a, t = (int(i) for i in np.argwhere(t_bad)[0])
+                raise SourceFormatError(f"{self.path}: array {keys['true']!r} [scene {lo + s}, 0, agent {a}, step {t}] is "
+                                        f"NaN/inf where {keys['mask']!r} counts the step (a value is required)")
+            p_bad = ~np.isfinite(np.asarray(pred[sl])).all(-1) & m[:, None]
+            if p_bad.any():
+                s, p, a, t = (int(i) for i in np.argwhere(p_bad)[0])
+                raise SourceFormatError(f"{self.path}: array {keys['pred']!r} [scene {lo + s}, prediction {p}, agent {a}, "
+                                        f"step {t}] is NaN/inf where {keys['mask']!r} counts the step (a value is required)")
+            agents = m.any(-1)
+            valid_agents += int(agents.sum())
+            if lp is not None:
+                v = np.asarray(lp[sl], dtype=np.float64)
+                l_bad = (np.isnan(v) & agents[:, None]) | np.isposinf(v)
+                if l_bad.any():
+                    s, p, a = (int(i) for i in np.argwhere(l_bad)[0])
+                    raise SourceFormatError(f"{self.path}: array {keys['log_probs']!r} [scene {lo + s}, column {p}, agent {a}] "
+                                            f"is {v[s, p, a]} (NaN for a counted agent, or +inf)")
+        return valid_agents
+
+
+class TrajectoryFileProtocol(Protocol):
+    """The trajectory metric table of a validated file, streamed in chunks (no agent to run)."""
+
+    name = "trajectory"
+
+    def run(self, **kwargs):
+        raise RuntimeError("a trajectories source has no agent to run; use runner.evaluate")
+
+    def evaluate(self, record: TrajectoryFile, settings: Mapping[str, Any]) -> MetricResults:
+        from metrics.traj_table import trajectory_table_npz
+
+        options = {k: settings[k] for k in TABLE_OPTIONS if k != "chunk_size" and settings.get(k) is not None}
+        if "k_values" in options:
+            options["k_values"] = tuple(int(k) for k in options["k_values"])
+        results = trajectory_table_npz(record.path, rng=np.random.default_rng(record.seed), chunk_size=record.chunk_size,
+                                       true_key=record.keys["true"], pred_key=record.keys["pred"],
+                                       mask_key=record.keys["mask"], log_prob_key=record.keys["log_probs"], **options)
+        results.set("num_scenes", record.num_scenes)
+        results.set("num_agents", record.num_valid_agents)
+        return results
+
+    def figures(self, record: TrajectoryFile, results: MetricResults, settings) -> dict[str, Any]:
+        return {"error_vs_horizon": error_by_step_figure(results)} if results.series else {}
+
+    def save_record(self, record: TrajectoryFile, directory: Path) -> None:
+        # The input file is the record (possibly gigabytes): log where it is and what was read, not a copy.
+        (Path(directory) / SUMMARY_FILE).write_text(json.dumps(record.summary(), indent=2))
+
+
+def error_by_step_figure(results: MetricResults):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name in ("displacement_by_step_marginal", "displacement_by_step_joint"):
+        s = results.series.get(name)
+        if s is not None:
+            ax.plot(s.steps, s.values, marker="o", ms=3, label=name.replace("displacement_by_step_", "mean over predictions, "))
+    ax.set_xlabel("future step")
+    ax.set_ylabel("displacement [m]")
+    ax.legend(fontsize=8)
+    ax.set_title("Displacement error against horizon")
+    fig.tight_layout()
+    return fig
