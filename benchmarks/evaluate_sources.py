@@ -1,7 +1,9 @@
 """Time `runner.evaluate` end to end (reading, metrics, MLflow) on results produced elsewhere.
 
 - sailon: 1,000 SAIL-ON OND tests of 1,000 samples (K = 10) in sail-on-client's local-harness layout.
-Usage: python benchmarks/evaluate_sources.py [num_tests] [samples_per_test]
+- l2logger: a 100,000-episode l2logger log (~1,500 blocks, 5 tasks) plus 5 STE logs, built by
+  ``benchmarks/rl_metrics.py``'s log builder (reading, metrics, figures, MLflow).
+Usage: python benchmarks/evaluate_sources.py [num_tests] [samples_per_test] [episodes]
 """
 from __future__ import annotations
 
@@ -41,7 +43,35 @@ def write_sailon(root: Path, num_tests: int, samples: int, num_known: int = 10, 
             "\n".join(i + "," + ",".join(f"{v:.8f}" for v in r) for i, r in zip(ids, rows)) + "\n")
 
 
-def main(num_tests: int = 1000, samples: int = 1000) -> None:
+def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> None:
+    from benchmarks.rl_metrics import TASKS, make_log, make_ste
+    from metrics.l2_log import write_log
+    from runner.evaluate import evaluate
+    from runner.sources.l2logger import L2LoggerSource
+
+    rng = np.random.default_rng(0)
+    log_dir = write_log(make_log(episodes, blocks, rng), tmp / "l2" / "logs", "bench", {"scenario_type": "custom"})
+    ste_root = tmp / "l2" / "ste"
+    for t in TASKS:
+        write_log(make_ste(t, rng), ste_root, f"ste_{t}", {"scenario_type": "ste"})
+    start = time.perf_counter()
+    data = L2LoggerSource(path=str(log_dir), ste_paths=[str(ste_root)]).load()
+    read = time.perf_counter() - start
+    start = time.perf_counter()
+    data.protocol.evaluate(data.record, {})
+    metrics = time.perf_counter() - start
+    print(f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "
+          f"metrics {metrics:.2f} s")
+    args = ["+source=l2logger", f"source.path={log_dir}", f"source.ste_paths=[{ste_root}]", f"tracking.store_dir={tmp / 'store'}"]
+    evaluate(args, output_dir=tmp / "out_l2_warm")  # the store exists after this (the sailon part may not have run)
+    for figures in ("true", "false"):
+        start = time.perf_counter()
+        evaluate([*args, f"figures={figures}"], output_dir=tmp / f"out_l2_{figures}")
+        print(f"l2logger: python -m runner.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
+              f"MLflow) {time.perf_counter() - start:.2f} s")
+
+
+def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) -> None:
     from runner.evaluate import evaluate
     from runner.sources.sailon import SailonSource
 
@@ -62,6 +92,7 @@ def main(num_tests: int = 1000, samples: int = 1000) -> None:
     evaluate(["+source=sailon", f"source.path={tmp / 'sailon'}", "source.sum_tolerance=1e-5", f"tracking.store_dir={tmp / 'store'}"],
              output_dir=tmp / "out2")
     print(f"sailon: python -m runner.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s")
+    bench_l2logger(tmp, episodes)
 
 
 if __name__ == "__main__":

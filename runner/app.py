@@ -144,6 +144,7 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
                     log_outcome(run, protocol, partial, cfg, settings, figures=False)
                 raise
             run_seconds = time.perf_counter() - t0
+            run.set_tags(protocol.tags())  # what actually happened (e.g. which references were reused)
             timings: dict[str, float] = {}
             results = log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)), timings=timings)
             run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds, **timings,

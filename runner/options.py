@@ -10,7 +10,7 @@ from pathlib import Path
 
 from runner.paths import CONFIG_DIR
 
-GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source")
+GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source", "syllabus")
 _CHOICE = re.compile(r"^(?:\+|\+\+|~)?(?P<group>[a-z_]+)=(?P<value>[^=]*)$")
 
 

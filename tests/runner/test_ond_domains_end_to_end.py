@@ -52,7 +52,9 @@ def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, cl
     assert params["metrics.asymptotic_width"] == params["domain.ond.asymptotic_width"]
     nrp = "m4" if condition == "given" else "m3"
     metrics = r.data.metrics
-    for name in ("m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct", f"{nrp}_nrp_top1", "m5_opti_top1", "m6_apti_top1",
+    # M1 is N/A (reason logged as a tag) when no trial was correctly detected, as can happen in 3 short trials.
+    assert "m1_mean_fn_cdt" in metrics or "na.m1_mean_fn_cdt" in r.data.tags
+    for name in ("m2_cdt_pct", "m21_fp_pct", f"{nrp}_nrp_top1", "m5_opti_top1", "m6_apti_top1",
                  "top1", "auroc_novel", "aupr_novel", "fpr_at_95tpr", "oscr", "baseline.auroc_novel", "baseline.top1"):
         assert name in metrics, name
     assert metrics["top1"] == pytest.approx(returned["top1"])

@@ -160,3 +160,25 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
     assert new_parent["metrics"]["ond.knn_novelty/top1/mean"][0][1] == pytest.approx(sum(values) / 4, rel=1e-12)
     assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
+
+
+@pytest.mark.slow
+def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_store, tmp_path):
+    """``hydra/launcher=submitit_local`` (hydra-submitit-launcher, the ``submitit`` extra): each job is its own
+    process started by submitit; children nest under the parent and numbers equal an in-process run."""
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher is not installed")
+    from runner.app import run
+
+    name = f"submitit-{uuid.uuid4().hex[:8]}"
+    sweep(mlflow_store, name, tmp_path / "sweep", f"agent={','.join(AGENTS)}", "seed=0,1", *SMALL,
+          "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10")
+    runs = snapshot(mlflow_store, name)
+    parent_id, parent = only_parent(runs)
+    jobs = jobs_by_config(runs)
+    assert parent["status"] == "FINISHED" and len(jobs) == 4
+    assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
+    local = run(["+experiment=ond_system_detection", f"tracking.uri={mlflow_store['uri']}",
+                 f"tracking.artifact_location={mlflow_store['artifacts']}", f"experiment_name={name}-local",
+                 "agent=ond/closed_world", "seed=1", *SMALL], output_dir=tmp_path / "local")
+    logged = jobs[("ond/closed_world", 1)]["metrics"]
+    assert logged["top1"][0][1] == local["top1"] and logged["oscr"][0][1] == local["oscr"]
