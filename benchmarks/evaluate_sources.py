@@ -47,6 +47,8 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     from benchmarks.rl_metrics import TASKS, make_log, make_ste
     from metrics.l2_log import write_log
     from runner.evaluate import evaluate
+    import yaml
+
     from runner.sources.l2logger import L2LoggerSource
 
     rng = np.random.default_rng(0)
@@ -57,11 +59,17 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     start = time.perf_counter()
     data = L2LoggerSource(path=str(log_dir), ste_paths=[str(ste_root)]).load()
     read = time.perf_counter() - start
+    settings = yaml.safe_load((ROOT / "conf" / "metrics" / "lifelong_rl.yaml").read_text())
     start = time.perf_counter()
-    data.protocol.evaluate(data.record, {})
+    results = data.protocol.evaluate(data.record, settings)
     metrics = time.perf_counter() - start
+    start = time.perf_counter()
+    data.protocol.figures(data.record, results, settings)
+    figures = time.perf_counter() - start
+    points = sum(len(s.steps) for s in results.series.values())
     print(f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "
-          f"metrics {metrics:.2f} s")
+          f"metrics {metrics:.2f} s, figures {figures:.2f} s; MLflow gets {len(results.values)} scalars and "
+          f"{points} series points (per-episode reward, raw and processed)")
     args = ["+source=l2logger", f"source.path={log_dir}", f"source.ste_paths=[{ste_root}]", f"tracking.store_dir={tmp / 'store'}"]
     evaluate(args, output_dir=tmp / "out_l2_warm")  # the store exists after this (the sailon part may not have run)
     for figures in ("true", "false"):

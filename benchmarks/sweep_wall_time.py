@@ -70,7 +70,7 @@ def count(store: Path, name: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=12)
-    ap.add_argument("--count-jobs", type=int, default=40)
+    ap.add_argument("--count-jobs", type=int, default=40, help="0 skips the counting sweep")
     ap.add_argument("--trials", type=int, default=2)
     ap.add_argument("--ray-python", help="a Python with hydra-ray-launcher installed (its own venv)")
     ap.add_argument("--ray-address", help="a running Ray cluster (ray start --head); needs RAY_AUTH_MODE=token")
@@ -97,6 +97,8 @@ def main() -> None:
         c = count(store, name)
         assert c["finished_jobs"] == args.jobs and c["parents"] == 1, (name, c)
 
+    if args.count_jobs <= 0:
+        return
     name = f"bench-count-{stamp}"
     seconds = sweep(sys.executable, store, name, args.count_jobs, args.trials, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
     c = count(store, name)

@@ -22,7 +22,7 @@ import numpy as np
 from metrics.continual import continual_metrics
 from metrics.results import MetricResults, Series
 from runner.protocols.continual import SERIES_PREFIX, ContinualProtocol, evaluate_continual_record
-from runner.protocols.continual_record import ContinualRecord
+from runner.protocols.continual_record import RENATE_FILE, ContinualRecord
 from runner.sources import SourceData, SourceFormatError
 from runner.sources.csv_table import numeric, read_table
 
@@ -164,6 +164,16 @@ class GivenMatrixProtocol(ContinualProtocol):
     def __init__(self, scenario: str = "class_incremental", *, has_init: bool = True, has_sizes: bool = True):
         super().__init__(scenario)
         self.has_init, self.has_sizes = has_init, has_sizes
+
+    def save_record(self, record: ContinualRecord, directory) -> None:
+        record.save(directory)
+        if not (self.has_init and self.has_sizes):  # Renate's dict without the placeholders of unknown values
+            results = record.renate_results()
+            if not self.has_init:
+                del results["accuracy_init"]
+            if not self.has_sizes:
+                del results["num_instances"]
+            (Path(directory) / RENATE_FILE).write_text(json.dumps(results))
 
     def evaluate(self, record: ContinualRecord, settings) -> MetricResults:
         if self.has_init and self.has_sizes:

@@ -53,7 +53,7 @@ class RecordSource:
             raise SourceFormatError(f"metrics: unknown setting(s) {unknown} for a {data.protocol.name} record; "
                                     f"valid: {sorted(defaults)}")
         data.protocol = WithDefaultSettings(data.protocol, defaults)
-        data.tags = {"source": "record", "record_kind": data.protocol.name, "file": file.name} | data.tags
+        data.tags = data.tags | {"source": "record", "record_kind": data.protocol.name, "file": file.name}
         return data
 
     def _find(self) -> Path:

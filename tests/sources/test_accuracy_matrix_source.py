@@ -142,3 +142,18 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
         evaluate(["+source=accuracy_matrix", f"source.path={path}", *experiment["overrides"]], output_dir=tmp_path / "out")
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
+
+
+def test_saved_record_without_init_reads_back(tmp_path):
+    from runner.sources.record import RecordSource
+
+    path = tmp_path / "matrix.csv"
+    path.write_text(CSV)
+    data = AccuracyMatrixSource(path=str(path), num_instances=N).load()
+    data.protocol.save_record(data.record, tmp_path / "record")
+    saved = json.loads((tmp_path / "record" / "renate_results.json").read_text())
+    assert "accuracy_init" not in saved and saved["num_instances"] == N  # no NaN placeholders in Renate's dict
+    again = AccuracyMatrixSource(path=str(tmp_path / "record" / "renate_results.json")).load()
+    assert_renate_values(again.protocol.evaluate(again.record, {}), forward=False)
+    rescored = RecordSource(path=str(tmp_path / "record")).load()
+    assert_renate_values(rescored.protocol.evaluate(rescored.record, {}), forward=False)

@@ -135,7 +135,7 @@ def test_evaluate_record_round_trip_through_mlflow(tmp_path, experiment, client)
     assert values["m1_mean_fn_cdt"] == 2.0
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
-    assert run.info.status == "FINISHED" and run.data.tags["record_kind"] == "ond"
+    assert run.info.status == "FINISHED" and run.data.tags["record_kind"] == "ond" and run.data.tags["source"] == "record"
     assert run.data.params["metrics.threshold"] == "0.85" and run.data.tags["condition"] == "system"
     # the logged record is itself a record: re-score it at the default threshold
     local = client.download_artifacts(run.info.run_id, "record", str(tmp_path / "download"))
