@@ -55,8 +55,10 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     with run:
         run.log_params(flatten(resolved))
         run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
-        results = log_outcome(run, data.protocol, data.record, cfg, settings, figures=bool(cfg.get("figures", True)))
-        run.log_metrics({"time/read_s": read_seconds, "time/total_s": time.perf_counter() - started})
+        timings: dict[str, float] = {}
+        results = log_outcome(run, data.protocol, data.record, cfg, settings, figures=bool(cfg.get("figures", True)),
+                              timings=timings)
+        run.log_metrics({"time/read_s": read_seconds, **timings, "time/total_s": time.perf_counter() - started})
     log.info("evaluated %s into MLflow run %s", tags.get("source"), run.run_id)
     return dict(results.values)
 

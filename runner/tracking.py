@@ -54,6 +54,8 @@ class TrackingSettings:
     experiment_name: str = "owl-eval"
     artifact_location: str | None = None
     log_record: bool = True
+    # Series longer than this are logged as bin means (the full series goes to a CSV artifact); None = all.
+    max_series_points: int | None = 2000
     # Skip a job whose config already has a FINISHED run in the experiment: None = in sweeps only.
     skip_finished: bool | None = None
 
@@ -116,6 +118,22 @@ def git_commit(directory: str | os.PathLike | None = None) -> str:
         return "unknown"
 
 
+def bin_means(steps: np.ndarray, values: np.ndarray, num_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """``num_bins`` consecutive bins of near-equal size: the first step of each bin and the mean of its
+    finite values (NaN for a bin without one)."""
+    edges = np.linspace(0, len(steps), num_bins + 1).astype(np.int64)[:-1]
+    finite = np.isfinite(values)
+    sums = np.add.reduceat(np.where(finite, values, 0.0), edges)
+    counts = np.add.reduceat(finite.astype(np.int64), edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return steps[edges], np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def series_csv(series) -> str:
+    rows = "\n".join(f"{s},{v!r}" for s, v in zip(series.steps.tolist(), series.values.tolist()))
+    return "step,value\n" + rows + "\n"
+
+
 def _chunks(items: list, size: int) -> Iterable[list]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -129,9 +147,10 @@ class TrackedRun:
     because every ``log_*`` call is sent at once.
     """
 
-    def __init__(self, client, run_id: str):
+    def __init__(self, client, run_id: str, max_series_points: int | None = 2000):
         self.client = client
         self.run_id = run_id
+        self.max_series_points = max_series_points
         self._ended = False
 
     @classmethod
@@ -146,7 +165,7 @@ class TrackedRun:
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
-        return cls(client, run.info.run_id)
+        return cls(client, run.info.run_id, max_series_points=settings.max_series_points)
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
@@ -188,11 +207,20 @@ class TrackedRun:
 
         now = int(time.time() * 1000)
         items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
+        downsampled: dict[str, str] = {}
         for name, series in results.series.items():
             # A series may not share its key with a scalar: MLflow would hold two values at step 0.
             key = metric_key(name if name not in results.values else f"{name}_by_step")
-            items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(series.steps.tolist(), series.values.tolist()) if np.isfinite(v))
+            steps, values = series.steps, series.values
+            if self.max_series_points and len(steps) > self.max_series_points:
+                # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
+                steps, values = bin_means(steps, values, self.max_series_points)
+                downsampled[key] = f"mean over {len(series.steps) / len(steps):.1f} steps per point; full series in series/{key.replace('/', '_')}.csv"
+                self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
+            items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
         self._send_metrics(items)
+        if downsampled:
+            self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
         if results.na:
             self.set_tags({f"na.{metric_key(k)}"[:250]: reason[:5000] for k, reason in results.na.items()})
             self.log_dict(results.na, "metrics_na.json")
