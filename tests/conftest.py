@@ -50,3 +50,8 @@ def shared_dir() -> Path:
     if not SHARED_DIR.is_dir():
         pytest.skip(f"the shared folder {SHARED_DIR} is absent (it sits beside the clone in CI only)")
     return SHARED_DIR
+
+
+@pytest.fixture()
+def shared_dir_or_none() -> Path | None:
+    return SHARED_DIR if SHARED_DIR.is_dir() else None
