@@ -7,7 +7,9 @@ Each sweep is the real CLI (``python -m runner -m ...``): 2 agents x jobs/2 seed
 ``figures=false``, into one fresh SQLite store (created before timing). Prints the wall time of the whole
 command for the basic launcher, joblib with n_jobs=2 and, when a Python with hydra-ray-launcher and a running
 Ray cluster are given, Ray; then a ``--count-jobs`` joblib sweep and what the store holds, read with sqlite3:
-runs, their status and parent, params and metric rows per run (every run of an agent must have the same).
+runs, their status and parent, params and metric rows per run. With the default 2 trials (both without
+novelty) every run of an agent logs the same metric set, so the rows per run must be equal within an agent;
+with more trials a metric can be N/A for some seeds only and the counts legitimately differ.
 """
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """Hydra callback that gives a multirun one parent MLflow run, with a nested child run per job.
 
 on_multirun_start creates the parent and hands its id to the jobs (environment variable, inherited by
-joblib/loky and submitit workers; jobs elsewhere find it by the sweep-dir tag). on_job_end marks the
-parent FAILED when a job failed (the basic sweeper skips on_multirun_end then); on_multirun_end logs the
-comparison of the jobs over seeds (``runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so the logic lives in plain
-functions that tests call directly.
+joblib/loky and submitit workers and a Ray cluster the launcher starts; jobs on an existing Ray cluster or
+elsewhere find it by the sweep-dir tag). on_job_end marks the parent FAILED when a job failed (the basic
+sweeper skips on_multirun_end then); on_multirun_end logs the comparison of the jobs over seeds
+(``runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
+the logic lives in plain functions that tests call directly.
 """
 from __future__ import annotations
 

@@ -182,3 +182,22 @@ def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_s
                  "agent=ond/closed_world", "seed=1", *SMALL], output_dir=tmp_path / "local")
     logged = jobs[("ond/closed_world", 1)]["metrics"]
     assert logged["top1"][0][1] == local["top1"] and logged["oscr"][0][1] == local["oscr"]
+
+
+def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
+    """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
+    from runner.app import run
+    from runner.resume import skip_enabled
+    from runner.tracking import TrackingSettings
+
+    assert [skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)] \
+        == [True, False, True, True, False, False]
+    args = ["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=2", "figures=false"]
+    first = run(args, output_dir=tmp_path / "a")
+    count = lambda: len(client.search_runs([client.get_experiment_by_name(experiment["name"]).experiment_id]))  # noqa: E731
+    again = run([*args, "++tracking.skip_finished=true"], output_dir=tmp_path / "b")
+    assert count() == 1 and again["top1"] == first["top1"]
+    run(args, output_dir=tmp_path / "c")
+    assert count() == 2
+    run([*args, "seed=1", "++tracking.skip_finished=true"], output_dir=tmp_path / "d")  # another config runs
+    assert count() == 3

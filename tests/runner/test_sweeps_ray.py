@@ -51,13 +51,26 @@ def ray_cluster(tmp_path):
             time.sleep(1)
         yield f"127.0.0.1:{port}"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the group of the process this fixture started
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
+        stop_group(proc)
         log.close()
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM the process group this fixture started (ray start, GCS, raylet, workers); SIGKILL what stays."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
 
 
 def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_path):
