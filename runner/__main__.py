@@ -22,14 +22,9 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    import sys
+    from runner.options import checked_cli
 
-    from runner.options import unknown_choice_message
-
-    problem = unknown_choice_message(sys.argv[1:])
-    if problem:
-        sys.exit(f"error: {problem}")
-    main()
+    checked_cli(main)
 
 
 if __name__ == "__main__":

@@ -34,3 +34,13 @@ def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> st
             return (f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: "
                     + ", ".join(options))
     return None
+
+
+def checked_cli(hydra_main) -> None:
+    """Run a Hydra entry point after checking its group choices (one ``error:`` line if one is unknown)."""
+    import sys
+
+    problem = unknown_choice_message(sys.argv[1:])
+    if problem:
+        sys.exit(f"error: {problem}")
+    hydra_main()

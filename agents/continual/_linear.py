@@ -79,7 +79,8 @@ def _non_negative_float(name: str, value, *, positive: bool = False) -> float:
 class LinearLearner(TaskClassMemory):
     """Shared by the baselines: a softmax regression over all classes, task-aware prediction by masking."""
 
-    def __init__(self, *, epochs: int, batch_size: int, learning_rate: float, l2: float, init_scale: float):
+    def __init__(self, epochs: int = 10, batch_size: int = 32, learning_rate: float = 0.1, l2: float = 0.0,
+                 init_scale: float = 0.01):
         self.epochs = _positive_int("epochs", epochs)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.learning_rate = _non_negative_float("learning_rate", learning_rate, positive=True)

@@ -12,16 +12,6 @@ class Joint(LinearLearner):
     Same model and knobs as :class:`~agents.continual.finetune.Finetune`.
     """
 
-    def __init__(
-        self,
-        epochs: int = 10,
-        batch_size: int = 32,
-        learning_rate: float = 0.1,
-        l2: float = 0.0,
-        init_scale: float = 0.01,
-    ):
-        super().__init__(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, l2=l2, init_scale=init_scale)
-
     def setup(self, num_features: int, num_classes: int, rng: np.random.Generator) -> None:
         super().setup(num_features, num_classes, rng)
         self._X: list[np.ndarray] = []
