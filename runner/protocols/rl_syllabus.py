@@ -70,6 +70,14 @@ class RLSyllabusProtocol(Protocol):
 
     def tags(self) -> dict[str, str]:
         tags = {"syllabus_kind": self.syllabus.kind, "rl_mode": self.mode}
+        if self._record is not None and self._record.ste_status:
+            # After the run: what actually happened to each STE, not a prediction from the store.
+            status = self._record.ste_status
+            kinds = set(status.values())
+            tags["ste"] = "computed" if "computed" in kinds else "missing" if "missing" in kinds else "reused"
+            tags["ste.reused"] = ",".join(k for k, v in status.items() if v == "reused") or "none"
+            tags["ste.not_stored"] = ",".join(k for k, v in status.items() if v != "reused") or "none"
+            return tags
         domain = self._domain_from_config()
         if domain is None:
             return tags
