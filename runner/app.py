@@ -41,9 +41,12 @@ def choice_name(cfg: DictConfig, group: str) -> str:
     return str(node.get("_target_", "unknown")).rsplit(".", 1)[-1]
 
 
-def config_hash(resolved: Mapping[str, Any]) -> str:
-    """Hash of everything that changes a number: the resolved config without the tracking node."""
-    content = {k: v for k, v in resolved.items() if k != "tracking"}
+def config_hash(cfg: DictConfig) -> str:
+    """Hash of everything that changes a number: the config without the tracking node, interpolations
+    left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
+    two runs of one config look different (a re-run sweep must recognise its finished jobs)."""
+    unresolved = OmegaConf.to_container(cfg, resolve=False)
+    content = {k: v for k, v in unresolved.items() if k != "tracking"}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -103,7 +106,7 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
     settings = tracking_settings(cfg)
     if skip_enabled(settings, multirun=hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
         # Resuming a sweep: a config that already has a FINISHED run is not run (or logged) again.
-        reused = reuse_finished(settings, launch_dir, config_hash(resolved), parent_run_id=find_parent_run(settings, launch_dir),
+        reused = reuse_finished(settings, launch_dir, config_hash(cfg), parent_run_id=find_parent_run(settings, launch_dir),
                                 job_label=" ".join(hc.overrides.task) if hc is not None else "job")
         if reused is not None:
             return reused
@@ -117,7 +120,7 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
         RUN_KIND_TAG: "job", "protocol": protocol.name, "domain": getattr(domain, "name", names["domain"]),
         "agent": names["agent"], "baseline": names["baseline"] if baseline is not None else "none",
         "seed": str(seed), "experiment": str(cfg.get("experiment_name", "")),
-        "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(resolved),
+        "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(cfg),
     } | protocol.tags()
     run_name = f"{names['agent'].rsplit('/', 1)[-1]}-seed{seed}"
     if "condition" in tags:

@@ -47,7 +47,7 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     resolved = OmegaConf.to_container(cfg, resolve=True)
     settings = tracking_settings(cfg)
     tags = {RUN_KIND_TAG: "evaluate", "protocol": data.protocol.name, "git_commit": git_commit(launch_dir),
-            CONFIG_HASH_TAG: config_hash(resolved), "experiment": str(cfg.get("experiment_name", ""))}
+            CONFIG_HASH_TAG: config_hash(cfg), "experiment": str(cfg.get("experiment_name", ""))}
     tags |= data.protocol.tags() | data.tags
     run_name = f"evaluate-{tags.get('source', 'source')}-{tags.get('session', tags.get('agent', ''))}".rstrip("-")
     run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=find_parent_run(settings, launch_dir),
