@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import socket
+import subprocess
+import time
 import uuid
 from pathlib import Path
 
@@ -55,3 +59,50 @@ def shared_dir() -> Path:
 @pytest.fixture()
 def shared_dir_or_none() -> Path | None:
     return SHARED_DIR if SHARED_DIR.is_dir() else None
+
+
+@pytest.fixture()
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stop_process_group(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM a process group started with ``start_new_session``; SIGKILL whatever is still there after ``grace``."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        proc.poll()
+        try:
+            os.killpg(proc.pid, 0)  # anyone left in the group?
+        except ProcessLookupError:
+            return
+        time.sleep(0.5)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def start_background(tmp_path):
+    """Start a command in its own process group, output to ``tmp_path/<log_name>``; at teardown every group
+    started here is stopped, so no server or cluster outlives its test."""
+    started: list[tuple[subprocess.Popen, object]] = []
+
+    def start(cmd: list[str], *, log_name: str, env: dict | None = None, cwd=None) -> subprocess.Popen:
+        log = open(tmp_path / log_name, "w")
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True)
+        started.append((proc, log))
+        return proc
+
+    yield start
+    for proc, log in started:
+        stop_process_group(proc)
+        log.close()

@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.request
@@ -21,36 +18,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = PROJECT_ROOT / "outputs" / "test-artifacts"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop_group(proc: subprocess.Popen, timeout: float = 30) -> None:
-    """SIGTERM the process group this fixture started (server + uvicorn + job runners), SIGKILL what stays."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        pass
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            os.killpg(proc.pid, 0)  # anyone left in the group?
-        except ProcessLookupError:
-            return
-        time.sleep(0.5)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
 
 
 @pytest.fixture()
@@ -77,43 +44,29 @@ def browser_page(chromium_path, tmp_path):
             context.close()
 
 
-def start_mlflow_server(backend_uri: str, workdir: Path, timeout: float = 120):
-    """``mlflow server`` bound to 127.0.0.1 with one worker; returns (process, base url) once /health answers."""
-    port = free_port()
-    log = open(workdir / "mlflow-server.log", "w")
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    proc = subprocess.Popen([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
-                             "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                            cwd=workdir, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                if response.status == 200:
-                    return proc, url, log
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            stop_group(proc)
-            log.close()
-            pytest.fail(f"mlflow server did not answer /health:\n{(workdir / 'mlflow-server.log').read_text()[-3000:]}")
-        time.sleep(1)
-
-
 @pytest.fixture()
-def mlflow_server_factory(tmp_path):
-    started = []
+def mlflow_server_factory(tmp_path, start_background, free_port):
+    """Starts ``mlflow server`` bound to 127.0.0.1 with one worker; returns its base URL once /health answers."""
 
-    def start(backend_uri: str) -> str:
-        proc, url, log = start_mlflow_server(backend_uri, tmp_path)
-        started.append((proc, log))
-        return url
+    def start(backend_uri: str, timeout: float = 120) -> str:
+        env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
+        proc = start_background([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
+                                 "--host", "127.0.0.1", "--port", str(free_port), "--workers", "1"],
+                                log_name="mlflow-server.log", env=env, cwd=tmp_path)
+        url = f"http://127.0.0.1:{free_port}"
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        return url
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}")
+            time.sleep(1)
 
-    yield start
-    for proc, log in started:
-        stop_group(proc)
-        log.close()
+    return start
 
 
 @pytest.fixture()

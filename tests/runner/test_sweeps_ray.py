@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,52 +23,23 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
-def ray_cluster(tmp_path):
+def ray_cluster(tmp_path, start_background, free_port):
     """A one-node Ray cluster in the foreground (``--block``), so stopping that one process stops it all."""
     ray = shutil.which("ray", path=str(Path(sys.executable).parent)) or shutil.which("ray")
     if ray is None:
         pytest.skip("the ray command is not on PATH")
-    port = free_port()
+    port = free_port
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    log = open(tmp_path / "ray.log", "w")
-    proc = subprocess.Popen([ray, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+    proc = start_background([ray, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
                              "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while "Ray runtime started" not in (tmp_path / "ray.log").read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"ray start failed:\n{(tmp_path / 'ray.log').read_text()[-3000:]}")
-            time.sleep(1)
-        yield f"127.0.0.1:{port}"
-    finally:
-        stop_group(proc)
-        log.close()
-
-
-def stop_group(proc: subprocess.Popen, grace: float = 30) -> None:
-    """SIGTERM the process group this fixture started (ray start, GCS, raylet, workers); SIGKILL what stays."""
-    os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        proc.poll()
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.5)
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
+                            log_name="ray.log", env=env)
+    deadline = time.monotonic() + 120
+    while "Ray runtime started" not in (tmp_path / "ray.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"ray start failed:\n{(tmp_path / 'ray.log').read_text()[-3000:]}")
+        time.sleep(1)
+    return f"127.0.0.1:{port}"
 
 
 def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_path):
