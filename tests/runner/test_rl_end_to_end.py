@@ -113,3 +113,24 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
     arts = client.list_artifacts(r.info.run_id, "record/l2log")
     log = read_log(client.download_artifacts(r.info.run_id, arts[0].path, str(tmp_path / "dl")))
     assert len(log) == 53
+
+
+@pytest.mark.parametrize("name, kind", [("rl_ant_a", "ANT_A"), ("rl_ant_b", "ANT_B")])
+def test_ant_experiments_interleave_two_task_families(name, kind, experiment, client, tmp_path):
+    small = ["protocol.ste.episodes=10", "figures=false"]
+    if name == "rl_ant_b":
+        small += ["protocol.syllabus.generate.train_episodes=10", "protocol.syllabus.generate.test_episodes=2",
+                  "protocol.syllabus.generate.cycles=1"]
+    run([f"+experiment={name}", *experiment["overrides"], *small, f"protocol.ste.dir={tmp_path / 'ste'}"],
+        output_dir=tmp_path / "out")
+    r = _only_run(client, experiment["name"])
+    assert r.info.status == "FINISHED" and r.data.tags["syllabus_kind"] == kind
+    (scenario,) = client.list_artifacts(r.info.run_id, "record/l2log")
+    log = read_log(client.download_artifacts(r.info.run_id, scenario.path, str(tmp_path / "dl")))
+    tasks = {str(t).split("_")[0] for t in np.unique(log["task_name"])}
+    assert tasks == {"cartpole", "frozenlake"}
+    # Evaluation blocks are mandatory in ANT syllabi: every task is evaluated before any training.
+    first_train = int(np.argmax(log["block_type"] == "train"))
+    assert {str(t).split("_")[0] for t in log["task_name"][:first_train]} == {"cartpole", "frozenlake"}
+    # Transfer between the two families is defined (train one, evaluate the other).
+    assert "forward_transfer_ratio" in r.data.metrics or "na.forward_transfer_ratio" in r.data.tags
