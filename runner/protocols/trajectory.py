@@ -136,7 +136,7 @@ class TrajectoryProtocol(Protocol):
 
 def evaluate_trajectory_record(record: TrajectoryRecord, settings: Mapping[str, Any]) -> MetricResults:
     """The whole metric table of a record; ``settings`` is the ``metrics`` config node."""
-    from metrics.trajectory import auc, class_ece, tnr_pr, trajectory_table
+    from metrics.trajectory import trajectory_table
 
     options = {k: settings[k] for k in TABLE_OPTIONS if settings.get(k) is not None}
     if "k_values" in options:
@@ -146,15 +146,25 @@ def evaluate_trajectory_record(record: TrajectoryRecord, settings: Mapping[str, 
     results.set("num_scenes", record.num_scenes)
     results.set("num_agents", int(record.pred_steps.any(-1).sum()))
     results.set("num_classified_agents", len(record.p_true))
-    names = [str(n) for n in record.class_names]
-    positive = str(settings.get("tnr_pr_positive", "straight"))
-    if positive not in names:
-        raise ValueError(f"metrics.tnr_pr_positive: expected one of {names}, got {positive!r}")
-    if len(record.p_true) == 0:
-        for key in ("auc", "class_ece", "tnr_pr"):
-            results.set(key, NA("no classifiable agent (heading undefined or no valid future step)"))
-    else:
-        results.set("auc", auc(record.p_true, record.p_pred, score=str(settings.get("auc_score", "raw"))))
-        results.set("class_ece", class_ece(record.p_true, record.p_pred, n_bins=int(settings.get("class_ece_bins", 10))))
-        results.set("tnr_pr", tnr_pr(record.p_true, record.p_pred, positive_class=names.index(positive)))
+    set_class_metrics(results, record.p_true, record.p_pred, record.class_names, settings,
+                      empty_reason="no classifiable agent (heading undefined or no valid future step)")
     return results
+
+
+def set_class_metrics(results: MetricResults, p_true, p_pred, class_names, settings: Mapping[str, Any], *,
+                      empty_reason: str) -> None:
+    """AUC, class ECE and TNR-PR (positive class ``metrics.tnr_pr_positive``, by name) into ``results``."""
+    from metrics.trajectory import auc, class_ece, tnr_pr
+
+    names = [str(n) for n in class_names]
+    positive = str(settings.get("tnr_pr_positive", "straight"))
+    if len(p_true) == 0:
+        for key in ("auc", "class_ece", "tnr_pr"):
+            results.set(key, NA(empty_reason))
+        return
+    results.set("auc", auc(p_true, p_pred, score=str(settings.get("auc_score", "raw"))))
+    results.set("class_ece", class_ece(p_true, p_pred, n_bins=int(settings.get("class_ece_bins", 10))))
+    if positive in names:
+        results.set("tnr_pr", tnr_pr(p_true, p_pred, positive_class=names.index(positive)))
+    else:
+        results.set("tnr_pr", NA(f"metrics.tnr_pr_positive={positive!r} is not one of the classes {names}"))

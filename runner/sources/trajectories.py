@@ -2,7 +2,9 @@
 
 Arrays: ``Path_true[N_S, 1, N_A, N_O, 2]``, ``Path_pred[N_S, N_P, N_A, N_O, 2]``, ``Pred_steps[N_S, N_A, N_O]``
 (bool, or 0/1 integers: the steps that count), optional log-probabilities ``[N_S, N_P + 1, N_A]`` (last
-column: the truth; they replace the KDE). Names are configurable; other arrays in the file are ignored.
+column: the truth; they replace the KDE), and optional behaviour-class outputs ``P_true[N_S, N_C]`` (one-hot),
+``P_pred[N_S, N_C]`` (rows summing to 1) with ``Class_names[N_C]`` (strings), scored with AUC, class ECE and
+TNR-PR. Names are configurable; other arrays in the file are ignored.
 
 The file is never unpickled and never loaded whole: uncompressed members are memory-mapped
 (:func:`metrics.traj_table.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
@@ -20,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from metrics.results import MetricResults
+from metrics.results import NA, MetricResults
 from metrics.validation import MetricInputError
 from runner.protocols.base import Protocol
-from runner.protocols.trajectory import TABLE_OPTIONS
+from runner.protocols.trajectory import TABLE_OPTIONS, set_class_metrics
 from runner.sources import SourceData, SourceFormatError
 
 SUMMARY_FILE = "trajectory_source.json"
@@ -42,19 +44,25 @@ class TrajectoryFile:
     num_valid_agents: int
     seed: int
     chunk_size: int
+    p_true: np.ndarray | None = None  # [N_S, N_C] one-hot behaviour classes (small: read whole)
+    p_pred: np.ndarray | None = None
+    class_names: tuple[str, ...] = ()
 
     def summary(self) -> dict:
         return {"path": str(self.path), "arrays": self.keys, "num_scenes": self.num_scenes, "num_preds": self.num_preds,
-                "num_agents": self.num_agents, "pred_len": self.pred_len, "num_valid_agents": self.num_valid_agents, "seed": self.seed}
+                "num_agents": self.num_agents, "pred_len": self.pred_len, "num_valid_agents": self.num_valid_agents, "seed": self.seed,
+                "class_names": list(self.class_names)}
 
 
 class TrajectoriesSource:
     def __init__(self, path: str, chunk_size: int = 256, true_key: str = "Path_true", pred_key: str = "Path_pred",
-                 mask_key: str = "Pred_steps", log_probs: str | None = "auto", seed: int = 0):
+                 mask_key: str = "Pred_steps", log_probs: str | None = "auto", seed: int = 0,
+                 class_true_key: str = "P_true", class_pred_key: str = "P_pred", class_names_key: str = "Class_names"):
         self.path = Path(str(path)).expanduser()
         self.chunk_size, self.seed = int(chunk_size), int(seed)
         self.keys = {"true": true_key, "pred": pred_key, "mask": mask_key}
         self.log_probs = log_probs
+        self.class_keys = {"class_true": class_true_key, "class_pred": class_pred_key, "class_names": class_names_key}
 
     def load(self) -> SourceData:
         if not str(self.path) or str(self.path) == "???":
@@ -76,10 +84,54 @@ class TrajectoriesSource:
         lp = arrays[keys["log_probs"]] if keys["log_probs"] else None
         n_s, n_p, n_a, n_o = self._check_shapes(keys, true, pred, mask, lp)
         valid_agents = self._check_values(keys, true, pred, mask, lp, n_s)
-        info = TrajectoryFile(self.path.resolve(), keys, n_s, n_p, n_a, n_o, valid_agents, self.seed, self.chunk_size)
+        p_true, p_pred, class_names = self._read_classes(arrays, n_s)
+        info = TrajectoryFile(self.path.resolve(), keys, n_s, n_p, n_a, n_o, valid_agents, self.seed, self.chunk_size,
+                              p_true, p_pred, class_names)
         return SourceData(protocol=TrajectoryFileProtocol(), record=info,
                           tags={"source": "trajectories", "file": self.path.name, "scenes": str(n_s),
                                 "log_probs": keys["log_probs"] or "kde"})
+
+    def _read_classes(self, arrays: dict, n_s: int):
+        """The optional class outputs: both arrays or neither; one-hot truth, probability rows summing to 1."""
+        t_key, p_key, n_key = (self.class_keys[k] for k in ("class_true", "class_pred", "class_names"))
+        present = [k for k in (t_key, p_key) if k and k in arrays]
+        if not present:
+            return None, None, ()
+        if len(present) == 1:
+            missing = p_key if present[0] == t_key else t_key
+            raise SourceFormatError(f"{self.path}: array {present[0]!r} is there but {missing!r} is not; class outputs need both")
+        p_true = np.asarray(arrays[t_key], dtype=np.float64)
+        p_pred = np.asarray(arrays[p_key], dtype=np.float64)
+        for key, arr in ((t_key, p_true), (p_key, p_pred)):
+            if arr.ndim != 2 or arr.shape[0] != n_s or arr.shape[1] < 2:
+                raise SourceFormatError(f"{self.path}: array {key!r} has shape {arr.shape}, expected [N_S, N_classes] = "
+                                        f"[{n_s}, >=2] (N_S from {self.keys['pred']!r})")
+            bad = np.argwhere(~np.isfinite(arr))
+            if bad.size:
+                raise SourceFormatError(f"{self.path}: array {key!r} [scene {bad[0][0]}, class {bad[0][1]}] is not a finite number")
+        if p_pred.shape != p_true.shape:
+            raise SourceFormatError(f"{self.path}: array {p_pred.shape} of {p_key!r} does not match {p_true.shape} of {t_key!r}")
+        not_one_hot = np.flatnonzero(~(np.isin(p_true, (0.0, 1.0)).all(1) & (p_true.sum(1) == 1)))
+        if not_one_hot.size:
+            raise SourceFormatError(f"{self.path}: array {t_key!r} scene {not_one_hot[0]} is not one-hot: {p_true[not_one_hot[0]].tolist()}")
+        outside = np.argwhere((p_pred < 0) | (p_pred > 1))
+        if outside.size:
+            i, j = outside[0]
+            raise SourceFormatError(f"{self.path}: array {p_key!r} [scene {i}, class {j}] = {p_pred[i, j]} is outside [0, 1]")
+        sums = p_pred.sum(1)
+        off = np.flatnonzero(np.abs(sums - 1) > 1e-6)
+        if off.size:
+            raise SourceFormatError(f"{self.path}: array {p_key!r} scene {off[0]} sums to {sums[off[0]]:.9g}, expected 1 within 1e-06")
+        n_c = p_true.shape[1]
+        if n_key and n_key in arrays:
+            names = np.asarray(arrays[n_key])
+            if names.dtype.kind not in "US" or names.shape != (n_c,):
+                raise SourceFormatError(f"{self.path}: array {n_key!r} must hold {n_c} class names (strings), got "
+                                        f"dtype {names.dtype}, shape {names.shape}")
+            class_names = tuple(str(n) for n in names.astype(str))
+        else:
+            class_names = tuple(f"class{c}" for c in range(n_c))
+        return p_true, p_pred, class_names
 
     def _open(self) -> dict:
         from metrics.traj_table import npz_arrays
@@ -175,6 +227,12 @@ class TrajectoryFileProtocol(Protocol):
                                        mask_key=record.keys["mask"], log_prob_key=record.keys["log_probs"], **options)
         results.set("num_scenes", record.num_scenes)
         results.set("num_agents", record.num_valid_agents)
+        if record.p_true is None:
+            for key in ("auc", "class_ece", "tnr_pr"):
+                results.set(key, NA("the file has no class outputs (P_true, P_pred)"))
+        else:
+            set_class_metrics(results, record.p_true, record.p_pred, record.class_names, settings,
+                              empty_reason="no scene in the file")
         return results
 
     def figures(self, record: TrajectoryFile, results: MetricResults, settings) -> dict[str, Any]:

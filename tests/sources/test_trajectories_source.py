@@ -150,3 +150,40 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
         evaluate(["+source=trajectories", f"source.path={path}", *experiment["overrides"]], output_dir=tmp_path / "out")
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
+
+
+CLASSES = {"P_true": np.array([[1.0, 0.0], [0.0, 1.0]]), "Class_names": np.array(["go", "stop"])}
+
+
+@pytest.mark.parametrize("p_pred, expected_auc, expected_tnr", [
+    # Scene 0 is "go" scored 0.8, scene 1 is "stop" scored 0.3 for "go": every positive above every negative.
+    ([[0.8, 0.2], [0.3, 0.7]], 1.0, 1.0),
+    # Scene 1 ("stop") scored 0.9 for "go": ranked above the true "go" (0.8) in both one-vs-rest AUCs; at the
+    # threshold 0.8 that keeps "go" at perfect recall, the negative (0.9) is not rejected: TNR 0.
+    ([[0.8, 0.2], [0.9, 0.1]], 0.0, 0.0),
+])
+def test_class_outputs_are_scored(tmp_path, p_pred, expected_auc, expected_tnr):
+    data = TrajectoriesSource(path=str(write(tmp_path, **CLASSES, P_pred=np.array(p_pred)))).load()
+    assert data.record.class_names == ("go", "stop")
+    results = data.protocol.evaluate(data.record, SETTINGS | {"tnr_pr_positive": "go"})
+    assert results["auc"] == pytest.approx(expected_auc) and results["tnr_pr"] == pytest.approx(expected_tnr)
+    assert "class_ece" in results
+
+
+def test_without_class_outputs_class_metrics_are_na(tmp_path):
+    results = TrajectoriesSource(path=str(write(tmp_path))).load()
+    results = results.protocol.evaluate(results.record, SETTINGS)
+    assert "no class outputs" in results.na["auc"]
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"P_true": CLASSES["P_true"]}, ["'P_true' is there but 'P_pred' is not"]),
+    ({"P_true": np.array([[1.0, 1.0], [0.0, 1.0]]), "P_pred": np.array([[0.5, 0.5], [0.5, 0.5]])}, ["'P_true' scene 0 is not one-hot"]),
+    ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.6], [0.5, 0.5]])}, ["'P_pred' scene 0 sums to 1.1"]),
+    ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.5]])}, ["'P_pred' has shape (1, 2)", "[2, >=2]"]),
+])
+def test_broken_class_outputs_give_one_clear_error(tmp_path, change, words):
+    with pytest.raises(SourceFormatError) as info:
+        TrajectoriesSource(path=str(write(tmp_path, **change))).load()
+    for w in words:
+        assert w in str(info.value)
