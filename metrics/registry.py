@@ -24,10 +24,12 @@ def specs(protocol: str) -> dict[str, MetricSpec]:
     return out
 
 
+def base_name(name: str) -> str:
+    """The declared metric behind a reported name: ``baseline.top1``, ``m2_cdt_pct@0.3`` and
+    ``task/<task>/saturation`` map to ``top1``, ``m2_cdt_pct`` and ``saturation``."""
+    return name.split("baseline.", 1)[-1].split("@", 1)[0].rsplit("/", 1)[-1]
+
+
 def spec_for(protocol: str, name: str) -> MetricSpec | None:
-    """The declaration behind a logged name (``baseline.top1``, ``m2_cdt_pct@0.3`` and ``task/x/...`` map
-    to their base metric)."""
-    table = specs(protocol)
-    base = name.split("baseline.", 1)[-1].split("@", 1)[0]
-    base = base.rsplit("/", 1)[-1]
-    return table.get(base)
+    """The declaration behind a reported name (see :func:`base_name`), or None."""
+    return specs(protocol).get(base_name(name))

@@ -3,12 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from metrics.registry import specs
+from metrics.registry import base_name, specs
 from metrics.results import MetricResults
-
-
-def base_name(name: str) -> str:
-    return name.split("baseline.", 1)[-1].split("@", 1)[0].rsplit("/", 1)[-1]
 
 
 def select(results: MetricResults, protocol: str, names: Sequence[str] | None) -> MetricResults:

@@ -66,6 +66,21 @@ def error_vs_horizon(record, results: MetricResults):
     return fig
 
 
+def error_by_step_from_series(results: MetricResults):
+    """Displacement per future step from the logged series alone (when only the metric results exist)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name in ("displacement_by_step_marginal", "displacement_by_step_joint"):
+        s = results.series.get(name)
+        if s is not None:
+            ax.plot(s.steps, s.values, marker="o", ms=3, label=name.replace("displacement_by_step_", "mean over predictions, "))
+    ax.set_xlabel("future step")
+    ax.set_ylabel("displacement [m]")
+    ax.legend(fontsize=8)
+    ax.set_title("Displacement error against horizon")
+    fig.tight_layout()
+    return fig
+
+
 def kde_calibration(record):
     """Share of agents whose truth is less likely than more than a level of the predictions, against the
     ideal (the curve whose mean gap is the marginal KDE ECE; ECE_traj_indep.py)."""

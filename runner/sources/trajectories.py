@@ -236,27 +236,10 @@ class TrajectoryFileProtocol(Protocol):
         return results
 
     def figures(self, record: TrajectoryFile, results: MetricResults, settings) -> dict[str, Any]:
-        return {"error_vs_horizon": error_by_step_figure(results)} if results.series else {}
+        from runner.plots.trajectory import error_by_step_from_series
+
+        return {"error_vs_horizon": error_by_step_from_series(results)} if results.series else {}
 
     def save_record(self, record: TrajectoryFile, directory: Path) -> None:
         # The input file is the record (possibly gigabytes): log where it is and what was read, not a copy.
         (Path(directory) / SUMMARY_FILE).write_text(json.dumps(record.summary(), indent=2))
-
-
-def error_by_step_figure(results: MetricResults):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    for name in ("displacement_by_step_marginal", "displacement_by_step_joint"):
-        s = results.series.get(name)
-        if s is not None:
-            ax.plot(s.steps, s.values, marker="o", ms=3, label=name.replace("displacement_by_step_", "mean over predictions, "))
-    ax.set_xlabel("future step")
-    ax.set_ylabel("displacement [m]")
-    ax.legend(fontsize=8)
-    ax.set_title("Displacement error against horizon")
-    fig.tight_layout()
-    return fig
