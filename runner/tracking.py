@@ -41,6 +41,21 @@ def metric_key(name: str) -> str:
     return _INVALID_KEY_CHARS.sub("_", name.replace("@", "_at_"))
 
 
+def filter_literal(value: str, *, what: str) -> str:
+    """``value`` as a string literal of an MLflow search filter: single quotes, or double quotes when it
+    holds a single quote (MLflow's filter grammar has no escape character). A value holding both kinds of
+    quote cannot be searched for: one :class:`~runner.errors.ConfigError` naming ``what``."""
+    from runner.errors import ConfigError
+
+    text = str(value)
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise ConfigError(f"{what}: {text!r} holds both ' and \" quotes, which an MLflow search filter cannot express; "
+                      "rename it")
+
+
 @dataclass
 class TrackingSettings:
     """Where runs go. ``uri`` None means the default SQLite store ``<store_dir>/mlflow.db``.
