@@ -32,6 +32,16 @@ class Protocol(ABC):
             progress: bool = True) -> Any:
         """Drive the agent (and the baseline, if the protocol uses one) and return the record."""
 
+    def check(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:
+        """Everything that can be checked before a run exists: the agent's (and baseline's) interface, the
+        domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
+
+    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
+        """The ``metrics`` config node, validated and typed (unknown keys, wrong types and ranges are a
+        ``runner.errors.ConfigError`` naming ``metrics.<key>``); ``record`` when the data are already known
+        (a source), so settings that depend on them are checked too. Called before any run exists."""
+        return dict(settings)
+
     def record_so_far(self) -> Any | None:
         """The record of the completed part of an interrupted ``run`` (None if nothing completed)."""
         return None
