@@ -16,7 +16,8 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from runner.app import run_job, user_facing
+    from runner.app import run_job
+    from runner.console import user_facing
 
     return user_facing(run_job, cfg)
 

@@ -7,13 +7,16 @@ import logging
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from runner.build import build_part, plain
+from runner.build import build_part
+from runner.prepare import JobSwitches, job_switches, resolve_config, tracking_settings
+from runner import resume
 from runner.resume import reuse_finished, skip_enabled
 from runner.selection import select
 from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
@@ -21,6 +24,7 @@ from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingS
 log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "OWL_EVAL_PARENT_RUN_ID"
+OVERFLOW_LIMIT = 1e300
 
 
 def hydra_runtime():
@@ -50,12 +54,6 @@ def config_hash(cfg: DictConfig) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def tracking_settings(cfg: DictConfig) -> TrackingSettings:
-    node = plain(cfg.tracking)
-    node.pop("_target_", None)
-    return TrackingSettings(**node)
-
-
 def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     """The sweep's parent run: from the environment (set by the sweep callback), else by the sweep-dir tag."""
     parent = os.environ.get(PARENT_RUN_ENV)
@@ -67,22 +65,6 @@ def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     from runner.callbacks import find_sweep_parent
 
     return find_sweep_parent(settings, launch_dir, str(Path(hc.sweep.dir).resolve()))
-
-
-def user_facing(job, cfg: DictConfig):
-    """Run ``job(cfg)``; in a single (non-sweep) CLI run, a bad config, bad data, a bad agent output or a
-    missing extra ends with one ``error: ...`` line instead of a traceback. The traceback still goes to
-    the job's log file and to the FAILED MLflow run's ``error.txt``; ``HYDRA_FULL_ERROR=1`` shows it."""
-    import sys
-
-    try:
-        return job(cfg)
-    except (ValueError, ImportError) as exc:
-        hc = hydra_runtime()
-        if os.environ.get("HYDRA_FULL_ERROR") == "1" or (hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
-            raise
-        log.error("%s: %s", type(exc).__name__, exc, exc_info=True)
-        sys.exit(f"error: {exc}")
 
 
 def run_job(cfg: DictConfig) -> dict[str, float]:
@@ -98,58 +80,95 @@ def run_job(cfg: DictConfig) -> dict[str, float]:
         return _run_job(cfg)
 
 
-def _run_job(cfg: DictConfig) -> dict[str, float]:
-    started = time.perf_counter()
-    hc = hydra_runtime()
-    launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+@dataclass
+class PreparedJob:
+    """Everything a job needs, built and checked before any MLflow run exists."""
+
+    resolved: dict
+    settings: TrackingSettings
+    switches: JobSwitches
+    protocol: Any
+    domain: Any
+    agent: Any
+    baseline: Any
+    metric_options: dict
+    names: dict
+
+
+def prepare_job(cfg: DictConfig) -> PreparedJob:
+    """Resolve and type-check the config, build the parts and let the protocol check them (the agent's
+    interface, the domain's data, the metric settings). Any problem is one error naming the key, and
+    no run is created: only an agent that crashes mid-run leaves a FAILED run."""
+    resolved = resolve_config(cfg)
     settings = tracking_settings(cfg)
-    if skip_enabled(settings, multirun=hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
-        # Resuming a sweep: a config that already has a FINISHED run is not run (or logged) again.
-        reused = reuse_finished(settings, launch_dir, config_hash(cfg), parent_run_id=find_parent_run(settings, launch_dir),
-                                job_label=" ".join(hc.overrides.task) if hc is not None else "job")
-        if reused is not None:
-            return reused
-    seed = int(cfg.seed)
+    switches = job_switches(cfg)
     protocol = build_part(cfg, "protocol")
     domain = build_part(cfg, "domain")
     agent = build_part(cfg, "agent")
     baseline = build_part(cfg, "baseline") if cfg.get("baseline") else None
+    protocol.check(domain=domain, agent=agent, baseline=baseline)
+    metric_options = protocol.metric_options(resolved.get("metrics") or {})
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
+    return PreparedJob(resolved, settings, switches, protocol, domain, agent, baseline, metric_options, names)
+
+
+def _run_job(cfg: DictConfig) -> dict[str, float]:
+    started = time.perf_counter()
+    hc = hydra_runtime()
+    launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
+    job = prepare_job(cfg)
+    settings, protocol, seed = job.settings, job.protocol, job.switches.seed
+    multirun = hc is not None and str(hc.mode) == "RunMode.MULTIRUN"
+    parent_run_id = find_parent_run(settings, launch_dir)
+    skip = skip_enabled(settings, multirun=multirun)
+    job_label = " ".join(hc.overrides.task) if hc is not None else "job"
+    if skip:
+        # Resuming a sweep: a config that already has a FINISHED (or running) run is not run again.
+        reused = reuse_finished(settings, launch_dir, config_hash(cfg), parent_run_id=parent_run_id, job_label=job_label)
+        if reused is not None:
+            return reused
+    names = job.names
     tags = {
-        RUN_KIND_TAG: "job", "protocol": protocol.name, "domain": getattr(domain, "name", names["domain"]),
-        "agent": names["agent"], "baseline": names["baseline"] if baseline is not None else "none",
+        RUN_KIND_TAG: "job", "protocol": protocol.name, "domain": getattr(job.domain, "name", names["domain"]),
+        "agent": names["agent"], "baseline": names["baseline"] if job.baseline is not None else "none",
         "seed": str(seed), "experiment": str(cfg.get("experiment_name", "")),
         "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(cfg),
     } | protocol.tags()
     run_name = f"{names['agent'].rsplit('/', 1)[-1]}-seed{seed}"
     if "condition" in tags:
         run_name = f"{tags['condition']}-{run_name}"
-    if hc is not None and str(hc.mode) == "RunMode.MULTIRUN":
+    if multirun:
         run_name = f"{hc.job.num}-{run_name}"
-    run = TrackedRun.start(settings, run_name=run_name, tags=tags,
-                           parent_run_id=find_parent_run(settings, launch_dir), launch_dir=launch_dir)
+    run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir)
+    claim = getattr(resume, "yield_to_earlier_claim", None)
+    if skip and claim is not None:
+        earlier = claim(settings, launch_dir, run.run_id, config_hash(cfg))
+        if earlier is not None:
+            log.info("skipped %s: the same config is already running in MLflow run %s", job_label, earlier)
+            return {}
     log.info("MLflow run %s (%s) in %s", run.run_id, run_name, settings.resolved_uri(launch_dir))
     setup_seconds = time.perf_counter() - started
     with run:
         try:
-            run.log_params(flatten(resolved))
+            run.log_params(flatten(job.resolved))
             run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
             rng = np.random.default_rng(seed)
             t0 = time.perf_counter()
             try:
-                record = protocol.run(domain=domain, agent=agent, baseline=baseline, rng=rng,
-                                      progress=bool(cfg.get("progress", True)))
-            except Exception:
+                record = protocol.run(domain=job.domain, agent=job.agent, baseline=job.baseline, rng=rng,
+                                      progress=job.switches.progress)
+            except BaseException:
+                # A crash or Ctrl-C: what was completed is scored and logged before the run ends.
                 partial = protocol.record_so_far()
                 if partial is not None:
                     run.set_tags({"partial_record": "true"})
-                    log_outcome(run, protocol, partial, cfg, settings, figures=False)
+                    log_outcome(run, protocol, partial, job.metric_options, settings, figures=False)
                 raise
             run_seconds = time.perf_counter() - t0
             run.set_tags(protocol.tags())  # what actually happened (e.g. which references were reused)
             timings: dict[str, float] = {}
-            results = log_outcome(run, protocol, record, cfg, settings, figures=bool(cfg.get("figures", True)), timings=timings)
+            results = log_outcome(run, protocol, record, job.metric_options, settings, figures=job.switches.figures,
+                                  timings=timings)
             run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds, **timings,
                              "time/total_s": time.perf_counter() - started})
         finally:
@@ -157,14 +176,14 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
     return dict(results.values)
 
 
-def log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: TrackingSettings, *, figures: bool,
-                timings: dict[str, float] | None = None):
-    """Metrics (and figures and the record) of a complete or partial record; ``timings`` gets the
-    seconds spent on metrics, figures and MLflow logging."""
+def log_outcome(run: TrackedRun, protocol, record, metric_settings: Mapping[str, Any], settings: TrackingSettings, *,
+                figures: bool, timings: dict[str, float] | None = None):
+    """Metrics (and figures and the record) of a complete or partial record, with the checked metric
+    settings (``Protocol.metric_options``); ``timings`` gets the seconds spent on metrics, figures and
+    MLflow logging."""
     timings = {} if timings is None else timings
     clock = time.perf_counter()
-    metric_settings = plain(cfg.get("metrics") or {})
-    results = protocol.evaluate(record, metric_settings)
+    results = finite_only(protocol.evaluate(record, metric_settings))
     results = select(results, protocol.name, metric_settings.get("names"))
     timings["time/metrics_s"] = time.perf_counter() - clock
     clock = time.perf_counter()
@@ -180,6 +199,18 @@ def log_outcome(run: TrackedRun, protocol, record, cfg: DictConfig, settings: Tr
         run.log_figures(made)
         logging_seconds += time.perf_counter() - clock
     timings["time/mlflow_logging_s"] = logging_seconds
+    return results
+
+
+def finite_only(results):
+    """A value that is not a finite number of sensible size (an overflow on extreme inputs: predictions of
+    1e308 give inf or a clipped 1.8e308) is N/A with the reason, never logged as a measurement."""
+    for name, value in list(results.values.items()):
+        number = float(value)
+        if not np.isfinite(number) or abs(number) >= OVERFLOW_LIMIT:
+            del results.values[name]
+            results.na[name] = (f"not a finite number ({number!r}): the computation overflowed; check the inputs "
+                                "for extreme values")
     return results
 
 

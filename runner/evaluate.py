@@ -17,6 +17,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
+from runner.errors import ConfigError  # noqa: E402
 from runner.paths import CONFIG_DIR  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -30,22 +31,25 @@ def evaluate_job(cfg: DictConfig) -> dict[str, float]:
 
 
 def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
-    from runner.app import config_hash, find_parent_run, hydra_runtime, log_outcome, tracking_settings
+    from runner.app import config_hash, find_parent_run, hydra_runtime, log_outcome
     from runner.build import build_part
+    from runner.prepare import job_switches, resolve_config, tracking_settings
     from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, flatten, git_commit
 
     started = time.perf_counter()
     if not cfg.get("source"):
         from runner.options import group_options
 
-        raise ValueError("no source chosen: add +source=<kind> (one of " + ", ".join(group_options("source")) + ")")
+        raise ConfigError("source: none chosen; add +source=<kind> (one of " + ", ".join(group_options("source")) + ")")
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
+    resolved = resolve_config(cfg)
+    settings = tracking_settings(cfg)
+    switches = job_switches(cfg)
     source = build_part(cfg, "source")
     data = source.load()  # validate everything before any run exists
+    metric_options = data.protocol.metric_options(resolved.get("metrics") or {}, record=data.record)
     read_seconds = time.perf_counter() - started
-    resolved = OmegaConf.to_container(cfg, resolve=True)
-    settings = tracking_settings(cfg)
     tags = {RUN_KIND_TAG: "evaluate", "protocol": data.protocol.name, "git_commit": git_commit(launch_dir),
             CONFIG_HASH_TAG: config_hash(cfg), "experiment": str(cfg.get("experiment_name", ""))}
     tags |= data.protocol.tags() | data.tags
@@ -56,7 +60,7 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
         run.log_params(flatten(resolved))
         run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
         timings: dict[str, float] = {}
-        results = log_outcome(run, data.protocol, data.record, cfg, settings, figures=bool(cfg.get("figures", True)),
+        results = log_outcome(run, data.protocol, data.record, metric_options, settings, figures=switches.figures,
                               timings=timings)
         run.log_metrics({"time/read_s": read_seconds, **timings, "time/total_s": time.perf_counter() - started})
     log.info("evaluated %s into MLflow run %s", tags.get("source"), run.run_id)
@@ -75,7 +79,7 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from runner.app import user_facing
+    from runner.console import user_facing
 
     return user_facing(evaluate_job, cfg)
 

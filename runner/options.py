@@ -37,10 +37,30 @@ def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> st
 
 
 def checked_cli(hydra_main) -> None:
-    """Run a Hydra entry point after checking its group choices (one ``error:`` line if one is unknown)."""
+    """Run a Hydra entry point after checking its group choices; every error, from Hydra or from a job, is
+    one ``error:`` line on stderr (the traceback goes to the job's log file). A sweep whose launcher dies
+    (a killed worker) does not leave its parent run RUNNING."""
     import sys
+
+    from runner.console import install_one_line_errors
 
     problem = unknown_choice_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
-    hydra_main()
+    install_one_line_errors()
+    try:
+        hydra_main()
+    except BaseException as exc:
+        _close_open_sweep(exc)
+        raise
+
+
+def _close_open_sweep(exc: BaseException) -> None:
+    """End the parent run of a sweep this process opened when Hydra's main ends abnormally."""
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return
+    from runner import callbacks
+
+    abort = getattr(callbacks, "abort_open_sweep", None)
+    if abort is not None:
+        abort(f"the sweep ended abnormally ({type(exc).__name__}: {exc})"[:500])
