@@ -66,7 +66,7 @@ def run_cli(module: str, args: list[str], ws: Workspace, *, env: dict | None = N
     runs_before = ws.run_count()
     environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR")}
     environ |= {"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)} | (env or {})
-    proc = subprocess.run([sys.executable, "-m", module, *args, *ws.overrides()], cwd=ws.root, env=environ,
+    proc = subprocess.run([sys.executable, "-m", module, *ws.overrides(), *args], cwd=ws.root, env=environ,
                           capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     after = ws.snapshot()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
