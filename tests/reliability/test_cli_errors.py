@@ -56,8 +56,11 @@ def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspac
     (run,) = client.search_runs(experiments, filter_string="attributes.run_name != 'existing'")
     assert run.info.status == "FAILED" and run.data.tags["partial_record"] == "true"
     assert "top1" in run.data.metrics
-    artifacts = workspace.store / "mlartifacts" / run.info.experiment_id / run.info.run_id / "artifacts"
-    assert "Traceback" in (artifacts / "error.txt").read_text()
+    from pathlib import Path
+
     from runner.protocols.ond_record import OndRecord
 
-    assert len(OndRecord.load(artifacts / "record" / "ond_record.npz").trials) == 2  # trials 0 and 1 completed
+    fetched = workspace.store / "fetched"
+    assert "Traceback" in Path(client.download_artifacts(run.info.run_id, "error.txt", str(fetched))).read_text()
+    record = OndRecord.load(client.download_artifacts(run.info.run_id, "record/ond_record.npz", str(fetched)))
+    assert len(record.trials) == 2  # trials 0 and 1 completed before the crash in trial 2
