@@ -12,21 +12,36 @@ meaning on read.
 
 Parsing is vectorised: a file is split once into fields, string columns are run-length encoded (their
 values change only at block boundaries) so that only run heads are decoded, validated and lower-cased.
+
+The folder is user data: it is listed without following links (a link or a link loop is one error, see
+:mod:`runner.safe_paths`), every folder, worker and task name must be a safe name (they become artifact
+paths and metric keys), and every malformed value is one :class:`L2LogError` naming the file, line and
+column. The log remembers exactly which files it parsed (``EpisodeLog.files``): only those are ever copied.
 """
 from __future__ import annotations
 
-import csv
-import io
-import os
 import json
-import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from metrics.validation import MetricInputError
+from metrics.l2_log_fields import (  # noqa: F401
+    _ALLOWED,
+    L2LogError,
+    _looks_numeric,
+    _parse_floats,
+    _parse_ints,
+    _parse_runs,
+    _parse_strings,
+    _read_file_csv,
+    _split_fields,
+    _unquote,
+    _Where,
+)
+from runner.safe_paths import check_name, list_files, read_text
 
 STANDARD_COLUMNS = (
     "block_num", "exp_num", "worker_id", "block_type", "block_subtype",
@@ -39,21 +54,8 @@ _RUN_COLUMNS = ("block_num", "worker_id", "block_type", "block_subtype", "task_n
 _REQUIRED = ("block_num", "exp_num", "worker_id", "block_type", "task_name", "task_params", "exp_status", "timestamp")
 LOG_FORMAT_VERSION = "1.1"
 TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S.%f"
-_WORKER_RE = re.compile(r"[0-9a-zA-Z_\-.]+")
-_ALLOWED = {
-    "block_type": ("train", "test"),
-    "block_subtype": ("wake", "sleep"),
-    "exp_status": ("complete", "incomplete"),
-}
-# pandas.read_csv's default missing-value tokens (what l2metrics sees as NaN).
-_NA_TOKENS = frozenset({
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-})
-
-
-class L2LogError(MetricInputError):
-    """A log that cannot be read or written: names the file, row (1-based line) and column."""
+DATA_FILE = "data-log.tsv"
+INFO_FILES = ("logger_info.json", "scenario_info.json")
 
 
 @dataclass
@@ -72,6 +74,8 @@ class EpisodeLog:
     source: str | None = None
     # (file paths, file index per row, 1-based line per row): lets errors name the file and row.
     origin: tuple | None = field(default=None, repr=False, compare=False)
+    # Every file the reader parsed (info JSONs and data files, under ``source``): what a record copies.
+    files: tuple = field(default=(), repr=False, compare=False)
 
     def __post_init__(self):
         self.metrics_columns = tuple(self.metrics_columns)
@@ -142,7 +146,7 @@ class EpisodeLog:
         if self.origin is not None:
             origin = (self.origin[0], self.origin[1][index], self.origin[2][index])
         return EpisodeLog({k: v[index] for k, v in self.columns.items()}, self.metrics_columns,
-                          dict(self.logger_info), dict(self.scenario_info), self.source, origin)
+                          dict(self.logger_info), dict(self.scenario_info), self.source, origin, self.files)
 
     def where(self, i: int) -> str:
         """Human-readable location of row ``i`` ("file line N" when read from disk, else "row i")."""
@@ -161,29 +165,26 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
     Mirrors ``l2logger.util.read_log_data`` + ``validate_log`` and l2metrics' ``MetricsReport`` filtering:
     rows sorted by (exp_num, block_num) (stable), task names lower-cased, ``block_subtype`` defaults to
     ``wake``; unless ``raw``, only ``exp_status == complete`` rows are kept and rows whose ``perf_measure``
-    is NaN are dropped. ``columns`` limits the non-standard columns parsed (default: all). ``logger_info.json`` and ``scenario_info.json`` are read when present.
-    Raises :class:`L2LogError` naming file, line and column for malformed input.
+    is NaN are dropped. ``columns`` limits the non-standard columns parsed (default: all).
+    ``logger_info.json`` and ``scenario_info.json`` are read when present.
+    Stricter than l2logger where its leniency corrupts metrics: an infinite number, a duplicated
+    ``exp_num``, an unsafe task/worker/folder name or a symbolic link is an error. Raises
+    :class:`L2LogError` (or ``runner.errors.UnsafePathError`` for names and links) naming file, line, column.
     """
-    root = Path(log_dir)
-    if not root.is_dir():
-        raise L2LogError(f"log directory not found: {root}")
-    logger_info = _read_json(root / "logger_info.json")
-    scenario_info = _read_json(root / "scenario_info.json")
-    # natural order (worker, then block number): l2logger layouts then come out already sorted by exp_num
-    files = sorted((os.path.join(d, "data-log.tsv") for d, _, names in os.walk(root) if "data-log.tsv" in names),
-                   key=_natural_key)
-    if not files:
-        raise L2LogError(f"no data-log.tsv found under {root}")
-    metrics_columns = logger_info.get("metrics_columns")
+    root, info, files = _find_files(log_dir)
+    logger_info = _read_json(info.get("logger_info.json"))
+    scenario_info = _read_json(info.get("scenario_info.json"))
+    metrics_columns = _metrics_columns(logger_info, info.get("logger_info.json"))
     wanted = None if columns is None else set(columns) | ({perf_measure} if perf_measure else set())
-    columns, fidx, line = _read_files(files, metrics_columns, wanted)
+    numeric = set(metrics_columns or ()) | ({perf_measure} if perf_measure else set())
+    columns, fidx, line = _read_files(files, metrics_columns, numeric, wanted)
     names = list(columns)
     if metrics_columns is not None and wanted is not None:
         metrics_columns = [m for m in metrics_columns if m in columns]
     if metrics_columns is None:  # no logger_info.json: every extra float column counts as a metric
         metrics_columns = [c for c in names if c not in STANDARD_COLUMNS and columns[c].dtype.kind == "f"]
     log = EpisodeLog(columns, tuple(metrics_columns), logger_info, scenario_info, str(root),
-                     (tuple(files), fidx, line))
+                     (tuple(map(str, files)), fidx, line), tuple(info.values()) + tuple(files))
     e, b = log["exp_num"], log["block_num"]
     if np.any((e[1:] < e[:-1]) | ((e[1:] == e[:-1]) & (b[1:] < b[:-1]))):
         log = log.take(np.lexsort((b, e)))  # l2logger.util.read_log_data: sort by exp_num, block_num
@@ -198,6 +199,29 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
     return log if keep.all() else log.take(keep)
 
 
+def _find_files(log_dir) -> tuple[Path, dict[str, Path], list[Path]]:
+    """(resolved root, info files present, data files in natural order), listed without following links."""
+    listing = list_files(log_dir, what="l2logger log folder")  # a missing folder, a link, a FIFO: one error
+    root = Path(log_dir).expanduser().resolve()
+    for folder, dirs, _ in os.walk(root, followlinks=False):
+        if DATA_FILE in dirs:  # a recursive search for files would skip it silently
+            raise L2LogError(f"{Path(folder) / DATA_FILE}: is a directory; expected the tab-separated log file "
+                             f"<worker>/<block>-<type>/{DATA_FILE}")
+    data = {rel: path for rel, path in listing.items() if rel.rsplit("/", 1)[-1] == DATA_FILE}
+    if not data:
+        empty = " (the folder is empty)" if not listing else ""
+        raise L2LogError(f"no {DATA_FILE} found under {root}{empty}; expected <worker>/<block>-<type>/{DATA_FILE}")
+    folders = {}
+    for rel, path in data.items():  # folder names become artifact paths when the log is saved
+        for part in rel.split("/")[:-1]:
+            folders.setdefault(part, path)
+    for part, path in folders.items():
+        check_name(part, what="folder name", where=str(path))
+    # natural order (worker, then block number): l2logger layouts then come out already sorted by exp_num
+    files = [data[rel] for rel in sorted(data, key=_natural_key)]
+    return root, {name: listing[name] for name in INFO_FILES if name in listing}, files
+
+
 def _natural_key(path: str):
     return [int(t) if t.isdigit() else t for t in _DIGITS.split(path)]
 
@@ -205,18 +229,35 @@ def _natural_key(path: str):
 _DIGITS = re.compile(r"(\d+)")
 
 
-def _read_json(path: Path) -> dict:
-    if not path.exists():
+def _read_json(path: Path | None) -> dict:
+    """A JSON object from an info file ({} when absent); anything else is one error naming the file."""
+    if path is None:
         return {}
+    text = read_text(path, what="l2logger info file").removeprefix("\ufeff")
     try:
-        return json.loads(path.read_text())
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
+        raise L2LogError(f"{path} line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise L2LogError(f"{path}: JSON nested too deeply to read") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
         raise L2LogError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise L2LogError(f"{path}: expected a JSON object {{...}}, got a JSON {type(value).__name__}")
+    return value
+
+
+def _metrics_columns(logger_info: dict, path: Path | None) -> list[str] | None:
+    columns = logger_info.get("metrics_columns")
+    if columns is None:
+        return None
+    if not isinstance(columns, list) or not all(isinstance(c, str) and c for c in columns):
+        raise L2LogError(f"{path}: metrics_columns: expected a list of column names, got {str(columns)[:80]!r}")
+    return columns
 
 
 def _read_text(path: Path):
-    with open(path, encoding="utf-8", newline="") as fh:
-        text = fh.read()
+    text = read_text(path, what="l2logger data file").removeprefix("\ufeff")
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     header, _, body = text.partition("\n")
@@ -225,8 +266,10 @@ def _read_text(path: Path):
     return header, body
 
 
-def _read_files(files, metrics_columns, wanted=None):
-    """Parse all data-log.tsv files; files with the same header are parsed as one text (no per-file cost)."""
+def _read_files(files, metrics_columns, numeric, wanted=None):
+    """Parse all data-log.tsv files; files with the same header are parsed as one text (no per-file cost).
+
+    ``numeric``: columns that must hold numbers (the metric columns and the performance column)."""
     texts = [_read_text(p) for p in files]
     header = texts[0][0]
     names = [_unquote(h) for h in header.split("\t")]
@@ -235,22 +278,22 @@ def _read_files(files, metrics_columns, wanted=None):
         raise L2LogError(f"{files[0]} line 1: missing column(s) {missing}; header has {names}")
     if len(set(names)) != len(names):
         raise L2LogError(f"{files[0]} line 1: duplicate column names in header {names}")
+    missing = [c for c in metrics_columns or () if c not in names]
+    if missing:
+        raise L2LogError(f"{files[0]} line 1: missing column(s) {missing} that logger_info.json lists in "
+                         f"metrics_columns; header has {names}")
     for p, (h, _) in zip(files, texts):
         if h != header:
             other = [_unquote(x) for x in h.split("\t")]
             raise L2LogError(f"{p} line 1: columns {other} differ from {files[0]}'s {names}")
-    ncol = len(names)
     counts = np.array([b.count("\n") for _, b in texts], dtype=np.int64)
-    body = "".join(b for _, b in texts)
-    fields = body.replace("\n", "\t").split("\t")
-    fields.pop()
-    if len(fields) == int(counts.sum()) * ncol:
-        raw = {name: fields[j::ncol] for j, name in enumerate(names)}
+    nrows = int(counts.sum())
+    raw = _split_fields("".join(b for _, b in texts), names, nrows)
+    if raw is not None:
         fidx = np.repeat(np.arange(len(files), dtype=np.int32), counts)
         starts = np.cumsum(counts) - counts
         line = np.arange(len(fidx), dtype=np.int64) - np.repeat(starts, counts) + 2
     else:  # quoted tabs/newlines, blank lines or malformed rows: the csv module finds which
-        del fields
         raw = {n: [] for n in names}
         fl, ll = [], []
         for i, (p, (_, b)) in enumerate(zip(files, texts)):
@@ -271,161 +314,27 @@ def _read_files(files, metrics_columns, wanted=None):
             cols[name] = _parse_runs(where, name, values, bounds)
         elif name == "exp_num":
             cols[name] = _parse_ints(where, name, values)
-        elif name == "timestamp" or (name not in STANDARD_COLUMNS and metrics_columns is not None
-                                     and name not in metrics_columns and not _looks_numeric(values)):
+        elif name == "timestamp" or (name not in STANDARD_COLUMNS and name not in numeric
+                                     and metrics_columns is not None and not _looks_numeric(values)):
             cols[name] = _parse_strings(values)
         else:
-            cols[name] = _parse_floats(where, name, values, strict=metrics_columns is not None
-                                       and name in metrics_columns)
+            cols[name] = _parse_floats(where, name, values, strict=name in numeric)
     return cols, fidx, line
 
 
-class _Where:
-    def __init__(self, files, fidx, line):
-        self.files, self.fidx, self.line = files, fidx, line
-
-    def __call__(self, i: int, column: str) -> str:
-        return f"{self.files[self.fidx[i]]} line {self.line[i]}, column {column}"
-
-
-def _read_file_csv(path, body, names):
-    ncol = len(names)
-    rows, lines = [], []
-    reader = csv.reader(io.StringIO(body), delimiter="\t", quotechar='"')
-    last = 1
-    for row in reader:
-        lineno = last + 1
-        last = 1 + reader.line_num
-        if not row:  # pandas skips blank lines
-            continue
-        if len(row) != ncol:
-            raise L2LogError(f"{path} line {lineno}: expected {ncol} tab-separated fields, got {len(row)}")
-        rows.append(row)
-        lines.append(lineno)
-    cols = list(zip(*rows)) if rows else [()] * ncol
-    return {n: list(c) for n, c in zip(names, cols)}, np.asarray(lines, dtype=np.int64)
-
-
-def _unquote(s: str) -> str:
-    return s[1:-1].replace('""', '"') if len(s) >= 2 and s[0] == '"' and s[-1] == '"' else s
-
-
-def _run_starts(values: list, bounds: list[int]) -> np.ndarray:
-    """Indices where ``values`` changes; file boundaries ``bounds`` always start a run.
-
-    An l2logger file holds one block, so its block-level columns are nearly always constant: a
-    ``list.count`` per file settles that without building per-row arrays.
-    """
-    if values and values.count(values[0]) == len(values):  # constant over every file (worker, status, ...)
-        return np.zeros(1, dtype=np.int64)
-    out = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        if a == b:
-            continue
-        seg = values[a:b]
-        out.append(a)
-        if seg.count(seg[0]) != b - a:
-            arr = np.empty(b - a, dtype=object)
-            arr[:] = seg
-            out.extend((np.flatnonzero(arr[1:] != arr[:-1]) + 1 + a).tolist())
-    return np.asarray(out, dtype=np.int64)
-
-
-def _parse_runs(where, name, values, bounds):
-    """Decode a block-constant column through its run heads only (values change at block boundaries)."""
-    n = len(values)
-    starts = _run_starts(values, bounds)
-    raw_heads = [values[i] for i in starts.tolist()]
-    decoded = {h: _unquote(h) for h in dict.fromkeys(raw_heads)}
-    heads = [decoded[h] for h in raw_heads]
-    lengths = np.diff(np.append(starts, n))
-    if name == "block_num":
-        out = np.empty(len(heads), dtype=np.int64)
-        for k, h in enumerate(heads):
-            try:
-                out[k] = int(h)
-            except ValueError:
-                raise L2LogError(f"{where(starts[k], name)}: expected a non-negative integer, got {h!r}") from None
-        return np.repeat(out, lengths)
-    if name == "task_name":
-        lowered = {h: h.lower() for h in dict.fromkeys(heads)}
-        heads = [lowered[h] for h in heads]
-    allowed = _ALLOWED.get(name)
-    for k, h in enumerate(dict.fromkeys(heads)):  # each distinct value once
-        problem = None
-        if allowed is not None and h not in allowed:
-            problem = f"expected one of {list(allowed)}, got {h!r}"
-        elif name == "worker_id" and not _WORKER_RE.fullmatch(h):
-            problem = f"worker_id may hold only letters, digits, '_', '-', '.', got {h!r}"
-        elif name == "task_name" and h == "":
-            problem = "empty task name"
-        elif name == "task_params" and h != "":
-            try:
-                json.loads(h)
-            except json.JSONDecodeError as exc:
-                problem = f"task_params must be valid JSON ({exc}), got {h!r}"
-        if problem:
-            raise L2LogError(f"{where(starts[heads.index(h)], name)}: {problem}")
-    return np.repeat(np.array(heads + [None], dtype=object)[:-1], lengths)
-
-
-def _parse_ints(where, name, values):
-    try:
-        return np.fromiter(map(int, values), dtype=np.int64, count=len(values))
-    except ValueError:
-        for i, v in enumerate(values):
-            try:
-                int(_unquote(v))
-            except ValueError:
-                raise L2LogError(f"{where(i, name)}: expected a non-negative integer, got {v!r}") from None
-        return np.fromiter((int(_unquote(v)) for v in values), dtype=np.int64, count=len(values))
-
-
-def _parse_floats(where, name, values, strict):
-    try:
-        return np.fromiter(map(float, values), dtype=np.float64, count=len(values))
-    except ValueError:
-        pass
-    out = np.empty(len(values), dtype=np.float64)
-    for i, v in enumerate(values):
-        v = _unquote(v)
-        if v.strip() in _NA_TOKENS:
-            out[i] = math.nan
-            continue
-        try:
-            out[i] = float(v)
-        except ValueError:
-            if strict:
-                raise L2LogError(f"{where(i, name)}: expected a number, got {v!r}") from None
-            return _parse_strings(values)  # a free-text extra column
-    return out
-
-
-def _parse_strings(values):
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    if '"' in "".join(values):
-        arr[:] = [_unquote(v) for v in values]
-    return arr
-
-
-def _looks_numeric(values) -> bool:
-    try:
-        for v in values[:50]:
-            if v.strip() not in _NA_TOKENS:
-                float(v)
-        return True
-    except ValueError:
-        return False
-
-
 def _validate_order(log: EpisodeLog) -> None:
-    """l2logger.util.validate_log's numeric checks, naming the file and row of the first offence."""
+    """l2logger.util.validate_log's numeric checks, and no episode twice, naming the file and row."""
     for name in ("block_num", "exp_num"):
         v = log[name]
         neg = np.flatnonzero(v < 0)
         if neg.size:
             raise L2LogError(f"{log.where(neg[0])}, column {name}: must be a non-negative integer, got {v[neg[0]]}")
+    e = log["exp_num"]
+    twice = np.flatnonzero(e[1:] == e[:-1])
+    if twice.size:  # l2logger accepts it; every metric would then count the episode twice
+        i = twice[0] + 1
+        raise L2LogError(f"{log.where(i)}, column exp_num: episode {e[i]} is logged twice (also {log.where(i - 1)}); "
+                         "each exp_num must appear once")
     dec = np.flatnonzero(log["block_num"][1:] < log["block_num"][:-1])
     if dec.size:
         i = dec[0] + 1

@@ -1,22 +1,53 @@
-"""Writing the l2logger 1.1 layout: a whole :class:`EpisodeLog` at once, or episode by episode."""
+"""Writing the l2logger 1.1 layout: a whole :class:`EpisodeLog` at once, or episode by episode.
+
+What is written must read back (:func:`metrics.l2_log.read_log`): worker ids, task names and the scenario
+folder name are safe names (worker ids and the scenario name become folders), metric values are finite
+(NaN marks a missing value), and each ``exp_num`` is logged once.
+"""
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
-from metrics.l2_log import (_ALLOWED, _WORKER_RE, LOG_FORMAT_VERSION, STANDARD_COLUMNS, TIMESTAMP_FORMAT,
-                            EpisodeLog, L2LogError)
+from metrics.l2_log import (
+    _ALLOWED,
+    LOG_FORMAT_VERSION,
+    STANDARD_COLUMNS,
+    TIMESTAMP_FORMAT,
+    EpisodeLog,
+    L2LogError,
+)
+from runner.safe_paths import check_name
 
 # --------------------------------------------------------------------------------------------- writing
 
 def _scenario_dirname(scenario_name: str, stamp: float | None) -> str:
     # l2logger: "<scenario basename without extension>-<time.time() with '.' replaced by '-'>"
     stamp = time.time() if stamp is None else stamp
-    return f"{Path(scenario_name).name.split('.')[0]}-{str(stamp).replace('.', '-')}"
+    name = f"{Path(str(scenario_name)).name.split('.')[0]}-{str(stamp).replace('.', '-')}"
+    return check_name(name, what="scenario folder name", where=f"l2logger scenario {str(scenario_name)[:80]!r}")
+
+
+def _check_log(log: EpisodeLog) -> None:
+    """The names that become folders or metric keys are safe; numbers are finite (vectorised)."""
+    for name, allowed in _ALLOWED.items():
+        bad = sorted(set(log[name].tolist()) - set(allowed))
+        if bad:
+            raise L2LogError(f"column {name}: expected values in {list(allowed)}, got {bad[0]!r}")
+    for name in ("worker_id", "task_name"):
+        for value in set(log[name].tolist()):
+            check_name(value, what=name.replace("_", " "), where=f"column {name} of the log to write")
+    for name in log.extra_columns:
+        values = log[name]
+        if values.dtype.kind == "f" and np.isinf(values).any():
+            i = int(np.flatnonzero(np.isinf(values))[0])
+            raise L2LogError(f"column {name}, row {i} (exp_num {log['exp_num'][i]}): {values[i]} is not a finite "
+                             "number; use NaN for a missing value")
 
 
 def _write_info(scenario_dir: Path, metrics_columns, scenario_info) -> None:
@@ -53,6 +84,7 @@ def write_log(log: EpisodeLog, base_dir, scenario_name: str, scenario_info: dict
     order (standard columns, then the others sorted by name). Floats are written with ``repr`` so that
     :func:`read_log` gives back exactly the same numbers.
     """
+    _check_log(log)
     scenario_dir = Path(base_dir) / _scenario_dirname(scenario_name, stamp)
     info = scenario_info if scenario_info is not None else log.scenario_info
     _write_info(scenario_dir, log.metrics_columns, info)
@@ -111,16 +143,20 @@ class L2Logger:
                 raise L2LogError(f"{name}: expected a non-negative integer, got {value!r}")
         if self._last_block is not None and block_num < self._last_block:
             raise L2LogError(f"block_num must be non-decreasing: got {block_num} after {self._last_block}")
-        if self._last_exp is not None and exp_num < self._last_exp:
-            raise L2LogError(f"exp_num must be non-decreasing: got {exp_num} after {self._last_exp}")
+        if self._last_exp is not None and exp_num <= self._last_exp:  # an episode logged twice counts twice
+            raise L2LogError(f"exp_num must increase: got {exp_num} after {self._last_exp}")
         for name, value in (("block_type", block_type), ("block_subtype", block_subtype), ("exp_status", exp_status)):
             if value not in _ALLOWED[name]:
                 raise L2LogError(f"{name}: expected one of {list(_ALLOWED[name])}, got {value!r}")
-        if not _WORKER_RE.fullmatch(str(worker_id)):
-            raise L2LogError(f"worker_id may hold only letters, digits, '_', '-', '.', got {worker_id!r}")
+        where = f"episode {exp_num} (block {block_num})"
+        check_name(worker_id, what="worker id", where=where)  # a folder of the layout
+        check_name(task_name, what="task name", where=where)  # a metric key when read back
         missing = [m for m in self.metrics_columns if m not in columns]
         if missing:
             raise L2LogError(f"log_episode: metric column(s) {missing} missing")
+        for name, value in columns.items():
+            if isinstance(value, (float, np.floating)) and math.isinf(value):
+                raise L2LogError(f"{where}: {name} is {value}, not a finite number; use NaN for a missing value")
         record = {"block_num": int(block_num), "exp_num": int(exp_num), "worker_id": worker_id,
                   "block_type": block_type, "block_subtype": block_subtype, "task_name": task_name,
                   "task_params": params, "exp_status": exp_status,

@@ -54,7 +54,7 @@ from metrics.validation import MetricInputError, as_array, check_option
 
 __all__ = [
     "OndTrial", "program_metrics", "detection_vs_threshold", "SPECS", "SERIES", "DETECTION_THRESHOLD_GRID",
-    "DETECTION_METRIC_NAMES",
+    "DETECTION_METRIC_NAMES", "TRIAL_DETECTION_NAMES", "GIVEN_REASON",
     # per-trial building blocks (metrics.ond_blocks) and open-set functions (metrics.open_set)
     "detection_index", "correctly_detected", "detected_early", "rank_of_true_class", "topk_correct",
     "top_k_accuracy", "novelty_detection_performance", "novelty_reaction_performance",
@@ -311,10 +311,14 @@ def _zero_if_undefined(numerator: np.ndarray, denominator: np.ndarray) -> np.nda
 # Detection metrics (M1, M2, M2.1, per-sample NDP) at one threshold
 # --------------------------------------------------------------------------------------------------
 
+# Trial-level detection (M1, M2, M2.1): what p_world_changed says about the red light. Under condition
+# "given" the agent is told the red light, so these measure nothing (N/A with GIVEN_REASON).
+TRIAL_DETECTION_NAMES = ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct")
 DETECTION_METRIC_NAMES = (
-    "m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct",
+    *TRIAL_DETECTION_NAMES,
     *(f"ndp_{rate}_{segment}" for segment in ("pre", "post") for rate in ("precision", "recall", "f1", "accuracy")),
 )
+GIVEN_REASON = "the red light is given (condition given): detection is not measured"
 
 
 def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float | NA]:
@@ -354,8 +358,16 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
         accuracy = _zero_if_undefined(tp + tn, size)
         has_segment = size > 0
         reason = f"no trial has {segment}-novelty samples"
+        # Without a novel sample in the segment (always so before the red light, which is the first novel
+        # sample), TP = 0 and FN = 0: precision, recall and F1 are 0 by construction, not a measurement.
+        no_novel = has_segment.any() and not n_true[has_segment].any()
         for rate, values in (("precision", precision), ("recall", recall), ("f1", f1), ("accuracy", accuracy)):
-            out[f"ndp_{rate}_{segment}"] = _mean_over(values, has_segment, reason)
+            if no_novel and rate != "accuracy":
+                out[f"ndp_{rate}_{segment}"] = NA(
+                    f"no novel sample {'before' if segment == 'pre' else 'from'} the red light in any trial: "
+                    f"{rate} would be 0 by construction (sail-on-client reports that 0)")
+            else:
+                out[f"ndp_{rate}_{segment}"] = _mean_over(values, has_segment, reason)
     return out
 
 
@@ -408,7 +420,12 @@ def program_metrics(
     M3-M6 (N/A without it). ``threshold``: detection threshold on p_world_changed (M1, M2, M2.1) and on
     p_class[:, 0] (per-sample NDP). ``asymptotic_width``: samples at the end of a trial used by M6 and by
     NRP when ``nrp_window="asymptotic"`` (``"post"``: from the red light on, as sail-on-client).
-    ``condition``: ``"system"`` reports NRP as ``m3_nrp_*``, ``"given"`` as ``m4_nrp_*``.
+    ``condition``: ``"system"`` reports NRP as ``m3_nrp_*``, ``"given"`` as ``m4_nrp_*``; under ``"given"`` the
+    agent is told the red light, so M1, M2 and M2.1 (:data:`TRIAL_DETECTION_NAMES`) are N/A.
+
+    Values that are fixed by construction are N/A with the reason, never a number: precision, recall and F1
+    of a segment without novel samples (``ndp_*_pre``), M5/M6 when the agent's ``p_class`` equals the
+    baseline's on every trial, and the novelty-score metrics of a constant score (:mod:`metrics.ond_blocks`).
     ``threshold_grid``: also report the detection metrics at 0.175 ... 0.9 as ``name@t`` and as series
     ``name_vs_threshold`` (step = threshold in thousandths, e.g. 175).
 
@@ -428,9 +445,10 @@ def program_metrics(
         flat_baseline = _FlatTrials(baseline, what="baseline")
         flat.check_aligned(flat_baseline)
 
+    given = condition == "given"
     results = MetricResults()
     for name, value in _detection_metrics(flat, float(threshold)).items():
-        results.set(name, value)
+        results.set(name, NA(GIVEN_REASON) if given and name in TRIAL_DETECTION_NAMES else value)
 
     # ---- top-k accuracy of the agent, per trial then averaged over the trials that have the segment
     rank = _rank_unchecked(flat.gt_class, flat.p_class)  # inputs were checked by OndTrial
@@ -468,11 +486,13 @@ def program_metrics(
         rows = [_detection_metrics(flat, float(t)) for t in grid]
         for t, row in zip(grid, rows):
             for name, value in row.items():
-                results.set(f"{name}@{t:g}", value)  # an N/A keeps its reason
+                not_measured = given and name in TRIAL_DETECTION_NAMES
+                results.set(f"{name}@{t:g}", NA(GIVEN_REASON) if not_measured else value)  # an N/A keeps its reason
         table = _detection_table(flat, grid, rows)
         steps = np.round(grid * 1000).astype(np.int64)
         for name in DETECTION_METRIC_NAMES:
-            results.series[f"{name}_vs_threshold"] = Series(steps, table[name])  # NaN where N/A
+            if not (given and name in TRIAL_DETECTION_NAMES):
+                results.series[f"{name}_vs_threshold"] = Series(steps, table[name])  # NaN where N/A
     return results
 
 
@@ -528,6 +548,13 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
         # a baseline with no pre-novelty samples gives NaN above too: same exclusion
         report(f"{nrp_prefix}_nrp_top{k}", nrp, f"baseline top-{k} accuracy before the red light is 0 (or there is no pre-novelty sample)")
 
+    if np.array_equal(flat.p_class, flat_baseline.p_class):
+        # The agent is the baseline: M5 = 0.5 and M6 = 1 on every trial by construction, not a measurement.
+        reason = "the agent is the baseline (identical p_class on every trial): M5 = 0.5 and M6 = 1 by construction"
+        for name in ("m5_opti_top1", "m6_apti_top1"):
+            results.set(name, NA(reason))
+            results.set(f"{name}_n_excluded", NA(reason))
+        return
     agent_post, baseline_post = accuracy(rank, 1, post), accuracy(baseline_rank, 1, post)
     report("m5_opti_top1", _ratio_or_nan(agent_post, agent_post + baseline_post),
            "agent and baseline both have top-1 accuracy 0 after the red light")
@@ -555,7 +582,7 @@ _DETECTION_SPECS = {
             None if (segment == "pre" and rate != "accuracy") else True,
             (0.0, 1.0),
             f"per-sample novelty detection {rate} of p_class[:, 0] >= threshold against gt_novel, {segment} red light, mean over trials"
-            + (" (always 0: no novel sample before the red light; kept for parity with sail-on-client)" if segment == "pre" and rate != "accuracy" else ""),
+            + (" (N/A: no novel sample comes before the red light, so it would be 0 by construction)" if segment == "pre" and rate != "accuracy" else ""),
         )
         for segment in ("pre", "post") for rate in ("precision", "recall", "f1", "accuracy")
     },

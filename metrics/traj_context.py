@@ -5,6 +5,10 @@ across chunks: ``[numerator, denominator]`` for averages, ``[count]`` for counts
 KDE ECE, per-step sums and counts for the horizon series. :func:`finalize_ratio` and friends turn the
 summed state into the reported value (or :class:`NA` with the reason). So a chunked computation
 equals the in-memory one (up to the order of floating-point additions).
+
+Extreme inputs: a value that is not finite after the reduction (errors of predictions at 1e308 square
+beyond float64's range) is N/A with the reason, never inf or a clipped 1.8e308. The KDE states carry a
+count of overflowing KDEs as their last element, and any such KDE makes the KDE metrics N/A.
 """
 from __future__ import annotations
 
@@ -16,6 +20,10 @@ from metrics.traj_kde import kde_log_probs
 from metrics.validation import MetricInputError, as_array
 
 ECE_LEVELS = np.linspace(0.0, 1.0, 201)
+OVERFLOW_REASON = ("not a finite number: the errors overflow float64 (coordinates or predictions too large, e.g. "
+                   "1e308); a value of that size is not a measurement")
+KDE_OVERFLOW_REASON = ("{n} KDE(s) overflow float64 (predictions spread over ~1e150 or more, e.g. 1e308); "
+                       "the KDE metrics are not computed")
 
 
 class TrajContext:
@@ -53,12 +61,17 @@ class TrajContext:
     # ---- densities -----------------------------------------------------------------------------
     def kde(self, joint):
         """``(log_true, log_pred, ok)`` from the predictor's log-probabilities or the batched KDE."""
-        return self._cached(("kde", joint), lambda: self._kde(joint))
+        return self._cached(("kde", joint), lambda: self._kde(joint))[:3]
+
+    def kde_overflow(self, joint):
+        """Boolean per agent (joint: per sample): its KDE overflowed float64 (never with given log-probs)."""
+        return self._cached(("kde", joint), lambda: self._kde(joint))[3]
 
     def _kde(self, joint):
         valid = self.sample_valid() if joint else self.agent_valid()
         if self.log_probs is None and not (joint and self.joint_log_probs is not None):
-            return kde_log_probs(self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol)
+            return kde_log_probs(self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol,
+                                 return_overflow=True)
         if joint and self.joint_log_probs is not None:
             lp = self.joint_log_probs
         elif joint:  # joint density of independently predicted agents: sum over valid agents
@@ -70,7 +83,11 @@ class TrajContext:
         if (valid & ~ok).any():
             idx = tuple(int(i) for i in np.argwhere(valid & ~ok)[0])
             raise MetricInputError(f"log_probs: NaN for a valid {'sample' if joint else '(sample, agent)'} {idx}")
-        return log_true, log_pred, ok
+        return log_true, log_pred, ok, np.zeros_like(ok)
+
+    def _with_overflow(self, state, joint):
+        """A KDE state followed by the number of overflowing KDEs (see :func:`finalize_kde_ratio`)."""
+        return np.concatenate([state, [self.kde_overflow(joint).sum()]]).astype(float)
 
     # ---- additive states -----------------------------------------------------------------------
     def mean_error_state(self, kind, joint, idx=None, reduce="mean"):
@@ -100,14 +117,15 @@ class TrajContext:
         _, log_pred, ok = self.kde(joint)
         best = np.argmax(np.nan_to_num(log_pred, nan=-np.inf), axis=1)
         chosen = np.take_along_axis(err, best[:, None], axis=1)[:, 0]
-        return np.array([chosen[ok].sum(), ok.sum()], float)
+        return self._with_overflow([chosen[ok].sum(), ok.sum()], joint)
 
     def nll_state(self, joint):
         log_true, _, ok = self.kde(joint)
-        return np.array([-log_true[ok].sum(), ok.sum()], float)
+        return self._with_overflow([-log_true[ok].sum(), ok.sum()], joint)
 
     def ece_state(self, joint):
-        """Counts of ``m > k/200`` for the 201 levels, then the number of KDEs (ECE_traj_*.py)."""
+        """Counts of ``m > k/200`` for the 201 levels, the number of KDEs (ECE_traj_*.py), then the number
+        of overflowing KDEs."""
         log_true, log_pred, ok = self.kde(joint)
         if joint:
             m = (log_pred[ok] > log_true[ok][:, None]).mean(1)
@@ -115,7 +133,7 @@ class TrajContext:
             lp = log_pred.transpose(0, 2, 1)[ok]  # [n_ok, P]
             m = (lp > log_true[ok][:, None]).mean(1)
         counts = (m[None, :] > ECE_LEVELS[:, None]).sum(1)
-        return np.concatenate([counts, [ok.sum()]]).astype(float)
+        return self._with_overflow(np.concatenate([counts, [ok.sum()]]), joint)
 
     def brier_state(self, joint):
         """minFDE + (1 - p_best)^2, p = softmax over the predictions of their log density."""
@@ -129,17 +147,18 @@ class TrajContext:
         f = np.take_along_axis(fde, best[:, None], axis=1)[:, 0]
         p = np.take_along_axis(prob, best[:, None], axis=1)[:, 0]
         val = f + (1.0 - p) ** 2
-        return np.array([val[ok].sum(), ok.sum()], float)
+        return self._with_overflow([val[ok].sum(), ok.sum()], joint)
 
     def na_state(self, which):
-        """Number of singular KDEs: ``marginal`` (agents), ``joint`` (samples), ``any`` (samples)."""
+        """Number of singular KDEs: ``marginal`` (agents), ``joint`` (samples), ``any`` (samples); an
+        overflowing KDE is not singular (it makes the KDE metrics N/A with its own reason)."""
         if which in ("marginal", "any"):
             _, _, ok_m = self.kde(False)
-            bad_m = self.agent_valid() & ~ok_m
+            bad_m = self.agent_valid() & ~ok_m & ~self.kde_overflow(False)
             if which == "marginal":
                 return np.array([bad_m.sum()], float)
         _, _, ok_j = self.kde(True)
-        bad_j = self.sample_valid() & ~ok_j
+        bad_j = self.sample_valid() & ~ok_j & ~self.kde_overflow(True)
         if which == "joint":
             return np.array([bad_j.sum()], float)
         return np.array([(bad_m.any(-1) | bad_j).sum()], float)
@@ -156,18 +175,28 @@ class TrajContext:
 
 
 # ---- finalizers: summed state -> value -----------------------------------------------------------
+def _finite(value, reason=OVERFLOW_REASON):
+    return float(value) if np.isfinite(value) else NA(reason)
+
+
 def finalize_ratio(state, what="agents"):
     num, den = state
     if den == 0:
         return NA(f"no valid {what} to average over")
-    return float(num / den)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _finite(num / den)
 
 
 def finalize_kde_ratio(state):
-    num, den = state
+    """``[numerator, number of KDEs(, number of overflowing KDEs)]`` -> the average or N/A with the reason."""
+    num, den, *overflow = state
+    if overflow and overflow[0] > 0:
+        return NA(KDE_OVERFLOW_REASON.format(n=int(overflow[0])))
     if den == 0:
         return NA("no non-singular KDE (every KDE had too few or identical predictions, or no valid agent)")
-    return float(num / den)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _finite(num / den, "not a finite number: a log-probability of the truth is -inf (zero density) or "
+                                  "the errors overflow float64 (values too large, e.g. 1e308)")
 
 
 def finalize_count(state):
@@ -175,11 +204,15 @@ def finalize_count(state):
 
 
 def finalize_ece(state):
-    """(1/201) sum_k | #(m > k/200) / n + k/200 - 1 |  (ECE_traj_indep.py / ECE_traj_joint.py)."""
-    n = state[-1]
+    """(1/201) sum_k | #(m > k/200) / n + k/200 - 1 |  (ECE_traj_indep.py / ECE_traj_joint.py).
+
+    ``state``: the 201 level counts, ``n``, then the number of overflowing KDEs."""
+    counts, n, overflow = state[:-2], state[-2], state[-1]
+    if overflow > 0:
+        return NA(KDE_OVERFLOW_REASON.format(n=int(overflow)))
     if n == 0:
         return NA("no non-singular KDE to calibrate")
-    frac = state[:-1] / n
+    frac = counts / n
     return float(np.abs(frac - (1.0 - ECE_LEVELS)).mean())
 
 
@@ -188,4 +221,6 @@ def finalize_horizon(state):
     half = len(state) // 2
     s, c = state[:half], state[half:]
     keep = c > 0
+    if not np.isfinite(s[keep]).all():
+        return NA(OVERFLOW_REASON)
     return Series(np.arange(1, half + 1)[keep], s[keep] / c[keep])

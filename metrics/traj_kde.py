@@ -14,7 +14,9 @@ hand-written logsumexp (max shift, exp, sum, log), in internal chunks to bound m
 A KDE is *singular* (result NaN, counted by the caller as N/A) when N_P <= d, when the Cholesky fails,
 or when a conditional variance ``diag(L)^2`` is below ``singular_rtol`` times the largest variance
 (predictions that are identical or lie in a lower-dimensional subspace). scipy raises
-``LinAlgError`` in the first two cases and returns meaningless numbers in the third.
+``LinAlgError`` in the first two cases and returns meaningless numbers in the third. A KDE *overflows*
+(result NaN, reported apart from the singular ones) when its covariance or a log density is not a
+finite float64: predictions spread over ~1e150 or more (say 1e308) square beyond float64's range.
 """
 from __future__ import annotations
 
@@ -32,22 +34,23 @@ _LOG_2PI = np.log(2.0 * np.pi)
 CHUNK_ELEMENTS = 2_000_000
 
 
-def kde_logpdf_batched(data, points, *, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS):
+def kde_logpdf_batched(data, points, *, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS, return_overflow=False):
     """Log density of ``points[G, M, d]`` under the Gaussian KDE of ``data[G, N, d]``, per group.
 
-    Returns ``(logp[G, M], ok[G])``; rows with ``ok == False`` (singular covariance) are NaN.
+    Returns ``(logp[G, M], ok[G])``; rows with ``ok == False`` (singular covariance, or an overflow) are
+    NaN. ``return_overflow`` adds ``overflow[G]``: the rows whose numbers left float64's range.
     """
     g, n, d = data.shape
     m = points.shape[1]
     out = np.full((g, m), np.nan)
     ok = np.zeros(g, bool)
-    if g == 0 or n <= d:
-        return out, ok
-    step = max(1, chunk_elements // max(1, m * n))
-    for lo in range(0, g, step):
-        hi = min(g, lo + step)
-        out[lo:hi], ok[lo:hi] = _kde_chunk(data[lo:hi], points[lo:hi], singular_rtol)
-    return out, ok
+    overflow = np.zeros(g, bool)
+    if g > 0 and n > d:
+        step = max(1, chunk_elements // max(1, m * n))
+        for lo in range(0, g, step):
+            hi = min(g, lo + step)
+            out[lo:hi], ok[lo:hi], overflow[lo:hi] = _kde_chunk(data[lo:hi], points[lo:hi], singular_rtol)
+    return (out, ok, overflow) if return_overflow else (out, ok)
 
 
 def _cholesky(cov, singular_rtol):
@@ -72,12 +75,16 @@ def _cholesky(cov, singular_rtol):
     return chol, ok
 
 
+@np.errstate(over="ignore", invalid="ignore", divide="ignore")  # overflows are detected below, not printed
 def _kde_chunk(data, points, singular_rtol):
     g, n, d = data.shape
     mean = data.mean(1, keepdims=True)
     xc = data - mean
     cov = np.matmul(xc.transpose(0, 2, 1), xc) / (n - 1)
+    overflow = ~np.isfinite(cov).all((1, 2))
+    cov[overflow] = np.eye(d)  # placeholder: those rows are reported as overflows, not factorised
     chol, ok = _cholesky(cov, singular_rtol)
+    ok &= ~overflow
     factor = n ** (-1.0 / (d + 4))
     inv = np.linalg.inv(chol) / factor  # inverse of the kernel's Cholesky factor L = factor * chol
     inv_t = inv.transpose(0, 2, 1)
@@ -95,8 +102,10 @@ def _kde_chunk(data, points, singular_rtol):
     lse = np.log(d2.sum(-1)) + top
     log_norm = np.log(n) + np.log(np.diagonal(chol, axis1=1, axis2=2)).sum(-1) + d * np.log(factor) + 0.5 * d * _LOG_2PI
     logp = lse - log_norm[:, None]
+    overflow |= ok & ~np.isfinite(logp).all(-1)
+    ok &= ~overflow
     logp[~ok] = np.nan
-    return logp, ok
+    return logp, ok, overflow
 
 
 def _ordered_steps(mask2d):
@@ -105,13 +114,15 @@ def _ordered_steps(mask2d):
     return order, mask2d.sum(-1)
 
 
-def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS):
+def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS,
+                  return_overflow=False):
     """KDE log densities of the truth and of each prediction under the KDE of the predictions.
 
     Marginal: returns ``(log_true[N_S, N_A], log_pred[N_S, N_P, N_A], ok[N_S, N_A])``;
     joint: ``(log_true[N_S], log_pred[N_S, N_P], ok[N_S])``. Entries of agents (samples) without a
     valid step are NaN with ``ok`` False; singular KDEs are NaN with ``ok`` False as well (tell them
-    apart with the mask).
+    apart with the mask). ``return_overflow`` adds ``overflow`` (shaped as ``ok``): the KDEs whose
+    numbers left float64's range (NaN with ``ok`` False, but not singular).
     """
     n_s, n_p, n_a, n_o, _ = pred.shape
     if joint:
@@ -123,7 +134,8 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_e
         flat_true = true.reshape(n_s * n_a, 1, n_o, 2)
         flat_pred = pred.transpose(0, 2, 1, 3, 4).reshape(n_s * n_a, n_p, n_o, 2)
     with _single_blas_thread():
-        return _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements)
+        out = _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements)
+    return out if return_overflow else out[:3]
 
 
 def _single_blas_thread():
@@ -140,6 +152,7 @@ def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singul
     log_true = np.full(n_rows, np.nan)
     log_pred = np.full((n_rows, n_p), np.nan)
     ok = np.zeros(n_rows, bool)
+    overflow = np.zeros(n_rows, bool)
     for c in np.unique(counts):
         if c == 0:
             continue
@@ -152,10 +165,13 @@ def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singul
             pts_pred = np.take_along_axis(flat_pred[rows], idx[:, None, :, None], axis=2)
         dat = pts_pred.reshape(len(rows), n_p, 2 * c)
         pts = np.concatenate([dat, pts_true.reshape(len(rows), 1, 2 * c)], axis=1)
-        logp, good = kde_logpdf_batched(dat, pts, singular_rtol=singular_rtol, chunk_elements=chunk_elements)
+        logp, good, over = kde_logpdf_batched(dat, pts, singular_rtol=singular_rtol, chunk_elements=chunk_elements,
+                                              return_overflow=True)
         log_pred[rows] = logp[:, :n_p]
         log_true[rows] = logp[:, n_p]
         ok[rows] = good
+        overflow[rows] = over
     if joint:
-        return log_true, log_pred, ok
-    return (log_true.reshape(n_s, n_a), log_pred.reshape(n_s, n_a, n_p).transpose(0, 2, 1), ok.reshape(n_s, n_a))
+        return log_true, log_pred, ok, overflow
+    return (log_true.reshape(n_s, n_a), log_pred.reshape(n_s, n_a, n_p).transpose(0, 2, 1), ok.reshape(n_s, n_a),
+            overflow.reshape(n_s, n_a))

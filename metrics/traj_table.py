@@ -23,8 +23,6 @@ entries that need densities (skipped with ``kde=False``). ``opts`` holds ``miss_
 from __future__ import annotations
 
 import math
-import struct
-import zipfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -34,6 +32,7 @@ from metrics.results import NA, MetricResults, MetricSpec
 from metrics.traj_context import (TrajContext, finalize_count, finalize_ece, finalize_horizon, finalize_kde_ratio,
                                   finalize_ratio)
 from metrics.traj_core import STEP_COUNTS, check_paths, draw_subset
+from metrics.traj_npz import npz_arrays  # noqa: F401  (re-exported: the source and older callers use it here)
 from metrics.validation import MetricInputError, check_option
 
 INF = math.inf
@@ -147,18 +146,32 @@ def _accumulate(chunks, plan, opts, ctx_kwargs):
     totals = {}
     for true, pred, mask, log_probs, joint_log_probs in chunks:
         ctx = TrajContext(true, pred, mask, log_probs=log_probs, joint_log_probs=joint_log_probs, **ctx_kwargs)
-        for name, entry, idx in plan:
-            st = np.asarray(entry.state(ctx, idx, opts), float)
-            totals[name] = st if name not in totals else totals[name] + st
+        # extreme inputs (1e308) overflow to inf: the finalizers turn that into N/A, so no warning is printed
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, entry, idx in plan:
+                st = np.asarray(entry.state(ctx, idx, opts), float)
+                totals[name] = st if name not in totals else totals[name] + st
     res = MetricResults()
     for name, entry, _ in plan:
         value = entry.finalize(totals[name]) if name in totals else NA("no samples")
         if entry.kind == "series":
-            if not isinstance(value, NA):
+            if isinstance(value, NA):
+                res.na[name] = value.reason
+            else:
                 res.series[name] = value
         else:
             res.set(name, value)
     return res
+
+
+def _chunk_size(value, n_s):
+    """``chunk_size``: a positive integer (None: all samples at once)."""
+    if value is None:
+        return max(1, n_s)
+    whole = isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
+        raise MetricInputError(f"chunk_size: expected a positive integer (samples per chunk), got {value!r}")
+    return int(value)
 
 
 def _options(k_values, miss_threshold, collision_radius, step_count, rng):
@@ -184,7 +197,7 @@ def trajectory_table(true, pred, mask, *, rng, log_probs=None, joint_log_probs=N
     opts = _options(k_values, miss_threshold, collision_radius, step_count, rng)
     plan = _plan(k_values, pred.shape[1], rng, kde)
     n_s = pred.shape[0]
-    step = max(1, int(chunk_size or n_s))
+    step = _chunk_size(chunk_size, n_s)
 
     def chunks():
         for lo in range(0, n_s, step):
@@ -193,36 +206,6 @@ def trajectory_table(true, pred, mask, *, rng, log_probs=None, joint_log_probs=N
                    None if joint_log_probs is None else np.asarray(joint_log_probs)[sl])
 
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
-
-
-def npz_arrays(path) -> dict:
-    """Arrays of an .npz: memory-mapped for uncompressed members, loaded for compressed ones.
-
-    ``np.load(path, mmap_mode="r")`` reads every member of an .npz fully into memory, so the stored
-    (uncompressed) members are mapped here directly from the zip file. No pickles are ever loaded.
-    """
-    out = {}
-    with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
-        for info in zf.infolist():
-            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-            if info.compress_type != zipfile.ZIP_STORED:
-                with np.load(path, allow_pickle=False) as npz:
-                    out[name] = npz[name]
-                continue
-            fh.seek(info.header_offset)
-            head = fh.read(30)
-            if head[:4] != b"PK\x03\x04":
-                raise MetricInputError(f"{path}: member {info.filename} has a bad local header")
-            n_name, n_extra = struct.unpack("<HH", head[26:30])
-            fh.seek(info.header_offset + 30 + n_name + n_extra)
-            version = np.lib.format.read_magic(fh)
-            reader = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = reader(fh)
-            if dtype.hasobject:
-                raise MetricInputError(f"{path}: member {name} holds Python objects; refusing to unpickle")
-            out[name] = np.memmap(path, dtype=dtype, mode="r", offset=fh.tell(), shape=shape,
-                                  order="F" if fortran else "C")
-    return out
 
 
 def trajectory_table_npz(path, *, rng, chunk_size=256, true_key="Path_true", pred_key="Path_pred",
@@ -250,10 +233,11 @@ def trajectory_table_npz(path, *, rng, chunk_size=256, true_key="Path_true", pre
     if kwargs:
         raise MetricInputError(f"unknown options {sorted(kwargs)}")
     plan = _plan(k_values, n_p, rng, kde)
+    step = _chunk_size(chunk_size, n_s)
 
     def chunks():
-        for lo in range(0, n_s, max(1, int(chunk_size))):
-            sl = slice(lo, lo + int(chunk_size))
+        for lo in range(0, n_s, step):
+            sl = slice(lo, lo + step)
             t, p, m = check_paths(np.array(t_all[sl]), np.array(p_all[sl]), np.array(m_all[sl]))
             yield t, p, m, None if lp_all is None else np.array(lp_all[sl]), None
 

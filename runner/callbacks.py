@@ -5,10 +5,13 @@ joblib/loky and submitit workers and a Ray cluster the launcher starts; jobs on 
 elsewhere find it by the sweep-dir tag). on_job_end marks the parent FAILED when a job failed (the basic
 sweeper skips on_multirun_end then); on_multirun_end logs the comparison of the jobs over seeds
 (``runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
-the logic lives in plain functions that tests call directly.
+the logic lives in plain functions that tests call directly. When the launcher itself dies mid-sweep,
+``abort_open_sweep`` (called by the CLI) ends the parent FAILED; if even that never runs (kill -9), the
+next launch into the store ends it KILLED (``runner.liveness``).
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -18,7 +21,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from runner.compare import summarize_sweep
-from runner.tracking import RUN_KIND_TAG, SWEEP_DIR_TAG, TrackingSettings, get_or_create_experiment, make_client
+from runner.liveness import owner_tags, reap_quietly
+from runner.resolvers import register_resolvers
+from runner.tracking import (RUN_KIND_TAG, SWEEP_DIR_TAG, TrackingSettings, filter_literal, get_or_create_experiment,
+                             make_client)
 
 try:
     from hydra.experimental.callback import Callback
@@ -27,25 +33,45 @@ except ImportError:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 
+# Launchers pickle the Hydra context (holding this callback) into their workers, so importing this module
+# there registers ${owl_eval.unique:} before a worker resolves its job directory.
+register_resolvers()
+
+SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
+REAPED_TAG = "owl_eval.reaped"                      # on a sweep parent: runs of dead processes it marked KILLED
+
+# The sweep parent this process opened (on_multirun_start) and has not closed yet: abort_open_sweep's target.
+_open_sweep: dict[str, Any] = {}
+
 
 def _settings(config: DictConfig) -> TrackingSettings:
-    node = OmegaConf.to_container(config.tracking, resolve=True)
-    node.pop("_target_", None)
-    return TrackingSettings(**node)
+    return TrackingSettings.from_config(OmegaConf.to_container(config.tracking, resolve=True))
 
 
 def _sweep_dir(config: DictConfig) -> str:
     return str(Path(str(config.hydra.sweep.dir)).resolve())
 
 
+def sweep_dir_digest(sweep_dir: str) -> str:
+    """Hex digest of a sweep directory: the tag jobs search their parent by (any character is safe)."""
+    return hashlib.sha256(str(sweep_dir).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
 def start_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, experiment: str,
                        overrides: list[str]) -> str:
+    """Create the sweep's parent run; first end KILLED the runs dead processes of this host left RUNNING
+    (logged, and listed on the new parent as ``owl_eval.reaped``)."""
     uri = settings.resolved_uri(launch_dir)
     client = make_client(uri)
     experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
+    reaped = reap_quietly(client, experiment_id, found_by=f"the launch of sweep {sweep_dir} (process {os.getpid()})")
     name = f"sweep-{experiment or 'owl-eval'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run = client.create_run(experiment_id, run_name=name,
-                            tags={RUN_KIND_TAG: "sweep", SWEEP_DIR_TAG: sweep_dir, "experiment": experiment or ""})
+    tags = {RUN_KIND_TAG: "sweep", SWEEP_DIR_TAG: sweep_dir[:5000], SWEEP_DIR_DIGEST_TAG: sweep_dir_digest(sweep_dir),
+            "experiment": experiment or ""} | owner_tags()
+    if reaped:
+        log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
+        tags[REAPED_TAG] = ",".join(reaped)[:5000]
+    run = client.create_run(experiment_id, run_name=name, tags=tags)
     client.log_param(run.info.run_id, "sweep.overrides", " ".join(overrides)[:6000])
     return run.info.run_id
 
@@ -56,7 +82,8 @@ def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: st
     exp = client.get_experiment_by_name(settings.experiment_name)
     if exp is None:
         return None
-    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_DIR_TAG}` = '{sweep_dir}'",
+    digest = filter_literal(sweep_dir_digest(sweep_dir), what="hydra.sweep.dir")
+    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_DIR_DIGEST_TAG}` = {digest}",
                               order_by=["attributes.start_time DESC"], max_results=1)
     if runs:
         log.info("sweep parent run %s found by its sweep-dir tag", runs[0].info.run_id)
@@ -70,6 +97,27 @@ def mark_parent(settings: TrackingSettings, launch_dir: str, run_id: str, status
     if current == "FAILED" and status != "FAILED":
         return
     client.set_terminated(run_id, status=status)
+
+
+def abort_open_sweep(reason: str, status: str = "FAILED") -> None:
+    """End the sweep parent this process opened, when the launcher itself crashed (a killed joblib worker
+    raises TerminatedWorkerError in the launching process, and Hydra never calls on_multirun_end): tag
+    ``error`` = ``reason``, status FAILED (or ``status``, e.g. KILLED for Ctrl-C). A no-op when this process
+    has no open sweep; calling it twice does nothing more."""
+    if not _open_sweep:
+        return
+    sweep = dict(_open_sweep)
+    _open_sweep.clear()
+    os.environ.pop(sweep["env_var"], None)
+    try:
+        client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
+        if client.get_run(sweep["run_id"]).info.status != "RUNNING":
+            return
+        client.set_tag(sweep["run_id"], "error", str(reason)[:5000])
+        client.set_terminated(sweep["run_id"], status=status)
+        log.error("sweep parent run %s ended %s: %s", sweep["run_id"], status, reason)
+    except Exception as exc:  # noqa: BLE001 - already failing; the next launch's reaper is the fallback
+        log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
 
 
 class MlflowSweepCallback(Callback):
@@ -88,6 +136,8 @@ class MlflowSweepCallback(Callback):
                                     experiment=str(config.get("experiment_name", "")),
                                     overrides=list(config.hydra.overrides.task))
         os.environ[self.env_var] = run_id
+        _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id,
+                           env_var=self.env_var)
         log.info("MLflow sweep parent run %s", run_id)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -108,3 +158,4 @@ class MlflowSweepCallback(Callback):
                 log.exception("comparison of sweep %s failed; `python -m runner.compare --sweep %s` retries it", run_id, run_id)
             mark_parent(settings, launch_dir, run_id, "FINISHED")
         os.environ.pop(self.env_var, None)
+        _open_sweep.clear()

@@ -56,12 +56,35 @@ def filter_literal(value: str, *, what: str) -> str:
                       "rename it")
 
 
+_KNOWN_URI = re.compile(r"^(sqlite:///.+|file:.+|https?://[^/\s]+.*|databricks(-uc)?(://.*)?|(postgresql|mysql)(\+\w+)?://.+)$")
+_URI_EXPECTED = ("expected sqlite:///<path>, file:<path>, http(s)://<host>:<port>, databricks[://<profile>], "
+                 "postgresql://... or mysql://... (for a local folder use tracking.store_dir=<dir>)")
+
+
+def _unusable_dir(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a writable directory, or None; looks, never creates."""
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} is a file, expected a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{path} cannot be created: {ancestor} is a file"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{path} cannot be created: {ancestor} is not writable"
+    return None
+
+
 @dataclass
 class TrackingSettings:
     """Where runs go. ``uri`` None means the default SQLite store ``<store_dir>/mlflow.db``.
 
     ``store_dir`` None means ``<launch directory>/outputs``; artifacts of a SQLite store go to
     ``<db directory>/mlartifacts`` (absolute, so Ray or Slurm workers write to the same place).
+    Every value is checked on construction (:meth:`validate`): a bad one is one
+    :class:`~runner.errors.ConfigError` naming its ``tracking.*`` key, before any folder or run exists.
     """
 
     uri: str | None = None
@@ -74,12 +97,75 @@ class TrackingSettings:
     # Skip a job whose config already has a FINISHED run in the experiment: None = in sweeps only.
     skip_finished: bool | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.experiment_name, int) and not isinstance(self.experiment_name, bool):
+            self.experiment_name = str(self.experiment_name)  # experiment_name=2024 on the command line
+        self.validate()
+
+    @classmethod
+    def from_config(cls, node) -> "TrackingSettings":
+        """From the resolved ``tracking`` config node (a mapping); an unknown key is a ConfigError."""
+        from dataclasses import fields
+
+        from runner.errors import ConfigError
+
+        values = {k: v for k, v in dict(node).items() if k != "_target_"}
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ConfigError(f"tracking.{unknown[0]}: unknown key; expected one of {', '.join(known)}")
+        return cls(**values)
+
+    def validate(self) -> None:
+        """Raise one ConfigError, message starting with the key, for the first bad value."""
+        from runner.errors import ConfigError
+
+        def bad(key: str, value, expected: str):
+            raise ConfigError(f"tracking.{key}: {value!r} is not {expected}")
+
+        if self.uri is not None and not isinstance(self.uri, str):
+            bad("uri", self.uri, "a string")
+        if self.uri:
+            if not _KNOWN_URI.match(self.uri):
+                raise ConfigError(f"tracking.uri: {self.uri!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}")
+            if self.uri.startswith("sqlite:///"):
+                db = Path(self.uri[len("sqlite:///"):]).expanduser()
+                if db.is_dir():
+                    raise ConfigError(f"tracking.uri: {db} is a directory, expected the SQLite database file")
+                if not db.parent.is_dir():
+                    raise ConfigError(f"tracking.uri: the directory {db.parent} of the SQLite database does not exist")
+        if self.store_dir is not None:
+            if not isinstance(self.store_dir, (str, os.PathLike)) or not str(self.store_dir).strip():
+                bad("store_dir", self.store_dir, "a directory path or null")
+            problem = _unusable_dir(Path(self.store_dir).expanduser().absolute())
+            if problem:
+                raise ConfigError(f"tracking.store_dir: {problem}")
+        if not isinstance(self.experiment_name, str) or not self.experiment_name.strip():
+            raise ConfigError(f"tracking.experiment_name: {self.experiment_name!r} is not a usable MLflow experiment "
+                              "name; expected a non-blank string (set experiment_name=<name>)")
+        if self.artifact_location is not None and (not isinstance(self.artifact_location, (str, os.PathLike))
+                                                   or not str(self.artifact_location).strip()):
+            bad("artifact_location", self.artifact_location, "a path, a URI or null")
+        if not isinstance(self.log_record, bool):
+            bad("log_record", self.log_record, "true or false")
+        points = self.max_series_points
+        if points is not None and (isinstance(points, bool) or not isinstance(points, int) or points < 1):
+            bad("max_series_points", points, "a positive integer or null")
+        if self.skip_finished is not None and not isinstance(self.skip_finished, bool):
+            bad("skip_finished", self.skip_finished, "true, false or null")
+
     def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
+        from runner.errors import ConfigError
+
+        self.validate()  # cheap; settings may have been changed after construction
         if self.uri:
             return self.uri
         store = Path(self.store_dir) if self.store_dir else Path(launch_dir or os.getcwd()) / "outputs"
         store = store.expanduser().resolve()
-        store.mkdir(parents=True, exist_ok=True)
+        try:
+            store.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. the default <launch dir>/outputs is a file
+            raise ConfigError(f"tracking.store_dir: cannot create {store}: {exc.strerror or exc}") from exc
         return f"sqlite:///{store / 'mlflow.db'}"
 
     def resolved_artifact_location(self, uri: str) -> str | None:
@@ -158,8 +244,9 @@ class TrackedRun:
     """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
 
     Use as a context manager: leaving it normally ends the run FINISHED, an exception ends it FAILED
-    after logging the traceback as an artifact and the error as a tag; nothing logged before is lost,
-    because every ``log_*`` call is sent at once.
+    (KILLED for Ctrl-C) after logging the traceback as an artifact and the error as a tag; nothing logged
+    before is lost, because every ``log_*`` call is sent at once. A new run carries its owner's pid, host
+    and process start time (``runner.liveness``), so a later launch can tell when its process died.
     """
 
     def __init__(self, client, run_id: str, max_series_points: int | None = 2000):
@@ -173,10 +260,14 @@ class TrackedRun:
               parent_run_id: str | None = None, launch_dir=None) -> "TrackedRun":
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
+        from runner.liveness import owner_tags, reap_quietly
+
         uri = settings.resolved_uri(launch_dir)
         client = make_client(uri)
         experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
-        all_tags = {k: str(v) for k, v in (tags or {}).items()}
+        # Runs left RUNNING by dead processes of this host are ended KILLED before this one starts.
+        reap_quietly(client, experiment_id, found_by=f"the start of run {run_name!r} (process {os.getpid()})")
+        all_tags = {k: str(v) for k, v in (tags or {}).items()} | owner_tags()
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
@@ -275,11 +366,15 @@ class TrackedRun:
             self._ended = True
 
     def fail(self, exc: BaseException) -> None:
+        """End the run after ``exc``: KILLED for Ctrl-C (KeyboardInterrupt), FAILED for anything else; the
+        error as a tag and the traceback as ``error.txt`` either way."""
+        interrupted = isinstance(exc, KeyboardInterrupt)
         try:
-            self.set_tags({"error": f"{type(exc).__name__}: {exc}"[:5000]})
+            error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
+            self.set_tags({"error": error[:5000]})
             self.log_text("".join(traceback.format_exception(exc)), "error.txt")
         finally:
-            self.end("FAILED")
+            self.end("KILLED" if interrupted else "FAILED")
 
     def __enter__(self) -> "TrackedRun":
         return self

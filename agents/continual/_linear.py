@@ -6,6 +6,7 @@ from collections.abc import Callable
 import numpy as np
 
 from agents.continual.base import TaskClassMemory, check_xy
+from runner.errors import ConfigError
 
 # draws extra (X, y) rows to mix into one mini-batch (replay); arguments: the batch size, the generator
 ExtraSampler = Callable[[int, np.random.Generator], "tuple[np.ndarray, np.ndarray] | None"]
@@ -63,16 +64,16 @@ class SoftmaxRegression:
 
 def _positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"agent.{name} must be a positive whole number, got {value!r}")
+        raise ConfigError(f"agent.{name} must be a positive whole number, got {value!r}")
     return int(value)
 
 
 def _non_negative_float(name: str, value, *, positive: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-        raise ValueError(f"agent.{name} must be a number, got {value!r}")
+        raise ConfigError(f"agent.{name} must be a number, got {value!r}")
     value = float(value)
     if not np.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ValueError(f"agent.{name} must be a finite {'positive' if positive else 'non-negative'} number, got {value!r}")
+        raise ConfigError(f"agent.{name} must be a finite {'positive' if positive else 'non-negative'} number, got {value!r}")
     return value
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from agents.continual.finetune import Finetune
+from runner.typed import as_int
 
 
 class LearnerCrash(RuntimeError):
@@ -17,7 +18,7 @@ class LearnerCrash(RuntimeError):
 class CrashingLearner(Finetune):
     def __init__(self, crash_at_task: int = 2, **finetune_kwargs):
         super().__init__(**finetune_kwargs)
-        self.crash_at_task = int(crash_at_task)
+        self.crash_at_task = as_int(crash_at_task, "agent.crash_at_task", minimum=0)
 
     def learn(self, task_id: int, X: np.ndarray, y: np.ndarray) -> None:
         if task_id == self.crash_at_task:

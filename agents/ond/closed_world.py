@@ -5,11 +5,12 @@ import numpy as np
 
 from agents.ond.base import OndBatch
 from agents.ond.knn import Standardizer, knn_class_probabilities, squared_distances
+from runner.typed import as_int
 
 
 class ClosedWorldAgent:
     def __init__(self, k: int = 5):
-        self.k = int(k)
+        self.k = as_int(k, "agent.k", minimum=1)
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

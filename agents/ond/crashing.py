@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agents.ond.base import OndBatch
 from agents.ond.closed_world import ClosedWorldAgent
+from runner.typed import as_int
 
 
 class AgentCrash(RuntimeError):
@@ -15,7 +16,8 @@ class AgentCrash(RuntimeError):
 
 class CrashingAgent:
     def __init__(self, crash_at_trial: int = 2, crash_at_batch: int = 0, inner: object | None = None):
-        self.crash_at_trial, self.crash_at_batch = int(crash_at_trial), int(crash_at_batch)
+        self.crash_at_trial = as_int(crash_at_trial, "agent.crash_at_trial", minimum=0)
+        self.crash_at_batch = as_int(crash_at_batch, "agent.crash_at_batch", minimum=0)
         self.inner = inner if inner is not None else ClosedWorldAgent()
         self.trials_started = -1
 

@@ -19,18 +19,29 @@ from scipy.stats import binom
 
 from agents.ond.base import OndBatch
 from agents.ond.knn import Standardizer, knn_class_probabilities, kth_neighbour_distance, squared_distances
+from runner.typed import as_float, as_int
+
+
+def _open_unit(value, key: str) -> float:
+    return as_float(value, key, minimum=0.0, maximum=1.0, open_minimum=True, open_maximum=True)
+
+
+def _positive(value, key: str) -> float:
+    return as_float(value, key, minimum=0.0, open_minimum=True)
 
 
 class KnnNoveltyAgent:
     def __init__(self, k_class: int = 5, k_novelty: int = 3, unknown_quantile: float = 0.95,
                  temperature: float = 8.0, world_quantile: float = 0.95, window: int = 20,
                  given_shift: float = 0.85, tests_per_trial: float = 100.0):
-        if not 0.0 < unknown_quantile < 1.0 or not 0.0 < world_quantile < 1.0:
-            raise ValueError("agent.unknown_quantile and agent.world_quantile must lie in (0, 1)")
-        self.k_class, self.k_novelty = int(k_class), int(k_novelty)
-        self.unknown_quantile, self.world_quantile = float(unknown_quantile), float(world_quantile)
-        self.temperature, self.window, self.given_shift = float(temperature), int(window), float(given_shift)
-        self.tests_per_trial = float(tests_per_trial)
+        self.k_class = as_int(k_class, "agent.k_class", minimum=1)
+        self.k_novelty = as_int(k_novelty, "agent.k_novelty", minimum=1)
+        self.unknown_quantile = _open_unit(unknown_quantile, "agent.unknown_quantile")
+        self.world_quantile = _open_unit(world_quantile, "agent.world_quantile")
+        self.temperature = _positive(temperature, "agent.temperature")
+        self.window = as_int(window, "agent.window", minimum=1)
+        self.given_shift = _positive(given_shift, "agent.given_shift")
+        self.tests_per_trial = _positive(tests_per_trial, "agent.tests_per_trial")
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

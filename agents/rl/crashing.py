@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from agents.rl.base import BlockInfo, TaskSpec
 from agents.rl.random_agent import RandomAgent
+from runner.typed import as_int
 
 
 class AgentCrash(RuntimeError):
@@ -15,7 +16,7 @@ class AgentCrash(RuntimeError):
 
 class CrashingAgent:
     def __init__(self, crash_at_episode: int = 10, inner: object | None = None):
-        self.crash_at_episode = int(crash_at_episode)
+        self.crash_at_episode = as_int(crash_at_episode, "agent.crash_at_episode", minimum=0)
         self.inner = inner if inner is not None else RandomAgent()
         self.episodes = 0
 

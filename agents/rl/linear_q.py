@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.rl.base import AgentHooks, BlockInfo, TaskSpec
+from agents.rl.base import AgentHooks, BlockInfo, TaskSpec, learning_settings, observation_bounds
+from runner.typed import as_int, as_int_list
 
 
 class TileCoder:
@@ -42,9 +43,11 @@ class TileCoder:
 class LinearQAgent(AgentHooks):
     def __init__(self, alpha: float = 0.5, gamma: float = 0.99, epsilon: float = 0.5, epsilon_min: float = 0.01,
                  epsilon_decay: float = 0.97, tiles=(4, 4, 8, 8), tilings: int = 8, low=None, high=None):
-        self.alpha, self.gamma = float(alpha), float(gamma)
-        self.epsilon0, self.epsilon_min, self.epsilon_decay = float(epsilon), float(epsilon_min), float(epsilon_decay)
-        self.tiles, self.tilings, self.low, self.high = list(tiles), int(tilings), low, high
+        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min,
+         self.epsilon_decay) = learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay)
+        self.tiles = as_int_list(tiles, "agent.tiles", minimum=1)
+        self.tilings = as_int(tilings, "agent.tilings", minimum=1)
+        self.low, self.high = observation_bounds(low, high, len(self.tiles))
         self.seed(np.random.default_rng(0))
 
     def seed(self, rng: np.random.Generator) -> None:

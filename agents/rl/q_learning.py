@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from agents.rl.base import AgentHooks, BlockInfo, TaskSpec
+from agents.rl.base import AgentHooks, BlockInfo, TaskSpec, learning_settings, observation_bounds
+from runner.typed import as_float, as_int_list
 
 
 class Discretiser:
@@ -34,9 +35,11 @@ class Discretiser:
 class QLearningAgent(AgentHooks):
     def __init__(self, alpha: float = 0.1, gamma: float = 0.99, epsilon: float = 1.0, epsilon_min: float = 0.05,
                  epsilon_decay: float = 0.99, initial_q: float = 0.0, bins=(1, 1, 6, 12), low=None, high=None):
-        self.alpha, self.gamma, self.initial_q = float(alpha), float(gamma), float(initial_q)
-        self.epsilon0, self.epsilon_min, self.epsilon_decay = float(epsilon), float(epsilon_min), float(epsilon_decay)
-        self.bins, self.low, self.high = list(bins), low, high
+        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min,
+         self.epsilon_decay) = learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay)
+        self.initial_q = as_float(initial_q, "agent.initial_q")
+        self.bins = as_int_list(bins, "agent.bins", minimum=1)
+        self.low, self.high = observation_bounds(low, high, len(self.bins))
         self.seed(np.random.default_rng(0))
 
     def seed(self, rng: np.random.Generator) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 import numpy as np
 
 from agents.trajectory.base import last_position_and_velocity
+from runner.typed import as_float
 
 
 class ConstantVelocityNoisePredictor:
     def __init__(self, heading_std: float = 0.06, speed_std: float = 0.06, position_std: float = 0.02):
-        if min(heading_std, speed_std, position_std) < 0:
-            raise ValueError("agent.heading_std, speed_std and position_std must be >= 0")
-        self.heading_std, self.speed_std, self.position_std = float(heading_std), float(speed_std), float(position_std)
+        self.heading_std = as_float(heading_std, "agent.heading_std", minimum=0.0)
+        self.speed_std = as_float(speed_std, "agent.speed_std", minimum=0.0)
+        self.position_std = as_float(position_std, "agent.position_std", minimum=0.0)
 
     def fit(self, train, *, rng: np.random.Generator) -> None:
         return None

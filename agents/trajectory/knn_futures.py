@@ -17,13 +17,18 @@ import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
 from agents.trajectory.base import last_position_and_velocity
+from runner.typed import as_bool, as_float, as_int
 
 
 class KnnFuturesPredictor:
     def __init__(self, speed_normalise: bool = True, min_speed: float = 0.08, speed_weight: float = 2.0,
                  mirror: bool = True, max_train: int | None = 200_000):
-        self.speed_normalise, self.min_speed, self.speed_weight = bool(speed_normalise), float(min_speed), float(speed_weight)
-        self.mirror, self.max_train = bool(mirror), max_train
+        self.speed_normalise = as_bool(speed_normalise, "agent.speed_normalise")
+        # a positive floor: histories are divided by max(speed, min_speed)
+        self.min_speed = as_float(min_speed, "agent.min_speed", minimum=0.0, open_minimum=self.speed_normalise)
+        self.speed_weight = as_float(speed_weight, "agent.speed_weight", minimum=0.0)
+        self.mirror = as_bool(mirror, "agent.mirror")
+        self.max_train = None if max_train is None else as_int(max_train, "agent.max_train", minimum=1)
         self._index: NearestNeighbors | None = None
         self._futures: np.ndarray | None = None
 

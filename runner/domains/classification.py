@@ -7,6 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from runner.errors import ConfigError
+from runner.typed import as_float
+
 
 @dataclass(frozen=True)
 class LabeledData:
@@ -42,6 +45,8 @@ class ClassificationDomain:
     name: str = "classification"
 
     def __init__(self, ond: Mapping[str, Any] | None = None):
+        if ond is not None and not isinstance(ond, Mapping):
+            raise ConfigError(f"domain.ond: expected a mapping of this domain's OND settings, got {ond!r}")
         self.ond_defaults = dict(ond or {})
 
     def load(self) -> LabeledData:  # pragma: no cover - interface
@@ -55,7 +60,7 @@ class DigitsDomain(ClassificationDomain):
 
     def __init__(self, scale: float = 1.0 / 16.0, ond: Mapping[str, Any] | None = None):
         super().__init__(ond)
-        self.scale = float(scale)
+        self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
 
     def load(self) -> LabeledData:
         from sklearn.datasets import load_digits

@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from runner.errors import ConfigError
+
 __all__ = ["ContinualTask", "SplitDigits", "PermutedDigits"]
 
 NUM_CLASSES = 10
@@ -63,7 +65,7 @@ def _check_rng(rng) -> np.random.Generator:
 
 def _check_test_fraction(key: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < float(value) < 1.0:
-        raise ValueError(f"{key} must be a number strictly between 0 and 1, got {value!r}")
+        raise ConfigError(f"{key} must be a number strictly between 0 and 1, got {value!r}")
     return float(value)
 
 
@@ -116,15 +118,15 @@ class SplitDigits:
             or any(isinstance(c, bool) or not isinstance(c, (int, np.integer)) for c in order)
             or sorted(int(c) for c in order) != list(range(NUM_CLASSES))
         ):
-            raise ValueError(f"domain.class_order must be a permutation of 0..9, got {class_order!r}")
+            raise ConfigError(f"domain.class_order must be a permutation of 0..9, got {class_order!r}")
         if isinstance(classes_per_task, bool) or not isinstance(classes_per_task, (int, np.integer)) or not (
             1 <= classes_per_task <= NUM_CLASSES and NUM_CLASSES % classes_per_task == 0
         ):
-            raise ValueError(
+            raise ConfigError(
                 f"domain.classes_per_task must be a whole divisor of 10 (1, 2, 5 or 10), got {classes_per_task!r}"
             )
         if not isinstance(standardize, (bool, np.bool_)):
-            raise ValueError(f"domain.standardize must be true or false, got {standardize!r}")
+            raise ConfigError(f"domain.standardize must be true or false, got {standardize!r}")
         self.class_order = tuple(int(c) for c in order)
         self.classes_per_task = int(classes_per_task)
         self.test_fraction = _check_test_fraction("domain.test_fraction", test_fraction)
@@ -187,11 +189,11 @@ class PermutedDigits:
         identity_first: bool = True,
     ):
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, (int, np.integer)) or num_tasks < 1:
-            raise ValueError(f"domain.num_tasks must be a positive whole number, got {num_tasks!r}")
+            raise ConfigError(f"domain.num_tasks must be a positive whole number, got {num_tasks!r}")
         if not isinstance(standardize, (bool, np.bool_)):
-            raise ValueError(f"domain.standardize must be true or false, got {standardize!r}")
+            raise ConfigError(f"domain.standardize must be true or false, got {standardize!r}")
         if not isinstance(identity_first, (bool, np.bool_)):
-            raise ValueError(f"domain.identity_first must be true or false, got {identity_first!r}")
+            raise ConfigError(f"domain.identity_first must be true or false, got {identity_first!r}")
         self.num_tasks = int(num_tasks)
         self.test_fraction = _check_test_fraction("domain.test_fraction", test_fraction)
         self.standardize = bool(standardize)

@@ -17,6 +17,20 @@ from __future__ import annotations
 import numpy as np
 
 from runner.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
+from runner.errors import ConfigError
+from runner.typed import as_float, as_int
+
+
+def _count(value, key: str, minimum: int = 1) -> int:
+    return as_int(value, f"domain.{key}", minimum=minimum)
+
+
+def _positive(value, key: str) -> float:
+    return as_float(value, f"domain.{key}", minimum=0.0, open_minimum=True)
+
+
+def _non_negative(value, key: str) -> float:
+    return as_float(value, f"domain.{key}", minimum=0.0)
 
 
 class CrowdSimDomain:
@@ -28,23 +42,23 @@ class CrowdSimDomain:
                  max_speed_factor: float = 1.3, tau: float = 0.5, repulsion_strength: float = 2.0,
                  repulsion_range: float = 0.3, radius: float = 0.3, noise_std: float = 0.3,
                  goal_radius: float = 0.5):
-        if not 1 <= int(min_agents) <= int(max_agents):
-            raise ValueError(f"domain.min_agents/max_agents: expected 1 <= min_agents <= max_agents, got {min_agents}, {max_agents}")
-        for key, value in (("num_train_scenes", num_train_scenes), ("num_test_scenes", num_test_scenes),
-                           ("pred_len", pred_len), ("substeps", substeps)):
-            if int(value) < 1:
-                raise ValueError(f"domain.{key}: expected a positive integer, got {value!r}")
-        if int(obs_len) < 2:
-            raise ValueError(f"domain.obs_len: at least 2 observed steps are needed, got {obs_len}")
-        if dt <= 0 or area <= 0 or tau <= 0:
-            raise ValueError("domain.dt, domain.area and domain.tau must be > 0")
-        self.num_train_scenes, self.num_test_scenes = int(num_train_scenes), int(num_test_scenes)
-        self.min_agents, self.max_agents = int(min_agents), int(max_agents)
-        self.area, self.obs_len, self.pred_len, self.dt = float(area), int(obs_len), int(pred_len), float(dt)
-        self.substeps, self.warmup_steps = int(substeps), int(warmup_steps)
-        self.speed_mean, self.speed_std, self.max_speed_factor = float(speed_mean), float(speed_std), float(max_speed_factor)
-        self.tau, self.repulsion_strength, self.repulsion_range = float(tau), float(repulsion_strength), float(repulsion_range)
-        self.radius, self.noise_std, self.goal_radius = float(radius), float(noise_std), float(goal_radius)
+        self.num_train_scenes = _count(num_train_scenes, "num_train_scenes")
+        self.num_test_scenes = _count(num_test_scenes, "num_test_scenes")
+        self.min_agents = _count(min_agents, "min_agents")
+        self.max_agents = _count(max_agents, "max_agents")
+        if self.max_agents < self.min_agents:
+            raise ConfigError(f"domain.max_agents: expected at least domain.min_agents ({self.min_agents}), got {self.max_agents}")
+        self.area, self.dt = _positive(area, "area"), _positive(dt, "dt")
+        self.obs_len = _count(obs_len, "obs_len", 2)  # two observed steps at least: a velocity
+        self.pred_len = _count(pred_len, "pred_len")
+        self.substeps, self.warmup_steps = _count(substeps, "substeps"), _count(warmup_steps, "warmup_steps", 0)
+        self.speed_mean, self.speed_std = _non_negative(speed_mean, "speed_mean"), _non_negative(speed_std, "speed_std")
+        self.max_speed_factor = _positive(max_speed_factor, "max_speed_factor")
+        self.tau = _positive(tau, "tau")
+        self.repulsion_strength = _non_negative(repulsion_strength, "repulsion_strength")
+        self.repulsion_range = _positive(repulsion_range, "repulsion_range")
+        self.radius, self.noise_std = _non_negative(radius, "radius"), _non_negative(noise_std, "noise_std")
+        self.goal_radius = _non_negative(goal_radius, "goal_radius")
 
     def load(self, rng: np.random.Generator) -> TrajectorySplits:
         train_rng, test_rng = rng.spawn(2)

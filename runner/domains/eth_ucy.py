@@ -18,11 +18,19 @@ file in ``groups`` plus ``extra_train_files`` (zara03, uni_examples) is the trai
 from __future__ import annotations
 
 import gzip
+import io
+import os
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from runner.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits, split_windows, windows_from_grid
+from runner.errors import ConfigError
+from runner.safe_paths import check_name, read_bytes
+from runner.typed import as_bool, as_float, as_int, as_str
 
 DEFAULT_GROUPS = {
     "eth": ["biwi_eth"],
@@ -34,14 +42,22 @@ DEFAULT_GROUPS = {
 DEFAULT_EXTRA_TRAIN = ["crowds_zara03", "uni_examples"]
 
 
-class DataPathError(ValueError):
-    """``domain.path`` is missing or does not hold the expected files."""
+# A grid cell per (time step, pedestrian): a file whose frames or ids would need more is not ETH/UCY data.
+MAX_GRID_CELLS = 200_000_000
+
+
+class DataPathError(ConfigError):
+    """``domain.path`` is missing or does not hold the expected files (or a file cannot be read)."""
 
 
 def find_file(directory: Path, name: str) -> Path:
+    """``<name>.txt.gz``, ``<name>.txt`` or ``<name>`` in ``directory``: a regular file, never through a link."""
     for candidate in (directory / f"{name}.txt.gz", directory / f"{name}.txt", directory / name):
-        if candidate.is_file():
-            return candidate
+        try:
+            os.lstat(candidate)
+        except OSError:
+            continue
+        return candidate  # a link or a folder here is reported by the read (runner.safe_paths)
     raise DataPathError(f"domain.path: {directory} has no file {name}.txt.gz or {name}.txt (ETH/UCY tab-separated "
                         "'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
 
@@ -55,15 +71,35 @@ def _exists(directory: Path, name: str) -> bool:
 
 
 def read_tracks(path: Path) -> np.ndarray:
-    """Rows ``[frame, pedestrian_id, x, y]`` of one file as float64 ``[N, 4]``."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as fh:
-        try:
-            rows = np.loadtxt(fh, dtype=np.float64, ndmin=2)
-        except ValueError as exc:
-            raise DataPathError(f"{path}: expected 4 numeric tab-separated columns frame, id, x, y ({exc})") from None
+    """Rows ``[frame, pedestrian_id, x, y]`` of one file as float64 ``[N, 4]``, every value finite.
+
+    The file is read without following a link (``runner.safe_paths``); anything unreadable (bad gzip, not
+    UTF-8, not numbers) is one :class:`DataPathError` naming the file."""
+    data = read_bytes(path, what="ETH/UCY file")
+    try:
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        text = data.decode("utf-8")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataPathError(f"{path}: not a readable gzip file ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise DataPathError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        raise DataPathError(f"{path}: no rows (expected tab-separated frame, pedestrian_id, x, y)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows = np.loadtxt(io.StringIO(text), dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise DataPathError(f"{path}: expected 4 numeric tab-separated columns frame, id, x, y ({exc})") from None
     if rows.shape[1] != 4:
         raise DataPathError(f"{path}: expected 4 columns frame, pedestrian_id, x, y; got {rows.shape[1]}")
+    bad = ~np.isfinite(rows)
+    if bad.any():
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        names = ("frame", "pedestrian_id", "x", "y")
+        raise DataPathError(f"{path}: data row {row + 1}, column {names[column]}: expected a finite number, "
+                            f"got {rows[row, column]}")
     return rows
 
 
@@ -78,6 +114,10 @@ def track_grid(rows: np.ndarray, frame_step: int) -> tuple[np.ndarray, np.ndarra
         raise DataPathError(f"frame {bad:g} is not on the grid of frame_step={frame_step} from the first frame {first} "
                             "(set domain.frame_step)")
     ids, ped = np.unique(rows[:, 1], return_inverse=True)
+    if (int(step.max()) + 1) * len(ids) > MAX_GRID_CELLS:
+        raise DataPathError(f"{int(step.max()) + 1} time steps x {len(ids)} pedestrians is too large a track grid "
+                            f"(frames {first}..{int(round(frames.max()))} with frame_step={frame_step}); check the "
+                            "frame column and domain.frame_step")
     grid = np.full((int(step.max()) + 1, len(ids), 2), np.nan)
     grid[step, ped] = rows[:, 2:4]
     return grid, ids, first
@@ -101,21 +141,20 @@ class EthUcyDomain:
                  extra_train_files: list | None = None, obs_len: int = 8, pred_len: int = 12, stride: int = 1,
                  max_agents: int = 32, complete_only: bool = False, frame_step: int = 10, fps: float = 25.0):
         self.path = path
-        self.groups = {str(k): list(v) for k, v in (groups if groups is not None else DEFAULT_GROUPS).items()}
-        self.extra_train_files = list(DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files)
-        if test_group not in self.groups:
-            raise ValueError(f"domain.test_group: expected one of {sorted(self.groups)}, got {test_group!r}")
-        for key, value in (("obs_len", obs_len), ("pred_len", pred_len), ("stride", stride), ("max_agents", max_agents),
-                           ("frame_step", frame_step)):
-            if int(value) < 1:
-                raise ValueError(f"domain.{key}: expected a positive integer, got {value!r}")
-        if obs_len < 2:
-            raise ValueError(f"domain.obs_len: at least 2 observed steps are needed for a velocity, got {obs_len}")
-        self.test_group = test_group
-        self.obs_len, self.pred_len, self.stride = int(obs_len), int(pred_len), int(stride)
-        self.max_agents, self.complete_only = int(max_agents), bool(complete_only)
-        self.frame_step = int(frame_step)
-        self.dt = self.frame_step / float(fps)
+        self.groups = _groups(DEFAULT_GROUPS if groups is None else groups)
+        self.extra_train_files = _file_names(DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files,
+                                             "domain.extra_train_files")
+        self.test_group = as_str(test_group, "domain.test_group")
+        if self.test_group not in self.groups:
+            raise ConfigError(f"domain.test_group: expected one of {sorted(self.groups)}, got {test_group!r}")
+        self.obs_len = as_int(obs_len, "domain.obs_len", minimum=2)  # two observed steps at least: a velocity
+        self.pred_len = as_int(pred_len, "domain.pred_len", minimum=1)
+        self.stride = as_int(stride, "domain.stride", minimum=1)
+        self.max_agents = as_int(max_agents, "domain.max_agents", minimum=1)
+        self.complete_only = as_bool(complete_only, "domain.complete_only")
+        self.frame_step = as_int(frame_step, "domain.frame_step", minimum=1)
+        self.dt = self.frame_step / as_float(fps, "domain.fps", minimum=0.0, open_minimum=True)
+        self._splits: TrajectorySplits | None = None  # read once (check, then load)
 
     def _directory(self) -> Path:
         if self.path is None or str(self.path).strip() in ("", "None", "???"):
@@ -139,7 +178,18 @@ class EthUcyDomain:
                                 "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
         return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
 
+    def check(self) -> None:
+        """Read every file now: a missing folder or file, or one that is not ETH/UCY data, stops the job
+        before any run exists (the splits are kept for :meth:`load`)."""
+        self.load()
+
     def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:
+        """The train and test scenes (``rng`` is not used: the split is by file). Read once per domain."""
+        if self._splits is None:
+            self._splits = self._read()
+        return self._splits
+
+    def _read(self) -> TrajectorySplits:
         train_files, test_files = self.files()
         kw = dict(frame_step=self.frame_step, obs_len=self.obs_len, pred_len=self.pred_len, stride=self.stride,
                   max_agents=self.max_agents, complete_only=self.complete_only, dt=self.dt)
@@ -149,3 +199,16 @@ class EthUcyDomain:
             raise DataPathError(f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "
                                 f"{self.obs_len}+{self.pred_len} steps")
         return TrajectorySplits(train, test, description=f"test={self.test_group}: {[p.name for p in test_files]}")
+
+
+def _file_names(names, key: str) -> list[str]:
+    """A list of file names (without ``.txt``/``.txt.gz``); each is looked up inside ``domain.path``."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ConfigError(f"{key}: expected a list of file names, got {names!r}")
+    return [check_name(as_str(n, f"{key}[{i}]"), what="file name", where=f"{key}[{i}]") for i, n in enumerate(names)]
+
+
+def _groups(groups) -> dict[str, list[str]]:
+    if not isinstance(groups, Mapping) or not groups:
+        raise ConfigError(f"domain.groups: expected a mapping {{group: [file names]}}, got {groups!r}")
+    return {str(k): _file_names(v, f"domain.groups.{k}") for k, v in groups.items()}

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from agents.rl.base import TaskSpec
+from runner.errors import ConfigError
+from runner.typed import as_float, as_int, as_str
 
 INSTALL_HINT = 'the RL domains need gymnasium: pip install -e ".[rl]"'
 TASK_RE = re.compile(r"[a-z0-9][a-z0-9.-]*")  # no "_": l2metrics splits task_name at the first "_"
@@ -40,6 +42,14 @@ class CartPoleFamily:
     # |theta| > 12 degrees; velocities rarely leave these ranges under a balancing policy.
     low = np.array([-2.4, -3.0, -0.2095, -3.5])
     high = -low
+    positive = ("masscart", "length", "tau")  # divisors of the dynamics
+
+    def check(self, params: Mapping[str, Any], where: str) -> None:
+        """Every parameter a finite number (masses, length and time step positive); the values are kept as
+        given (they key the STE references)."""
+        for key, value in params.items():
+            as_float(value, f"{where}.{key}", minimum=0.0 if key in self.positive + ("masspole",) else None,
+                     open_minimum=key in self.positive)
 
     def make(self, params: Mapping[str, Any]):
         from gymnasium.envs.classic_control.cartpole import CartPoleEnv
@@ -63,6 +73,17 @@ class FrozenLakeFamily:
 
     name = "frozenlake"
     params = ("map", "is_slippery", "success_rate")
+
+    def check(self, params: Mapping[str, Any], where: str) -> None:
+        try:
+            self._desc(params)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{where}.map: {exc}") from None
+        slippery = params.get("is_slippery", False)
+        if not isinstance(slippery, bool):  # bool("false") is True: only a real boolean is safe here
+            raise ConfigError(f"{where}.is_slippery: expected true or false, got {slippery!r}")
+        if "success_rate" in params:
+            as_float(params["success_rate"], f"{where}.success_rate", minimum=0.0, maximum=1.0)
 
     def _desc(self, params):
         from gymnasium.envs.toy_text.frozen_lake import MAPS
@@ -128,29 +149,39 @@ class RLDomain:
 
     def __init__(self, name: str, tasks: Mapping[str, Mapping[str, Any]]):
         require_gymnasium()
-        self.name = str(name)
-        if not tasks:
-            raise ValueError(f"domain {name!r}: 'tasks' is empty; define at least one task with its variants")
+        self.name = as_str(str(name), "domain.name")
+        if not isinstance(tasks, Mapping) or not tasks:
+            raise ConfigError(f"domain.tasks: expected a non-empty mapping {{task: {{family, variants, ...}}}}, got {tasks!r}")
         self.tasks: dict[str, dict] = {}
         for task, node in tasks.items():
             where = f"domain.tasks.{task}"
+            if not isinstance(node, Mapping):
+                raise ConfigError(f"{where}: expected a mapping {{family, max_episode_steps, params, variants}}, got {node!r}")
             if not TASK_RE.fullmatch(str(task)):
-                raise ValueError(f"{where}: task names are lower-case letters, digits, '.', '-' (no '_'), got {task!r}")
+                raise ConfigError(f"{where}: task names are lower-case letters, digits, '.', '-' (no '_'), got {task!r}")
             family = FAMILIES.get(node.get("family", task))
             if family is None:
-                raise ValueError(f"{where}.family: unknown family {node.get('family', task)!r}; known: {sorted(FAMILIES)}")
-            variants = dict(node.get("variants") or {"default": {}})
+                raise ConfigError(f"{where}.family: unknown family {node.get('family', task)!r}; known: {sorted(FAMILIES)}")
+            variants = node.get("variants") or {"default": {}}
+            if not isinstance(variants, Mapping):
+                raise ConfigError(f"{where}.variants: expected a mapping {{variant: {{parameters}}}}, got {variants!r}")
+            variants = dict(variants)
+            base = node.get("params") or {}
             for variant, params in variants.items():
+                for part, value in ((f"{where}.params", base), (f"{where}.variants.{variant}", params or {})):
+                    if not isinstance(value, Mapping):
+                        raise ConfigError(f"{part}: expected a mapping of parameters, got {value!r}")
                 if not VARIANT_RE.fullmatch(str(variant)):
-                    raise ValueError(f"{where}.variants: variant names are lower-case letters, digits, '.', '-', '_', got {variant!r}")
+                    raise ConfigError(f"{where}.variants: variant names are lower-case letters, digits, '.', '-', '_', got {variant!r}")
                 merged = {**(node.get("params") or {}), **(params or {})}
                 unknown = sorted(set(merged) - set(family.params))
                 if unknown:
-                    raise ValueError(f"{where}.variants.{variant}: unknown parameter(s) {unknown} for family "
+                    raise ConfigError(f"{where}.variants.{variant}: unknown parameter(s) {unknown} for family "
                                      f"{family.name!r}; valid: {list(family.params)}")
+                family.check(merged, f"{where}.variants.{variant}")
                 variants[variant] = merged
-            self.tasks[str(task)] = {"family": family, "variants": variants,
-                                     "max_episode_steps": int(node.get("max_episode_steps", 200))}
+            steps = as_int(node.get("max_episode_steps", 200), f"{where}.max_episode_steps", minimum=1)
+            self.tasks[str(task)] = {"family": family, "variants": variants, "max_episode_steps": steps}
 
     def variants(self, task: str) -> list[str]:
         return list(self._task(task)["variants"])

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 
 from runner.domains.classification import ClassificationDomain, LabeledData
+from runner.errors import ConfigError
+from runner.typed import as_float, as_int, as_str
 from runner.domains.sailon_files import packaged_file, read_mnist_csv, read_segment_csv, read_watch_npy
 
 __all__ = ["HandwritingDomain", "ActivityDomain", "ImageSegmentsDomain", "WINDOW_STATISTICS", "window_features"]
@@ -54,9 +56,10 @@ class HandwritingDomain(SailonDomain):
     SIDE = 28
 
     def __init__(self, scale: float = 1.0 / 255.0, pool: int = 2, ond: Mapping[str, Any] | None = None):
-        if pool < 1 or self.SIDE % pool:
-            raise ValueError(f"domain.pool must divide {self.SIDE} (1, 2, 4, 7, 14 or 28), got {pool}")
-        self.scale, self.pool = float(scale), int(pool)
+        self.pool = as_int(pool, "domain.pool", minimum=1)
+        if self.SIDE % self.pool:
+            raise ConfigError(f"domain.pool must divide {self.SIDE} (1, 2, 4, 7, 14 or 28), got {pool}")
+        self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
         super().__init__(ond)
 
     def load(self) -> LabeledData:
@@ -83,9 +86,9 @@ WINDOW_STATISTICS = {
 
 def window_features(windows: np.ndarray, statistics: Sequence[str]) -> np.ndarray:
     """``[N, W, C]`` windows -> ``[N, len(statistics) * C]``, grouped by statistic (all channels' mean, then ...)."""
-    unknown = [s for s in statistics if s not in WINDOW_STATISTICS]
+    unknown = [s for s in statistics if not isinstance(s, str) or s not in WINDOW_STATISTICS]
     if unknown or not statistics:
-        raise ValueError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {list(statistics)}")
+        raise ConfigError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {list(statistics)}")
     return np.concatenate([WINDOW_STATISTICS[s](windows) for s in statistics], axis=1)
 
 
@@ -106,9 +109,13 @@ class ActivityDomain(SailonDomain):
 
     def __init__(self, window: int = 100, step: int = 50, statistics: Sequence[str] = ("mean", "std", "min", "max", "energy"),
                  ond: Mapping[str, Any] | None = None):
-        if window < 2 or step < 1:
-            raise ValueError(f"domain.window must be >= 2 and domain.step >= 1, got {window}, {step}")
-        self.window, self.step, self.statistics = int(window), int(step), tuple(statistics)
+        self.window = as_int(window, "domain.window", minimum=2)
+        self.step = as_int(step, "domain.step", minimum=1)
+        if isinstance(statistics, str):  # one name from the command line (domain.statistics=std)
+            statistics = [as_str(statistics, "domain.statistics")]
+        if not isinstance(statistics, (list, tuple)):
+            raise ConfigError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {statistics!r}")
+        self.statistics = tuple(statistics)
         window_features(np.zeros((1, 2, 1)), self.statistics)  # reject unknown statistics now, not at load
         super().__init__(ond)
 
@@ -123,7 +130,7 @@ class ActivityDomain(SailonDomain):
             windows.append(view.transpose(0, 2, 1))
             labels.append(np.full(len(view), label, dtype=np.int64))
         if not windows:
-            raise ValueError(f"domain.window = {self.window} is longer than every recording")
+            raise ConfigError(f"domain.window = {self.window} is longer than every recording")
         features = window_features(np.concatenate(windows), self.statistics)
         return LabeledData(features=features, labels=np.concatenate(labels), class_names=data["class_names"])
 

@@ -39,8 +39,11 @@ class Protocol(ABC):
     def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
         """The ``metrics`` config node, validated and typed (unknown keys, wrong types and ranges are a
         ``runner.errors.ConfigError`` naming ``metrics.<key>``); ``record`` when the data are already known
-        (a source), so settings that depend on them are checked too. Called before any run exists."""
-        return dict(settings)
+        (a source), so settings that depend on them are checked too. Called before any run exists.
+        The default types the node of the protocol's ``name`` (:mod:`runner.protocols.metric_options`)."""
+        from runner.protocols.metric_options import metric_options
+
+        return metric_options(self.name, settings, record=record)
 
     def record_so_far(self) -> Any | None:
         """The record of the completed part of an interrupted ``run`` (None if nothing completed)."""

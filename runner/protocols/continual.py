@@ -35,19 +35,33 @@ from metrics.continual import SPECS, continual_metrics
 from metrics.results import MetricResults, NA, Series
 from runner.protocols.base import AgentOutputError, Protocol
 from runner.protocols.continual_record import ContinualRecord
+from runner.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
+from runner.typed import as_choice
 
 SCENARIOS = ("class_incremental", "task_incremental")
 SERIES_PREFIX = "by_task/"
+# What the protocol calls on the learner, in the order a mismatch is reported.
+LEARNER_METHODS = (Method("learn", "learn(task_id, X, y)", args=3), Method("predict", "predict(X, task_id)", args=2),
+                   Method("setup", "setup(num_features, num_classes, rng)", args=3))
+DOMAIN_CHOICES = "domain=<option> (split_digits, permuted_digits)"
 
 
 class ContinualProtocol(Protocol):
     name = "continual"
 
     def __init__(self, scenario: str = "class_incremental"):
-        if scenario not in SCENARIOS:
-            raise ValueError(f"protocol.scenario must be one of {list(SCENARIOS)}, got {scenario!r}")
-        self.scenario = scenario
+        self.scenario = as_choice(scenario, "protocol.scenario", SCENARIOS)
         self._record: ContinualRecord | None = None
+
+    def check(self, *, domain, agent, baseline=None) -> None:
+        """No baseline; the agent is a continual learner; the domain gives a task sequence."""
+        no_baseline(baseline, "continual")
+        require_interface(agent, LEARNER_METHODS, role="agent", kind="a continual learner",
+                          choose=choices("agent", "continual"))
+        require_interface(domain, (Method("tasks", "tasks(rng)", args=1),), role="domain", kind="a continual domain",
+                          choose=DOMAIN_CHOICES)
+        require_attributes(domain, ("num_features", "num_classes"), role="domain", kind="a continual domain",
+                           choose=DOMAIN_CHOICES)
 
     @property
     def task_incremental(self) -> bool:

@@ -18,10 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
+from metrics.traj_npz import json_member, member, npz_arrays
+from metrics.validation import MetricInputError
+
 RECORD_FILE = "continual_record.npz"
 RENATE_FILE = "renate_results.json"
 MATRIX_FILE = "accuracy_matrix.csv"
 FORMAT = "owl-eval/continual-record/1"
+SCENARIOS = ("class_incremental", "task_incremental")
 
 
 @dataclass
@@ -77,15 +81,32 @@ class ContinualRecord:
 
     @classmethod
     def load(cls, path: str | Path) -> "ContinualRecord":
+        """A saved record (the file or its folder); every member's CRC, type and shape is checked, and a
+        malformed one is one ``ValueError`` naming the file and the member (never an unpickled object)."""
         path = Path(path)
         if path.is_dir():
             path = path / RECORD_FILE
-        with np.load(path, allow_pickle=False) as data:
-            meta = json.loads(str(data["meta_json"]))
-            if meta.get("format") != FORMAT:
-                raise ValueError(f"{path}: not a continual record (format {meta.get('format')!r}, expected {FORMAT!r})")
-            bounds = np.concatenate([[0], np.cumsum(data["task_class_counts"])])
-            flat = data["task_classes"]
-            classes = tuple(tuple(int(c) for c in flat[bounds[i]:bounds[i + 1]]) for i in range(len(bounds) - 1))
-            return cls(scenario=meta["scenario"], accuracy=data["accuracy"], init_accuracy=data["init_accuracy"],
-                       num_instances=data["num_instances"], task_classes=classes, domain=meta.get("domain", ""))
+        return cls.from_arrays(npz_arrays(path), path)
+
+    @classmethod
+    def from_arrays(cls, arrays, path) -> "ContinualRecord":
+        meta = json_member(arrays, "meta_json", path)
+        if meta.get("format") != FORMAT:
+            raise MetricInputError(f"{path}: not a continual record (format {str(meta.get('format'))[:60]!r}, "
+                                   f"expected {FORMAT!r})")
+        scenario, domain = meta.get("scenario"), meta.get("domain", "")
+        if scenario not in SCENARIOS:
+            raise MetricInputError(f"{path}: meta_json scenario: expected one of {list(SCENARIOS)}, got {str(scenario)[:60]!r}")
+        if not isinstance(domain, str):
+            raise MetricInputError(f"{path}: meta_json domain: expected a string, got {type(domain).__name__}")
+        counts = member(arrays, "task_class_counts", path, kinds="iu", ndim=1)
+        flat = member(arrays, "task_classes", path, kinds="iu", ndim=1)
+        if (counts < 0).any() or int(counts.sum(dtype=object)) != len(flat):
+            raise MetricInputError(f"{path}: array 'task_class_counts' {counts.tolist()[:20]} does not split the "
+                                   f"{len(flat)} entries of 'task_classes' (non-negative counts summing to {len(flat)})")
+        bounds = np.concatenate([[0], np.cumsum(counts)])
+        classes = tuple(tuple(int(c) for c in flat[bounds[i]:bounds[i + 1]]) for i in range(len(counts)))
+        return cls(scenario=scenario, accuracy=member(arrays, "accuracy", path, kinds="f", ndim=2),
+                   init_accuracy=member(arrays, "init_accuracy", path, kinds="f", ndim=1),
+                   num_instances=member(arrays, "num_instances", path, kinds="iu", ndim=1), task_classes=classes,
+                   domain=domain)

@@ -15,11 +15,20 @@ from tqdm.auto import tqdm
 from agents.ond.base import OndBatch
 from metrics.ond import OndTrial, program_metrics
 from metrics.results import MetricResults
+from runner.domains.classification import LabeledData
+from runner.errors import ConfigError
 from runner.protocols.base import AgentOutputError, Protocol
+from runner.protocols.interfaces import Method, choices, class_name, require_interface
 from runner.protocols.ond_record import OndRecord
-from runner.protocols.ond_trials import TrialPlan, plan_trials, split_classes
+from runner.protocols.ond_trials import TrialPlan, check_domain_fits, plan_trials, split_classes
+from runner.typed import as_bool, as_choice, as_float, as_int
 
 CONDITIONS = ("system", "given")
+# What the protocol calls on an agent (and on the baseline), in the order a mismatch is reported.
+AGENT_METHODS = (Method("predict_batch", "predict_batch(batch)", args=1),
+                 Method("fit", "fit(features, labels, *, num_known, rng)", args=2, keywords=("num_known", "rng")),
+                 Method("start_trial", "start_trial(trial_id, num_samples)", args=2))
+DOMAIN_METHODS = (Method("load", "load() (labelled features)"),)
 
 
 class OndProtocol(Protocol):
@@ -29,24 +38,56 @@ class OndProtocol(Protocol):
                  num_trials: int = 20, trials_without_novelty: int = 2, pre_novelty: int = 60,
                  post_novelty: int = 140, novel_fraction: float = 0.5, novel_classes_per_trial: int = 2,
                  batch_size: int = 10, normalize: bool = False, sum_tolerance: float = 1e-6):
-        if condition not in CONDITIONS:
-            raise ValueError(f"protocol.condition must be one of {list(CONDITIONS)}, got {condition!r}")
-        if batch_size < 1:
-            raise ValueError(f"protocol.batch_size must be >= 1, got {batch_size}")
-        self.condition = condition
-        self.known_classes, self.train_fraction = int(known_classes), float(train_fraction)
-        self.num_trials, self.trials_without_novelty = int(num_trials), int(trials_without_novelty)
-        self.pre_novelty, self.post_novelty = int(pre_novelty), int(post_novelty)
-        self.novel_fraction, self.novel_classes_per_trial = float(novel_fraction), int(novel_classes_per_trial)
-        self.batch_size, self.normalize, self.sum_tolerance = int(batch_size), bool(normalize), float(sum_tolerance)
+        self.condition = as_choice(condition, "protocol.condition", CONDITIONS)
+        self.known_classes = as_int(known_classes, "protocol.known_classes", minimum=1)
+        self.train_fraction = as_float(train_fraction, "protocol.train_fraction", minimum=0.0, maximum=1.0,
+                                       open_minimum=True, open_maximum=True)
+        self.num_trials = as_int(num_trials, "protocol.num_trials", minimum=1)
+        self.trials_without_novelty = as_int(trials_without_novelty, "protocol.trials_without_novelty", minimum=0)
+        if self.trials_without_novelty > self.num_trials:
+            raise ConfigError(f"protocol.trials_without_novelty: expected at most protocol.num_trials ({self.num_trials}), "
+                              f"got {self.trials_without_novelty}")
+        self.pre_novelty = as_int(pre_novelty, "protocol.pre_novelty", minimum=0)
+        self.post_novelty = as_int(post_novelty, "protocol.post_novelty", minimum=1)
+        self.novel_fraction = as_float(novel_fraction, "protocol.novel_fraction", minimum=0.0, maximum=1.0, open_minimum=True)
+        self.novel_classes_per_trial = as_int(novel_classes_per_trial, "protocol.novel_classes_per_trial", minimum=1)
+        self.batch_size = as_int(batch_size, "protocol.batch_size", minimum=1)
+        self.normalize = as_bool(normalize, "protocol.normalize")
+        self.sum_tolerance = as_float(sum_tolerance, "protocol.sum_tolerance", minimum=0.0)
         self._record: OndRecord | None = None
+        self._loaded: tuple[Any, LabeledData] | None = None  # (domain, its data): check() loads it once for run()
+
+    # -- checks before any run exists ------------------------------------------------------------------
+    def check(self, *, domain, agent, baseline=None) -> None:
+        """Agent and baseline are OND agents, the domain gives labelled data, and the settings fit it
+        (known classes, novel classes per trial, trial lengths); the data are loaded once, here."""
+        require_interface(agent, AGENT_METHODS, role="agent", kind="an OND agent", choose=choices("agent", "ond"))
+        if baseline is not None:
+            require_interface(baseline, AGENT_METHODS, role="baseline", kind="an OND agent",
+                              choose=choices("baseline", "ond", extra=("none",)))
+        check_domain_fits(self._data(domain), known_classes=self.known_classes, train_fraction=self.train_fraction,
+                          novel_classes_per_trial=self.novel_classes_per_trial, pre_novelty=self.pre_novelty,
+                          post_novelty=self.post_novelty, domain_name=str(getattr(domain, "name", class_name(domain))))
+
+    def _data(self, domain) -> LabeledData:
+        """The domain's data, loaded once per domain object (``check`` then ``run``)."""
+        if self._loaded is not None and self._loaded[0] is domain:
+            return self._loaded[1]
+        require_interface(domain, DOMAIN_METHODS, role="domain", kind="an OND domain",
+                          choose="domain=<option> (digits, handwriting, activity, image_segments)")
+        data = domain.load()
+        if not isinstance(data, LabeledData):
+            raise ConfigError(f"domain ({class_name(domain)}) is not an OND domain: load() returned "
+                              f"{type(data).__name__}, expected runner.domains.classification.LabeledData")
+        self._loaded = (domain, data)
+        return data
 
     def tags(self) -> dict[str, str]:
         return {"condition": self.condition}
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> OndRecord:
-        data = domain.load()
+        data = self._data(domain)
         split = split_classes(data, known_classes=self.known_classes, train_fraction=self.train_fraction, rng=rng)
         plans = plan_trials(data, split, num_trials=self.num_trials, trials_without_novelty=self.trials_without_novelty,
                             pre_novelty=self.pre_novelty, post_novelty=self.post_novelty,

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from runner.domains.classification import LabeledData
+from runner.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -28,12 +29,38 @@ class OndSplit:
     heldout_known_rows: np.ndarray  # known-class samples for the streams
 
 
+def heldout_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
+    """Samples of each class left for the trial streams when the class is known (its training share removed,
+    rounded as :func:`split_classes` rounds it)."""
+    counts = np.bincount(data.labels, minlength=data.num_classes)
+    return counts - np.minimum(np.round(train_fraction * counts), counts).astype(np.int64)
+
+
+def check_domain_fits(data: LabeledData, *, known_classes: int, train_fraction: float, novel_classes_per_trial: int,
+                      pre_novelty: int, post_novelty: int, domain_name: str) -> None:
+    """The protocol's sizes fit the domain for every draw of the known classes (the draw depends on the
+    seed, so the check takes the fewest held-out samples any draw of ``known_classes`` classes can give)."""
+    num_classes = data.num_classes
+    if not 1 <= known_classes < num_classes:
+        raise ConfigError(f"protocol.known_classes: expected 1..{num_classes - 1} for domain {domain_name!r} "
+                          f"({num_classes} classes: at least one must stay novel), got {known_classes}")
+    if novel_classes_per_trial > num_classes - known_classes:
+        raise ConfigError(f"protocol.novel_classes_per_trial: expected 1..{num_classes - known_classes} (domain "
+                          f"{domain_name!r} has {num_classes} classes, protocol.known_classes = {known_classes}), "
+                          f"got {novel_classes_per_trial}")
+    fewest = int(np.sort(heldout_per_class(data, train_fraction))[:known_classes].sum())
+    if pre_novelty + post_novelty > fewest:
+        raise ConfigError(f"protocol.pre_novelty + protocol.post_novelty = {pre_novelty + post_novelty} exceeds the "
+                          f"{fewest} held-out known samples domain {domain_name!r} guarantees for {known_classes} known "
+                          f"classes (train_fraction {train_fraction:g}); shorten the trials")
+
+
 def split_classes(data: LabeledData, *, known_classes: int, train_fraction: float, rng: np.random.Generator) -> OndSplit:
     num_classes = data.num_classes
     if not 1 <= known_classes < num_classes:
-        raise ValueError(f"protocol.known_classes must lie in 1..{num_classes - 1} for this domain ({num_classes} classes), got {known_classes}")
+        raise ConfigError(f"protocol.known_classes: expected 1..{num_classes - 1} for this domain ({num_classes} classes), got {known_classes}")
     if not 0.0 < train_fraction < 1.0:
-        raise ValueError(f"protocol.train_fraction must lie in (0, 1), got {train_fraction}")
+        raise ConfigError(f"protocol.train_fraction: expected (0, 1), got {train_fraction}")
     known = np.sort(rng.choice(num_classes, size=known_classes, replace=False))
     novel = np.setdiff1d(np.arange(num_classes), known)
     rows = np.flatnonzero(np.isin(data.labels, known))
@@ -54,17 +81,17 @@ def plan_trials(data: LabeledData, split: OndSplit, *, num_trials: int, trials_w
                 pre_novelty: int, post_novelty: int, novel_fraction: float, novel_classes_per_trial: int,
                 rng: np.random.Generator) -> list[TrialPlan]:
     if not 0 <= trials_without_novelty <= num_trials:
-        raise ValueError(f"protocol.trials_without_novelty must lie in 0..protocol.num_trials ({num_trials}), got {trials_without_novelty}")
+        raise ConfigError(f"protocol.trials_without_novelty: expected 0..protocol.num_trials ({num_trials}), got {trials_without_novelty}")
     if not 0.0 < novel_fraction <= 1.0:
-        raise ValueError(f"protocol.novel_fraction must lie in (0, 1], got {novel_fraction}")
+        raise ConfigError(f"protocol.novel_fraction: expected (0, 1], got {novel_fraction}")
     if pre_novelty < 0 or post_novelty < 1:
-        raise ValueError(f"protocol.pre_novelty must be >= 0 and protocol.post_novelty >= 1, got {pre_novelty}, {post_novelty}")
+        raise ConfigError(f"protocol.pre_novelty: expected >= 0 and protocol.post_novelty >= 1, got {pre_novelty}, {post_novelty}")
     if not 1 <= novel_classes_per_trial <= len(split.novel_classes):
-        raise ValueError(f"protocol.novel_classes_per_trial must lie in 1..{len(split.novel_classes)}, got {novel_classes_per_trial}")
+        raise ConfigError(f"protocol.novel_classes_per_trial: expected 1..{len(split.novel_classes)}, got {novel_classes_per_trial}")
     num_novel = max(1, int(round(post_novelty * novel_fraction)))
     known_needed = pre_novelty + post_novelty
     if known_needed > len(split.heldout_known_rows):
-        raise ValueError(f"protocol.pre_novelty + protocol.post_novelty = {known_needed} exceeds the {len(split.heldout_known_rows)} held-out known samples of this domain")
+        raise ConfigError(f"protocol.pre_novelty + protocol.post_novelty = {known_needed} exceeds the {len(split.heldout_known_rows)} held-out known samples of this domain")
     label_of = np.zeros(data.num_classes, dtype=np.int64)
     label_of[split.known_classes] = np.arange(1, len(split.known_classes) + 1)
     no_novelty = set(rng.choice(num_trials, size=trials_without_novelty, replace=False).tolist())

@@ -10,6 +10,9 @@ run computes it. It lives in::
 
 ``<hash>`` covers the agent's config and the environment's parameters, so changing either never reuses
 a stale reference. A directory is published by an atomic rename once complete: a crash leaves no STE.
+Each name in the path is a checked safe name; an entry whose ``ste_info.json`` is unreadable, not an
+object, or points outside its folder counts as absent (it is recomputed), and a stored log is read like
+any user log (no link followed).
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from metrics.l2_log import EpisodeLog, read_log
+from runner.safe_paths import SAFE_NAME, check_name, read_text
 
 INFO_FILE = "ste_info.json"
 
@@ -53,8 +57,10 @@ class SteStore:
     def path(self, identity: dict) -> Path:
         digest = hashlib.sha256(json.dumps({"agent": identity["agent"], "environment": identity["environment"]},
                                            sort_keys=True).encode()).hexdigest()[:10]
-        label = f"{agent_label(self.agent_cfg, self.agent_class)}-{digest}"
-        return self.root / f"{identity['task']}_{identity['variant']}" / label / f"seed{self.seed}-ep{self.episodes}"
+        label = check_name(f"{agent_label(self.agent_cfg, self.agent_class)}-{digest}", what="STE agent label",
+                           where="the STE agent's _target_")
+        task = check_name(f"{identity['task']}_{identity['variant']}", what="STE task name", where="the syllabus")
+        return self.root / task / label / f"seed{self.seed}-ep{self.episodes}"
 
     def find(self, identity: dict) -> Path | None:
         """The stored log directory of this identity, or None (absent, incomplete or a different identity)."""
@@ -63,13 +69,16 @@ class SteStore:
         if not info.is_file():
             return None
         try:
-            stored = json.loads(info.read_text())
-        except json.JSONDecodeError:
+            stored = json.loads(read_text(info, what="STE info file"))
+        except (ValueError, RecursionError):  # unreadable, not UTF-8, a link, not JSON: recompute it
             return None
-        if stored.get("identity") != json.loads(json.dumps(identity)):
+        if not isinstance(stored, dict) or stored.get("identity") != json.loads(json.dumps(identity)):
             return None
-        log_dir = where / stored.get("log_dir", "")
-        return log_dir if stored.get("log_dir") and log_dir.is_dir() else None
+        name = stored.get("log_dir")
+        if not isinstance(name, str) or not SAFE_NAME.match(name) or ".." in name:
+            return None  # the log must be a folder of this entry, never a path out of it
+        log_dir = where / name
+        return log_dir if log_dir.is_dir() and not log_dir.is_symlink() else None
 
     def load(self, identity: dict) -> tuple[EpisodeLog, Path] | None:
         found = self.find(identity)

@@ -19,15 +19,30 @@ import numpy as np
 
 from metrics.l2_log import EpisodeLog, L2Logger, L2LogError, read_log
 from metrics.results import MetricResults
+from runner.errors import ConfigError
 from runner.protocols.base import Protocol
+from runner.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from runner.protocols.rl_episodes import run_syllabus
 from runner.protocols.rl_record import RLRecord
 from runner.protocols.rl_ste import SteStore, agent_label, ste_rng
 from runner.protocols.syllabus import Block, parse_syllabus, validate_against
+from runner.safe_paths import check_name
+from runner.typed import as_choice, as_int, as_str, check_keys
 
 MODES = ("syllabus", "ste")
 STE_KEYS = ("dir", "episodes", "seed", "missing", "agent", "domain")
 METRICS_COLUMNS = ("reward",)
+# Columns of the log a live run writes that metrics.perf_measure may name (the episode's return, its length).
+PERF_COLUMNS = METRICS_COLUMNS + ("episode_step_count",)
+# What the episode loop calls on the agent, in the order a mismatch is reported.
+AGENT_METHODS = (Method("act", "act(observation)", args=1),
+                 Method("observe", "observe(observation, action, reward, next_observation, terminated, truncated)", args=6),
+                 Method("seed", "seed(rng)", args=1), Method("start_task", "start_task(spec)", args=1),
+                 Method("end_task", "end_task(spec)", args=1), Method("set_learning", "set_learning(on)", args=1),
+                 Method("start_block", "start_block(block)", args=1), Method("end_block", "end_block(block)", args=1))
+DOMAIN_METHODS = (Method("make", "make(task, variant)", args=2), Method("variants", "variants(task)", args=1),
+                  Method("params", "params(task, variant)", args=2), Method("identity", "identity(task, variant)", args=2))
+DOMAIN_CHOICES = "domain=<option> (cartpole, frozenlake, classic_control)"
 
 
 class RLSyllabusProtocol(Protocol):
@@ -36,28 +51,44 @@ class RLSyllabusProtocol(Protocol):
     def __init__(self, syllabus: Mapping[str, Any], mode: str = "syllabus", log_dir: str = "l2log",
                  scenario_name: str = "syllabus", eval_seed: int = 1_000_000, worker_id: str = "worker-default",
                  ste: Mapping[str, Any] | None = None):
-        if mode not in MODES:
-            raise ValueError(f"protocol.mode must be one of {list(MODES)}, got {mode!r}")
+        self.mode = as_choice(mode, "protocol.mode", MODES)
         self.syllabus = parse_syllabus(syllabus)
-        self.mode, self.log_dir, self.scenario_name = mode, Path(log_dir), str(scenario_name)
-        self.eval_seed, self.worker_id = int(eval_seed), str(worker_id)
-        ste = dict(ste or {})
-        unknown = sorted(set(ste) - set(STE_KEYS))
-        if unknown:
-            raise ValueError(f"protocol.ste: unknown key(s) {unknown}; valid: {list(STE_KEYS)}")
-        self.ste_missing = ste.get("missing", "compute")
-        if self.ste_missing not in ("compute", "skip"):
-            raise ValueError(f"protocol.ste.missing must be 'compute' or 'skip', got {self.ste_missing!r}")
-        episodes = ste.get("episodes", 100)
-        if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-            raise ValueError(f"protocol.ste.episodes must be an integer >= 1, got {episodes!r}")
-        self.ste_dir = Path(ste.get("dir") or "outputs/ste")
-        self.ste_seed, self.ste_episodes = int(ste.get("seed", 0)), int(episodes)
+        self.log_dir = Path(as_str(log_dir, "protocol.log_dir"))
+        # Both become directory names of the l2logger layout.
+        self.scenario_name = check_name(as_str(str(scenario_name), "protocol.scenario_name"), what="scenario name",
+                                        where="protocol.scenario_name")
+        self.worker_id = check_name(as_str(str(worker_id), "protocol.worker_id"), what="worker id",
+                                    where="protocol.worker_id")
+        self.eval_seed = as_int(eval_seed, "protocol.eval_seed", minimum=0)
+        ste = ste if ste is not None else {}
+        if not isinstance(ste, Mapping):
+            raise ConfigError(f"protocol.ste: expected a mapping with keys {list(STE_KEYS)}, got {ste!r}")
+        check_keys(ste, STE_KEYS, "protocol.ste")
+        self.ste_missing = as_choice(ste.get("missing", "compute"), "protocol.ste.missing", ("compute", "skip"))
+        self.ste_dir = Path(as_str(str(ste.get("dir") or "outputs/ste"), "protocol.ste.dir"))
+        self.ste_seed = as_int(ste.get("seed", 0), "protocol.ste.seed", minimum=0)
+        self.ste_episodes = as_int(ste.get("episodes", 100), "protocol.ste.episodes", minimum=1)
         self.ste_agent_cfg, self.ste_domain_cfg = ste.get("agent"), ste.get("domain")
         self._scenario_dir: Path | None = None
         self._logger: L2Logger | None = None
         self._record: RLRecord | None = None
         self._found: dict[str, tuple[EpisodeLog, Path]] = {}
+
+    # -- checks before any run exists ------------------------------------------------------------------
+    def check(self, *, domain, agent, baseline=None) -> None:
+        """No baseline; the agent is a lifelong-RL agent; the domain is an RL domain holding every task and
+        variant of the syllabus."""
+        no_baseline(baseline, "lifelong_rl")
+        require_interface(agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "rl"))
+        require_interface(domain, DOMAIN_METHODS, role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
+        require_attributes(domain, ("tasks", "name"), role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
+        validate_against(self.syllabus, domain)
+
+    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
+        """The typed ``metrics`` node; ``perf_measure`` must be a column of the log (the run's, or the record's)."""
+        from runner.protocols.metric_options import metric_options as typed_options
+
+        return typed_options(self.name, settings, record=record, **({"columns": PERF_COLUMNS} if record is None else {}))
 
     # -- STE lookup ------------------------------------------------------------------------------------
     def _store(self, agent_class: str = "agent") -> SteStore:

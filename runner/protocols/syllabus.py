@@ -21,14 +21,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from runner.errors import ConfigError
+from runner.safe_paths import check_name
+from runner.typed import as_bool, as_int
+
 KINDS = ("CL", "ANT_A", "ANT_B", "custom")
 BLOCK_TYPES = ("train", "test")
 BLOCK_KEYS = ("type", "task", "variant", "episodes")
 GENERATE_KEYS = ("task_variants", "cycles", "train_episodes", "test_episodes", "initial_test")
 
 
-class SyllabusError(ValueError):
-    """A syllabus that cannot run: the message names the block index and the key."""
+class SyllabusError(ConfigError):
+    """A syllabus that cannot run: the message names the block index and the key (``protocol.syllabus...``)."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +76,9 @@ def _pairs(task_variants: Sequence) -> list[tuple[str, str]]:
         elif isinstance(tv, Sequence) and not isinstance(tv, str) and len(tv) == 2:
             out.append((str(tv[0]), str(tv[1])))
         else:
-            raise SyllabusError(f"syllabus.generate.task_variants[{i}]: expected 'task/variant', got {tv!r}")
+            raise SyllabusError(f"protocol.syllabus.generate.task_variants[{i}]: expected 'task/variant', got {tv!r}")
     if not out:
-        raise SyllabusError("syllabus.generate.task_variants: expected at least one 'task/variant'")
+        raise SyllabusError("protocol.syllabus.generate.task_variants: expected at least one 'task/variant'")
     return out
 
 
@@ -83,15 +87,28 @@ def cycle_template(task_variants, *, cycles: int = 2, train_episodes: int = 100,
     """Each cycle trains every (task, variant) in order; after each training block every pair is evaluated
     (``test_episodes`` 0: no evaluation); ``initial_test``: also evaluate everything before any training."""
     pairs = _pairs(task_variants)
-    if int(cycles) < 1:
-        raise SyllabusError(f"syllabus.generate.cycles: expected an integer >= 1, got {cycles!r}")
-    tests = [Block("test", t, v, int(test_episodes)) for t, v in pairs] if int(test_episodes) > 0 else []
+    where = "protocol.syllabus.generate"
+    cycles = _typed(as_int, cycles, f"{where}.cycles", minimum=1)
+    train_episodes = _typed(as_int, train_episodes, f"{where}.train_episodes", minimum=1)
+    test_episodes = _typed(as_int, test_episodes, f"{where}.test_episodes", minimum=0)
+    initial_test = _typed(as_bool, initial_test, f"{where}.initial_test")
+    tests = [Block("test", t, v, test_episodes) for t, v in pairs] if test_episodes > 0 else []
     blocks = list(tests) if initial_test else []
-    for _ in range(int(cycles)):
+    for _ in range(cycles):
         for t, v in pairs:
-            blocks.append(Block("train", t, v, int(train_episodes)))
+            blocks.append(Block("train", t, v, train_episodes))
             blocks.extend(tests)
     return blocks
+
+
+def _typed(check, value, key, **bounds):
+    """``check(value, key, ...)`` with its ConfigError as a :class:`SyllabusError`."""
+    try:
+        return check(value, key, **bounds)
+    except SyllabusError:
+        raise
+    except ConfigError as exc:
+        raise SyllabusError(str(exc)) from None
 
 
 def cl_template(task: str, variants: Sequence[str], **kw) -> list[Block]:
@@ -116,21 +133,21 @@ def ant_b_template(task_variants: Mapping[str, Sequence[str]], **kw) -> list[Blo
 def parse_syllabus(node: Mapping[str, Any]) -> Syllabus:
     """A validated :class:`Syllabus` from a config node (``kind`` plus ``blocks`` or ``generate``)."""
     if not isinstance(node, Mapping):
-        raise SyllabusError(f"syllabus: expected a mapping with 'kind' and 'blocks' (or 'generate'), got {type(node).__name__}")
+        raise SyllabusError(f"protocol.syllabus: expected a mapping with 'kind' and 'blocks' (or 'generate'), got {type(node).__name__}")
     unknown = sorted(set(node) - {"kind", "blocks", "generate", "description"})
     if unknown:
-        raise SyllabusError(f"syllabus: unknown key(s) {unknown}; valid: kind, blocks, generate, description")
+        raise SyllabusError(f"protocol.syllabus: unknown key(s) {unknown}; valid: kind, blocks, generate, description")
     kind = node.get("kind", "custom")
     if kind not in KINDS:
-        raise SyllabusError(f"syllabus.kind: expected one of {list(KINDS)}, got {kind!r}")
+        raise SyllabusError(f"protocol.syllabus.kind: expected one of {list(KINDS)}, got {kind!r}")
     has_blocks, has_generate = node.get("blocks") is not None, node.get("generate") is not None
     if has_blocks == has_generate:
-        raise SyllabusError("syllabus: give exactly one of 'blocks' (a list) or 'generate' (template arguments)")
+        raise SyllabusError("protocol.syllabus: give exactly one of 'blocks' (a list) or 'generate' (template arguments)")
     if has_generate:
         gen = node["generate"]
         bad = sorted(set(gen) - set(GENERATE_KEYS))
         if bad:
-            raise SyllabusError(f"syllabus.generate: unknown key(s) {bad}; valid: {list(GENERATE_KEYS)}")
+            raise SyllabusError(f"protocol.syllabus.generate: unknown key(s) {bad}; valid: {list(GENERATE_KEYS)}")
         gen = dict(gen)
         if kind in ("ANT_A", "ANT_B"):
             gen.setdefault("initial_test", True)
@@ -144,14 +161,14 @@ def parse_syllabus(node: Mapping[str, Any]) -> Syllabus:
 
 def _as_list(blocks) -> list:
     if isinstance(blocks, (str, bytes)) or not isinstance(blocks, Sequence):
-        raise SyllabusError(f"syllabus.blocks: expected a list of blocks, got {type(blocks).__name__}")
+        raise SyllabusError(f"protocol.syllabus.blocks: expected a list of blocks, got {type(blocks).__name__}")
     if not blocks:
-        raise SyllabusError("syllabus.blocks: the list is empty")
+        raise SyllabusError("protocol.syllabus.blocks: the list is empty")
     return list(blocks)
 
 
 def _parse_block(i: int, b) -> Block:
-    where = f"syllabus.blocks[{i}]"
+    where = f"protocol.syllabus.blocks[{i}]"
     if not isinstance(b, Mapping):
         raise SyllabusError(f"{where}: expected a mapping {{type, task, variant, episodes}}, got {b!r}")
     unknown = sorted(set(b) - set(BLOCK_KEYS))
@@ -165,33 +182,34 @@ def _parse_block(i: int, b) -> Block:
     for key in ("task", "variant"):
         if not isinstance(b[key], str) or not b[key]:
             raise SyllabusError(f"{where}.{key}: expected a non-empty string, got {b[key]!r}")
-    episodes = b["episodes"]
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise SyllabusError(f"{where}.episodes: expected an integer >= 1, got {episodes!r}")
+    episodes = _typed(as_int, b["episodes"], f"{where}.episodes", minimum=1)
     return Block(b["type"], b["task"], b["variant"], episodes)
 
 
 def validate_structure(s: Syllabus) -> None:
-    """The kind's rules (see the module docstring)."""
+    """The kind's rules (see the module docstring); every ``<task>_<variant>`` is a safe file name (it names
+    the STE store's directories)."""
+    for i, b in enumerate(s.blocks):
+        check_name(b.task_name, what="task_variant name", where=f"protocol.syllabus.blocks[{i}]")
     if not any(b.type == "train" for b in s.blocks):
-        raise SyllabusError(f"syllabus ({s.kind}): no training block")
+        raise SyllabusError(f"protocol.syllabus ({s.kind}): no training block")
     tasks = s.tasks
     variants = {t: list(dict.fromkeys(b.variant for b in s.blocks if b.task == t)) for t in tasks}
     if s.kind == "CL" and len(tasks) != 1:
-        raise SyllabusError(f"syllabus (CL): exactly one task expected, got {tasks}; use ANT_A/ANT_B for several tasks")
+        raise SyllabusError(f"protocol.syllabus (CL): exactly one task expected, got {tasks}; use ANT_A/ANT_B for several tasks")
     if s.kind in ("ANT_A", "ANT_B"):
         if len(tasks) < 2:
-            raise SyllabusError(f"syllabus ({s.kind}): at least two tasks expected, got {tasks}")
+            raise SyllabusError(f"protocol.syllabus ({s.kind}): at least two tasks expected, got {tasks}")
         if s.kind == "ANT_A":
             many = {t: v for t, v in variants.items() if len(v) > 1}
             if many:
-                raise SyllabusError(f"syllabus (ANT_A): one variant per task expected, got {many}; use ANT_B")
+                raise SyllabusError(f"protocol.syllabus (ANT_A): one variant per task expected, got {many}; use ANT_B")
         elif all(len(v) == 1 for v in variants.values()):
-            raise SyllabusError(f"syllabus (ANT_B): at least one task with several variants expected, got {variants}")
+            raise SyllabusError(f"protocol.syllabus (ANT_B): at least one task with several variants expected, got {variants}")
         tested = {(b.task, b.variant) for b in s.blocks if b.type == "test"}
         for i, b in enumerate(s.blocks):
             if b.type == "train" and (b.task, b.variant) not in tested:
-                raise SyllabusError(f"syllabus.blocks[{i}].task: {b.task_name} is trained but never evaluated; "
+                raise SyllabusError(f"protocol.syllabus.blocks[{i}].task: {b.task_name} is trained but never evaluated; "
                                     f"evaluation blocks are mandatory in {s.kind}")
 
 
@@ -199,8 +217,8 @@ def validate_against(s: Syllabus, domain) -> None:
     """Every block's task and variant exist in the domain."""
     for i, b in enumerate(s.blocks):
         if b.task not in domain.tasks:
-            raise SyllabusError(f"syllabus.blocks[{i}].task: unknown task {b.task!r} in domain {domain.name!r}; "
+            raise SyllabusError(f"protocol.syllabus.blocks[{i}].task: unknown task {b.task!r} in domain {domain.name!r}; "
                                 f"tasks: {list(domain.tasks)}")
         if b.variant not in domain.variants(b.task):
-            raise SyllabusError(f"syllabus.blocks[{i}].variant: unknown variant {b.variant!r} of task {b.task!r}; "
+            raise SyllabusError(f"protocol.syllabus.blocks[{i}].variant: unknown variant {b.variant!r} of task {b.task!r}; "
                                 f"variants: {domain.variants(b.task)}")

@@ -22,10 +22,16 @@ from tqdm.auto import tqdm
 
 from metrics.results import NA, MetricResults
 from runner.protocols.base import AgentOutputError, Protocol
+from runner.protocols.interfaces import Method, choices, no_baseline, require_interface
 from runner.protocols.trajectory_classes import CLASS_NAMES, class_probabilities_from_futures, turn_classes
 from runner.protocols.trajectory_record import TrajectoryRecord
+from runner.typed import as_float, as_int
 
 TABLE_OPTIONS = ("k_values", "miss_threshold", "collision_radius", "step_count", "kde", "chunk_size")
+# What the protocol calls on the predictor, in the order a mismatch is reported.
+PREDICTOR_METHODS = (Method("predict", "predict(history, *, pred_len, num_preds, dt, rng)", args=1,
+                            keywords=("pred_len", "num_preds", "dt", "rng")),
+                     Method("fit", "fit(train, *, rng)", args=1, keywords=("rng",)))
 
 
 class TrajectoryProtocol(Protocol):
@@ -33,16 +39,33 @@ class TrajectoryProtocol(Protocol):
 
     def __init__(self, num_preds: int = 20, batch_size: int = 128, stop_distance: float = 0.5,
                  turn_degrees: float = 20.0, class_smoothing: float = 0.5, plot_scenes: int = 4):
-        if int(num_preds) < 1:
-            raise ValueError(f"protocol.num_preds: expected a positive integer, got {num_preds!r}")
-        if int(batch_size) < 1:
-            raise ValueError(f"protocol.batch_size: expected a positive integer, got {batch_size!r}")
-        if class_smoothing < 0:
-            raise ValueError(f"protocol.class_smoothing: expected >= 0, got {class_smoothing!r}")
-        self.num_preds, self.batch_size = int(num_preds), int(batch_size)
-        self.stop_distance, self.turn_degrees = float(stop_distance), float(turn_degrees)
-        self.class_smoothing, self.plot_scenes = float(class_smoothing), int(plot_scenes)
+        self.num_preds = as_int(num_preds, "protocol.num_preds", minimum=1)
+        self.batch_size = as_int(batch_size, "protocol.batch_size", minimum=1)
+        self.stop_distance = as_float(stop_distance, "protocol.stop_distance", minimum=0.0)
+        self.turn_degrees = as_float(turn_degrees, "protocol.turn_degrees", minimum=0.0, maximum=180.0)
+        self.class_smoothing = as_float(class_smoothing, "protocol.class_smoothing", minimum=0.0)
+        self.plot_scenes = as_int(plot_scenes, "protocol.plot_scenes", minimum=0)
         self._parts: list[TrajectoryRecord] = []
+
+    # -- checks before any run exists ------------------------------------------------------------------
+    def check(self, *, domain, agent, baseline=None) -> None:
+        """No baseline; the agent is a trajectory predictor; the domain's data are there (``domain.check()``:
+        ETH/UCY reads its files once, so a missing folder or a broken file stops the job here)."""
+        no_baseline(baseline, "trajectory")
+        require_interface(agent, PREDICTOR_METHODS, role="agent", kind="a trajectory predictor",
+                          choose=choices("agent", "trajectory"))
+        require_interface(domain, (Method("load", "load(rng)", args=1),), role="domain", kind="a trajectory domain",
+                          choose="domain=<option> (crowd_sim, eth_ucy)")
+        if callable(getattr(domain, "check", None)):
+            domain.check()
+
+    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
+        """The typed ``metrics`` node; ``k_values`` must not exceed ``num_preds`` and ``tnr_pr_positive``
+        must be one of the behaviour classes."""
+        from runner.protocols.metric_options import metric_options
+
+        live = {"num_preds": self.num_preds, "class_names": CLASS_NAMES} if record is None else {}
+        return metric_options(self.name, settings, record=record, **live)
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> TrajectoryRecord:

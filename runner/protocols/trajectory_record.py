@@ -13,6 +13,9 @@ from pathlib import Path
 
 import numpy as np
 
+from metrics.traj_npz import member, npz_arrays
+from metrics.validation import MetricInputError
+
 RECORD_FILE = "trajectory_record.npz"
 
 
@@ -52,15 +55,28 @@ class TrajectoryRecord:
 
     @classmethod
     def load(cls, path: str | Path) -> "TrajectoryRecord":
+        """A saved record (the file or its folder): every member's CRC, dtype and number of axes checked
+        (one ``ValueError`` naming the file and the member); the values are checked by the record source."""
         path = Path(path)
         if path.is_dir():
             path = path / RECORD_FILE
-        with np.load(path, allow_pickle=False) as d:
-            return cls(path_true=d["Path_true"], path_pred=d["Path_pred"], pred_steps=d["Pred_steps"],
-                       path_history=d["Path_history"], p_true=d["P_true"], p_pred=d["P_pred"],
-                       class_index=d["Class_index"], class_names=d["Class_names"], scene_source=d["Scene_source"],
-                       scene_frame=d["Scene_frame"], dt=float(d["dt"]), metric_seed=int(d["Metric_seed"]),
-                       log_probs=d["Log_probs"] if "Log_probs" in d.files else None)
+        return cls.from_arrays(npz_arrays(path), path)
+
+    @classmethod
+    def from_arrays(cls, arrays, path) -> "TrajectoryRecord":
+        def get(name, ndim, kinds="biuf"):
+            return member(arrays, name, path, kinds=kinds, ndim=ndim)
+
+        dt, seed = get("dt", 0, "iuf"), get("Metric_seed", 0, "iu")
+        if not (np.isfinite(dt) and dt > 0):
+            raise MetricInputError(f"{path}: array 'dt' is {dt.item()!r}, expected a positive number of seconds")
+        if not 0 <= int(seed) < 2**63:
+            raise MetricInputError(f"{path}: array 'Metric_seed' is {int(seed)}, expected an integer in [0, 2**63)")
+        return cls(path_true=get("Path_true", 5), path_pred=get("Path_pred", 5), pred_steps=get("Pred_steps", 3),
+                   path_history=get("Path_history", 4), p_true=get("P_true", 2), p_pred=get("P_pred", 2),
+                   class_index=get("Class_index", 2, "iu"), class_names=get("Class_names", 1, "US"),
+                   scene_source=get("Scene_source", 1, "US"), scene_frame=get("Scene_frame", 1, "iu"), dt=float(dt),
+                   metric_seed=int(seed), log_probs=get("Log_probs", 3) if "Log_probs" in arrays else None)
 
     @staticmethod
     def concatenate(parts: list["TrajectoryRecord"]) -> "TrajectoryRecord":

@@ -22,30 +22,46 @@ import numpy as np
 from metrics.continual import continual_metrics
 from metrics.results import MetricResults, Series
 from runner.protocols.continual import SERIES_PREFIX, ContinualProtocol, evaluate_continual_record
-from runner.protocols.continual_record import RENATE_FILE, ContinualRecord
+from runner.protocols.continual_record import RENATE_FILE, SCENARIOS, ContinualRecord
+from runner.errors import ConfigError
+from runner.safe_paths import read_text
 from runner.sources import SourceData, SourceFormatError
-from runner.sources.csv_table import numeric, read_table
+from runner.sources.csv_table import numeric, read_rows
+from runner.typed import as_choice, as_str
 
 LABEL_COLUMN = "after_task"
+FORMATS = ("auto", "json", "csv")
+MAX_TEST_SIZE = 2**53  # every whole number up to here is exact in float64; beyond it is not a count
 
 
 class AccuracyMatrixSource:
+    """Options are kept as given and checked in :meth:`load` (runner.typed), before any run exists."""
+
     def __init__(self, path: str, format: str = "auto", init_accuracy: list | None = None,
                  num_instances: list | None = None, scenario: str = "class_incremental", domain: str = ""):
-        self.path = Path(str(path)).expanduser()
-        self.format = format
+        self.path, self.format = path, format
         self.init_accuracy, self.num_instances = init_accuracy, num_instances
-        self.scenario, self.domain = scenario, str(domain or "")
+        self.scenario, self.domain = scenario, domain
+
+    def _options(self) -> None:
+        if self.path is None or not str(self.path) or str(self.path) == "???":
+            raise SourceFormatError("source.path: expected a Renate results JSON or an accuracy-matrix CSV")
+        self.path = Path(as_str(self.path, "source.path")).expanduser()
+        self.format = as_choice(self.format, "source.format", FORMATS)
+        self.scenario = as_choice(self.scenario, "source.scenario", SCENARIOS)
+        self.domain = as_str("" if self.domain is None else self.domain, "source.domain", allow_empty=True)
+        for key in ("init_accuracy", "num_instances"):
+            value = getattr(self, key)
+            if value is not None and not isinstance(value, (list, tuple)):
+                raise ConfigError(f"source.{key}: expected a list with one number per task, got {_show(value)}")
 
     def load(self) -> SourceData:
-        if not str(self.path) or str(self.path) == "???":
-            raise SourceFormatError("source.path: expected a Renate results JSON or an accuracy-matrix CSV")
-        if not self.path.is_file():
-            raise SourceFormatError(f"{self.path}: file not found")
+        self._options()
         kind = self.format if self.format != "auto" else {".json": "json", ".csv": "csv"}.get(self.path.suffix.lower())
         if kind not in ("json", "csv"):
             raise SourceFormatError(f"{self.path}: cannot tell the format from the suffix; set source.format=json or csv")
-        A, b, n = self._read_json() if kind == "json" else self._read_csv()
+        text = self._text()
+        A, b, n = self._read_json(text) if kind == "json" else self._read_csv(text)
         T = A.shape[0]
         b = self._merge(b, self.init_accuracy, "accuracy_init", "source.init_accuracy", T, whole=False)
         n = self._merge(n, self.num_instances, "num_instances", "source.num_instances", T, whole=True)
@@ -57,25 +73,39 @@ class AccuracyMatrixSource:
                           record=record, tags={"source": "accuracy_matrix", "format": kind, "tasks": str(T),
                                                "file": self.path.name})
 
-    # -- JSON ----------------------------------------------------------------------------------------
-    def _read_json(self):
+    def _text(self) -> str:
+        """The file the user named (a link given as the path is followed, as chosen), as UTF-8 text."""
         try:
-            results = json.loads(self.path.read_text())
+            real = self.path.resolve()
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop
+            raise SourceFormatError(f"{self.path}: cannot be read ({exc})") from None
+        if not real.exists():
+            raise SourceFormatError(f"{self.path}: file not found")
+        return read_text(real, what="accuracy-matrix file")
+
+    # -- JSON ----------------------------------------------------------------------------------------
+    def _read_json(self, text: str):
+        try:
+            results = json.loads(text)
         except json.JSONDecodeError as exc:
             raise SourceFormatError(f"{self.path}: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise SourceFormatError(f"{self.path}: not valid JSON (nested too deeply)") from None
         if not isinstance(results, dict) or "accuracy" not in results:
-            got = sorted(results) if isinstance(results, dict) else type(results).__name__
-            raise SourceFormatError(f"{self.path}: expected Renate's results dict with key 'accuracy', got {got}")
+            got = f"keys {sorted(results)[:20]}" if isinstance(results, dict) else f"a JSON {_json_type(results)}"
+            raise SourceFormatError(f"{self.path}: expected Renate's results dict (a JSON object) with key 'accuracy', "
+                                    f"got {got}")
         A = self._matrix(results["accuracy"], "'accuracy'")
         b = None
         if "accuracy_init" in results:
             init = results["accuracy_init"]
             if not (isinstance(init, list) and len(init) == 1 and isinstance(init[0], list)):
-                raise SourceFormatError(f"{self.path}, key 'accuracy_init': expected one row [[b_0, ..., b_T-1]]")
-            b = self._vector(init[0], "'accuracy_init' row 0", A.shape[0], whole=False)
+                raise SourceFormatError(f"{self.path}, key 'accuracy_init': expected one row [[b_0, ..., b_T-1]], "
+                                        f"got a JSON {_json_type(init)}")
+            b = self._vector(init[0], "key 'accuracy_init' row 0", A.shape[0], whole=False)
         n = None
         if "num_instances" in results:
-            n = self._vector(results["num_instances"], "'num_instances'", A.shape[0], whole=True)
+            n = self._vector(results["num_instances"], "key 'num_instances'", A.shape[0], whole=True)
         return A, b, n
 
     def _matrix(self, rows, what: str) -> np.ndarray:
@@ -86,36 +116,40 @@ class AccuracyMatrixSource:
             if len(row) != T:
                 raise SourceFormatError(f"{self.path}, key {what}, row {j}: expected {T} accuracies (a T x T matrix "
                                         f"with T = {T} rows), got {len(row)}")
-        for j, row in enumerate(rows):
-            self._vector(row, f"{what} row {j}", T, whole=False)
-        return np.array(rows, dtype=np.float64)
+        return np.array([self._vector(row, f"key {what} row {j}", T, whole=False) for j, row in enumerate(rows)])
 
-    def _vector(self, values, what: str, T: int, *, whole: bool, where: Path | str | None = None) -> np.ndarray:
-        where = self.path if where is None else where
+    def _vector(self, values, what: str, T: int, *, whole: bool, config: bool = False) -> np.ndarray:
+        """``T`` numbers: accuracies in [0, 1], or (``whole``) test sizes in 1..2**53. Messages name the file
+        and ``what`` (``key 'accuracy' row 1, task 2``), or for a ``config`` value the key (``source.num_instances[2]``)."""
+        prefix = what if config else f"{self.path}, {what}"
         if not isinstance(values, (list, tuple)) or len(values) != T:
-            got = len(values) if isinstance(values, (list, tuple)) else type(values).__name__
-            raise SourceFormatError(f"{where}, {what}: expected {T} values (one per task), got {got}")
+            got = f"{len(values)}" if isinstance(values, (list, tuple)) else _show(values)
+            raise SourceFormatError(f"{prefix}: expected {T} values (one per task), got {got}")
         out = np.empty(T)
         for i, v in enumerate(values):
+            at = f"{prefix}[{i}]" if config else f"{prefix}, task {i}"
             if v is None or isinstance(v, (bool, str)) or not isinstance(v, (int, float)):
-                raise SourceFormatError(f"{where}, {what}, task {i}: expected a number, got {v!r}")
-            v = float(v)
+                raise SourceFormatError(f"{at}: expected a number, got {_show(v)}")
+            try:
+                v = float(v)
+            except OverflowError:  # an integer beyond float64 (1e400 written out)
+                raise SourceFormatError(f"{at}: {str(v)[:30]}... is too large") from None
             if np.isnan(v):
-                raise SourceFormatError(f"{where}, {what}, task {i}: NaN where a value is required")
-            if whole and (v != round(v) or v < 1):
-                raise SourceFormatError(f"{where}, {what}, task {i}: expected a positive whole test size, got {v!r}")
+                raise SourceFormatError(f"{at}: NaN where a value is required")
+            if whole and not (np.isfinite(v) and v == round(v) and 1 <= v <= MAX_TEST_SIZE):
+                raise SourceFormatError(f"{at}: expected a positive whole test size (at most 2**53), got {v!r}")
             if not whole and not 0.0 <= v <= 1.0:
-                raise SourceFormatError(f"{where}, {what}, task {i}: accuracy must lie in [0, 1], got {v!r}")
+                raise SourceFormatError(f"{at}: accuracy must lie in [0, 1], got {v!r}")
             out[i] = v
         return out
 
     # -- CSV -----------------------------------------------------------------------------------------
-    def _read_csv(self):
-        first = next((line for line in self.path.read_text().splitlines() if line.strip()), "")
+    def _read_csv(self, text: str):
+        first = next((line for line in text.removeprefix("\ufeff").splitlines() if line.strip()), "")
         head = first.split(",")[0].strip()
         has_header = bool(first) and not _is_number(head)
-        header, fields = read_table(self.path, skip_header=has_header)
-        first_row = 2 if has_header else 1
+        table = read_rows(self.path, skip_header=has_header, text=text)
+        header, fields, lines = table.header, table.fields, table.line_numbers
         if not len(fields):
             raise SourceFormatError(f"{self.path}: no matrix rows")
         labelled = header is not None and header[0] == LABEL_COLUMN
@@ -127,22 +161,29 @@ class AccuracyMatrixSource:
                                     f"{'a missing' if width < T else 'an extra'} column or row")
         names = header[labelled:] if header else [f"task_{i}" for i in range(T)]
         if labelled:
-            labels = numeric(self.path, fields, columns=[0], names=[LABEL_COLUMN], first_row_number=first_row)[:, 0]
+            labels = numeric(self.path, fields, columns=[0], names=[LABEL_COLUMN], first_row_number=0,
+                             row_numbers=lines)[:, 0]
             wrong = np.flatnonzero(labels != np.arange(T))
             if wrong.size:
-                raise SourceFormatError(f"{self.path}, row {first_row + int(wrong[0])}, column {LABEL_COLUMN!r}: "
-                                        f"expected {int(wrong[0])} (rows in task order), got {fields[wrong[0], 0].strip()}")
-        A = numeric(self.path, fields, columns=list(range(labelled, labelled + T)), names=names, first_row_number=first_row)
-        outside = (A < 0) | (A > 1)
+                raise SourceFormatError(f"{self.path}, row {int(lines[wrong[0]])}, column {LABEL_COLUMN!r}: "
+                                        f"expected {int(wrong[0])} (rows in task order), got {fields[wrong[0], 0].strip()[:40]}")
+        A = numeric(self.path, fields, columns=list(range(labelled, labelled + T)), names=names, first_row_number=0,
+                    row_numbers=lines)
+        outside = ~((A >= 0) & (A <= 1))
         if outside.any():
             j, i = (int(x) for x in np.argwhere(outside)[0])
-            raise SourceFormatError(f"{self.path}, row {first_row + j}, column {names[i]!r}: accuracy must lie in [0, 1], "
+            raise SourceFormatError(f"{self.path}, row {int(lines[j])}, column {names[i]!r}: accuracy must lie in [0, 1], "
                                     f"got {A[j, i]!r}")
         return A, None, None
 
     def _merge(self, from_file, from_config, file_key, config_key, T, *, whole):
         """One value per task from the file or the config; both given: they must agree."""
-        given = None if from_config is None else self._vector(list(from_config), config_key, T, whole=whole, where="config")
+        given = None
+        if from_config is not None:
+            try:
+                given = self._vector(list(from_config), config_key, T, whole=whole, config=True)
+            except SourceFormatError as exc:  # a config value: the message starts with the key
+                raise ConfigError(str(exc)) from None
         if from_file is not None and given is not None and not np.allclose(from_file, given, rtol=0, atol=1e-12):
             raise SourceFormatError(f"{self.path}: {file_key} in the file {from_file.tolist()} differs from "
                                     f"{config_key} {given.tolist()}; give one")
@@ -155,6 +196,18 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _json_type(value) -> str:
+    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
+
+
+def _show(value) -> str:
+    """A short description of a value from user data (a nested list is never printed whole)."""
+    if isinstance(value, (list, tuple, dict)):
+        return f"a {'JSON object' if isinstance(value, dict) else 'list'} of {len(value)} item(s)"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class GivenMatrixProtocol(ContinualProtocol):

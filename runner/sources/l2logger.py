@@ -6,6 +6,9 @@
 log each, e.g. a store of STE runs); each must train exactly one task, and that task must be one of the
 log's tasks (``variant_mode: agnostic`` matches on the part before the first ``_``). Every
 l2metrics-style setting comes from the ``metrics`` config (``conf/metrics/lifelong_rl.yaml``).
+
+The folders are user data: they are listed without following links (a link anywhere below them is one
+error), and the record keeps exactly the files the reader parsed (see :class:`RLRecord`).
 """
 from __future__ import annotations
 
@@ -15,23 +18,38 @@ from typing import Any
 
 from metrics.l2_log import EpisodeLog, L2LogError, read_log
 from metrics.results import MetricResults
+from runner.errors import ConfigError
 from runner.protocols.base import Protocol
 from runner.protocols.rl_record import RLRecord
+from runner.safe_paths import list_files
 from runner.sources import SourceData, SourceFormatError
+from runner.typed import as_choice, as_str
 
 INFO_FILE = "logger_info.json"
+VARIANT_MODES = ("aware", "agnostic")
 
 
 class L2LoggerSource:
-    def __init__(self, path: str, ste_paths: list | None = None, perf_measure: str = "reward",
+    def __init__(self, path: str, ste_paths: list | str | None = None, perf_measure: str = "reward",
                  variant_mode: str = "aware"):
-        self.path = Path(str(path)).expanduser()
-        self.ste_paths = [Path(str(p)).expanduser() for p in (ste_paths or [])]
-        self.perf_measure, self.variant_mode = str(perf_measure), str(variant_mode)
+        self.given = {"path": path, "ste_paths": ste_paths, "perf_measure": perf_measure, "variant_mode": variant_mode}
+
+    def _check_options(self) -> None:
+        """Typed ``source.*`` options (a ConfigError naming the key), before any file is read."""
+        given = self.given
+        if given["path"] in (None, "", "???"):
+            raise SourceFormatError("source.path: expected an l2logger log directory")
+        self.path = Path(as_str(given["path"], "source.path")).expanduser()
+        ste = given["ste_paths"]
+        ste = [] if ste is None else [ste] if isinstance(ste, str) else ste
+        if not isinstance(ste, (list, tuple)):
+            raise ConfigError(f"source.ste_paths: expected a list of STE log folders, got {ste!r} ({type(ste).__name__})")
+        self.ste_paths = [Path(as_str(p, f"source.ste_paths[{i}]")).expanduser() for i, p in enumerate(ste)]
+        self.perf_measure = as_str(given["perf_measure"], "source.perf_measure")
+        self.variant_mode = as_choice(given["variant_mode"], "source.variant_mode", VARIANT_MODES)
 
     def load(self) -> SourceData:
-        if not str(self.path) or str(self.path) == "???":
-            raise SourceFormatError("source.path: expected an l2logger log directory")
+        self._check_options()
         scenario = scenario_dir(self.path, "source.path")
         log = self._read(scenario)
         tasks = set(log["task_name"].tolist())
@@ -47,7 +65,10 @@ class L2LoggerSource:
                 if task not in tasks and task.split("_")[0] not in {self._key(t) for t in tasks}:
                     raise SourceFormatError(f"{d}: STE log of task {task!r}, which {scenario} does not have "
                                             f"(its tasks: {sorted(tasks)}; variant_mode {self.variant_mode})")
-                name = task if task not in ste_logs else f"{task}-{sum(k.split('-')[0] == task for k in ste_logs)}"
+                name, k = task, 0
+                while name in ste_logs:  # several STE logs of one task: task, task-1, task-2, ...
+                    k += 1
+                    name = f"{task}-{k}"
                 ste_logs[name], ste_dirs[name] = ste, d
         record = RLRecord(log=log, kind=str(log.scenario_info.get("scenario_type", "custom")), log_dir=scenario,
                           ste_logs=ste_logs, ste_dirs=ste_dirs, ste_status={k: "given" for k in ste_logs})
@@ -73,9 +94,10 @@ def scenario_dir(path: Path, what: str) -> Path:
     else its only subdirectory with a ``logger_info.json``."""
     if not path.is_dir():
         raise SourceFormatError(f"{path}: log directory not found ({what})")
-    if (path / INFO_FILE).is_file():
+    listing = list_files(path, what=f"l2logger log folder ({what})")  # a link anywhere below is an error
+    if INFO_FILE in listing:
         return path
-    found = sorted(p.parent for p in path.glob(f"*/{INFO_FILE}"))
+    found = sorted(path / rel.split("/")[0] for rel in listing if rel.count("/") == 1 and rel.endswith(f"/{INFO_FILE}"))
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
@@ -88,9 +110,10 @@ def ste_dirs_under(path: Path) -> list[Path]:
     """An STE path is one log (``logger_info.json`` inside) or a folder of logs (one per subdirectory)."""
     if not path.is_dir():
         raise SourceFormatError(f"{path}: STE log directory not found (source.ste_paths)")
-    if (path / INFO_FILE).is_file():
+    listing = list_files(path, what="STE log folder (source.ste_paths)")
+    if INFO_FILE in listing:
         return [path]
-    found = sorted({p.parent for p in path.rglob(INFO_FILE)})
+    found = sorted({(path / rel).parent for rel in listing if rel.rsplit("/", 1)[-1] == INFO_FILE})
     return found or [path]
 
 

@@ -6,21 +6,31 @@ record folder: ``l2log/`` and ``ste/``), ``trajectory_source.json`` (a trajector
 names is read again), or a bare l2logger log directory. The metric settings are the protocol's
 defaults (``conf/metrics/<protocol>.yaml``) with whatever the command line gives under ``metrics``:
 ``+metrics.threshold=0.7`` (or ``+metrics=ond metrics.threshold=0.7``). A key the protocol does not know
-is an error before any run is created.
+is an error before any run is created (the protocol's ``metric_options``).
+
+A record is user data once downloaded: a folder is listed without following links (a link anywhere in it
+is an error), every ``.npz`` member's CRC, dtype and shape is checked, values are checked as the matching
+source checks them (:mod:`runner.sources.record_checks`), and a ``<kind>_record.*`` of a protocol we do not
+know is named as such. Anything wrong is one error naming the file (and array, index or key).
 """
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
+from metrics.validation import MetricInputError
+from runner.errors import ConfigError, UnsafePathError
 from runner.paths import CONFIG_DIR
+from runner.safe_paths import list_files, read_text, regular_file
 from runner.sources import SourceData, SourceFormatError
+from runner.sources.record_checks import check_continual, check_trajectory
+from runner.typed import as_int, as_str
 
 KINDS = {  # file name -> protocol name
     "ond_record.npz": "ond",
@@ -31,46 +41,70 @@ KINDS = {  # file name -> protocol name
 }
 
 
+RECORD_NAME = re.compile(r"^(?P<kind>.+)_record\.(npz|json)$")  # how any record file is named
+PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
+# What reading a damaged record may raise besides our own ValueErrors; each becomes one error naming the file.
+READ_ERRORS = (OSError, KeyError, IndexError, ValueError, TypeError, AttributeError, StopIteration, RecursionError,
+               OverflowError, zipfile.BadZipFile)
+
+
 class RecordSource:
+    """Options are kept as given and checked in :meth:`load` (runner.typed), before any run exists."""
+
     def __init__(self, path: str, metrics: Mapping | None = None, chunk_size: int = 256):
-        self.path = Path(str(path)).expanduser()
-        self.given = dict(metrics or {})
-        self.chunk_size = int(chunk_size)
+        self.path, self.given, self.chunk_size = path, metrics, chunk_size
+
+    def _options(self) -> None:
+        if self.path is None or not str(self.path) or str(self.path) == "???":
+            raise SourceFormatError("source.path: expected a saved record file or the record folder of a run")
+        self.path = Path(as_str(self.path, "source.path")).expanduser()
+        self.chunk_size = as_int(self.chunk_size, "source.chunk_size", minimum=1)
+        if self.given is not None and not isinstance(self.given, Mapping):
+            raise ConfigError(f"metrics: expected metric settings (key=value pairs), got {str(self.given)[:60]!r}")
+        self.given = dict(self.given or {})
 
     def load(self) -> SourceData:
-        if not str(self.path) or str(self.path) == "???":
-            raise SourceFormatError("source.path: expected a saved record file or the record folder of a run")
+        self._options()
         file = self._find()
         try:
             data = self._load(file)
-        except SourceFormatError:
+        except (SourceFormatError, UnsafePathError, ConfigError):
             raise
-        except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile, json.JSONDecodeError) as exc:
-            raise SourceFormatError(f"{file}: not a readable owl-eval record ({type(exc).__name__}: {exc})") from None
-        defaults = metric_defaults(data.protocol.name)
-        unknown = sorted(set(self.given) - set(defaults))
-        if unknown:
-            raise SourceFormatError(f"metrics: unknown setting(s) {unknown} for a {data.protocol.name} record; "
-                                    f"valid: {sorted(defaults)}")
-        data.protocol = WithDefaultSettings(data.protocol, defaults)
+        except MetricInputError as exc:  # the record readers' own errors (they name the file)
+            raise SourceFormatError(str(exc) if str(file) in str(exc) else f"{file}: {exc}") from None
+        except READ_ERRORS as exc:
+            raise SourceFormatError(f"{file}: not a readable owl-eval record ({type(exc).__name__}: {str(exc)[:300]})") from None
+        # Unknown or ill-typed metric settings are refused by the protocol's metric_options (before any run).
+        data.protocol = WithDefaultSettings(data.protocol, metric_defaults(data.protocol.name))
         data.tags = data.tags | {"source": "record", "record_kind": data.protocol.name, "file": file.name}
         return data
 
     def _find(self) -> Path:
-        if self.path.is_file():
-            if self.path.name not in KINDS:
+        """The record file (or a bare l2logger log directory); a folder is listed without following links."""
+        try:
+            given = self.path.resolve()  # the path the user named (a link to it is fine)
+        except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop
+            raise SourceFormatError(f"{self.path}: cannot be read ({exc})") from None
+        if given.is_file():
+            if given.name not in KINDS:
                 raise SourceFormatError(f"{self.path}: not a record file (expected one of {sorted(KINDS)})")
-            return self.path
-        if not self.path.is_dir():
+            return regular_file(given, what="record file")
+        if not given.is_dir():
             raise SourceFormatError(f"{self.path}: file or directory not found")
-        found = [self.path / name for name in KINDS if (self.path / name).is_file()]
+        files = list_files(given, what="record folder")  # a link anywhere inside is one error
+        found = [given / name for name in KINDS if name in files]
         if len(found) > 1:
-            raise SourceFormatError(f"{self.path}: holds several records ({', '.join(p.name for p in found)}); give the file")
+            raise SourceFormatError(f"{given}: holds several records ({', '.join(p.name for p in found)}); give the file")
         if found:
             return found[0]
-        if any(self.path.rglob("data-log.tsv")):
-            return self.path  # a bare l2logger log directory
-        raise SourceFormatError(f"{self.path}: no record here (expected one of {sorted(KINDS)} or an l2logger log directory)")
+        if any(rel == "data-log.tsv" or rel.endswith("/data-log.tsv") for rel in files):
+            return given  # a bare l2logger log directory
+        unknown = sorted(rel for rel in files if "/" not in rel and RECORD_NAME.match(rel))
+        if unknown:
+            kind = RECORD_NAME.match(unknown[0])["kind"]
+            raise SourceFormatError(f"{given / unknown[0]}: a record of an unknown protocol {kind[:60]!r}; known "
+                                    f"protocols: {', '.join(PROTOCOLS)} (record files {', '.join(sorted(KINDS))})")
+        raise SourceFormatError(f"{given}: no record here (expected one of {sorted(KINDS)} or an l2logger log directory)")
 
     def _load(self, file: Path) -> SourceData:
         name = file.name if file.is_file() else ""
@@ -79,7 +113,6 @@ class RecordSource:
             from runner.protocols.ond_record import OndRecord
 
             record = OndRecord.load(file)
-            check_ond(file, record)
             return SourceData(OndProtocol(condition=record.condition), record, {"trials": str(len(record.trials))})
         if name == "continual_record.npz":
             return load_continual(file)
@@ -92,26 +125,50 @@ class RecordSource:
             return SourceData(TrajectoryProtocol(num_preds=record.path_pred.shape[1]), record,
                               {"scenes": str(record.num_scenes)})
         if name == "trajectory_source.json":
-            from runner.sources.trajectories import TrajectoriesSource
-
-            summary = json.loads(file.read_text())
-            arrays = summary.get("arrays", {})
-            return TrajectoriesSource(summary["path"], chunk_size=self.chunk_size, true_key=arrays.get("true", "Path_true"),
-                                      pred_key=arrays.get("pred", "Path_pred"), mask_key=arrays.get("mask", "Pred_steps"),
-                                      log_probs=arrays.get("log_probs"), seed=int(summary.get("seed", 0))).load()
+            return self._trajectories_again(file)
         from runner.sources.l2logger import L2LoggerSource, L2LogProtocol
 
         if name == "rl_record.json":
-            from metrics.l2_log import L2LogError
             from runner.protocols.rl_record import RLRecord
 
-            try:
-                record = RLRecord.load(file)
-            except L2LogError as exc:
-                raise SourceFormatError(str(exc)) from None
+            record = RLRecord.load(file)  # lists the record folder without links, checks every name
             return SourceData(L2LogProtocol(), record, {"episodes": str(len(record.log))})
         perf = str(self.given.get("perf_measure", "reward"))
         return L2LoggerSource(str(file), perf_measure=perf, variant_mode=str(self.given.get("variant_mode", "aware"))).load()
+
+    def _trajectories_again(self, file: Path) -> SourceData:
+        """A trajectories-source run's summary: the .npz it names is read (and checked) again."""
+        from runner.sources.trajectories import TrajectoriesSource
+
+        summary = read_json_object(file)
+        path, arrays, seed = summary.get("path"), summary.get("arrays", {}), summary.get("seed", 0)
+        if not isinstance(path, str) or not path:
+            raise SourceFormatError(f"{file}: key 'path': expected the .npz file name, got {str(path)[:60]!r}")
+        if not isinstance(arrays, dict) or not all(isinstance(v, str) or v is None for v in arrays.values()):
+            raise SourceFormatError(f"{file}: key 'arrays': expected an object of array names (strings or null)")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise SourceFormatError(f"{file}: key 'seed': expected an integer in [0, 2**63), got {str(seed)[:30]}")
+        source = TrajectoriesSource(path, chunk_size=self.chunk_size, true_key=arrays.get("true") or "Path_true",
+                                    pred_key=arrays.get("pred") or "Path_pred", mask_key=arrays.get("mask") or "Pred_steps",
+                                    log_probs=arrays.get("log_probs"), seed=seed)
+        try:
+            return source.load()
+        except SourceFormatError as exc:
+            raise SourceFormatError(f"{exc} (the file named by {file})") from None
+
+
+def read_json_object(file: Path) -> dict:
+    """A small JSON object file of a record, read without following links; one error naming the file."""
+    text = read_text(file, what="record file")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise SourceFormatError(f"{file}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+        raise SourceFormatError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise SourceFormatError(f"{file}: expected a JSON object {{...}}, got a JSON {type(value).__name__}")
+    return value
 
 
 def metric_defaults(protocol: str) -> dict:
@@ -129,6 +186,10 @@ class WithDefaultSettings:
     def _settings(self, settings: Mapping[str, Any]) -> dict:
         return self.defaults | dict(settings or {})
 
+    def metric_options(self, settings, *, record=None):
+        """The protocol's typed settings of the defaults overlaid with the given ones (unknown keys refused)."""
+        return self.inner.metric_options(self._settings(settings), record=record)
+
     def evaluate(self, record, settings):
         return self.inner.evaluate(record, self._settings(settings))
 
@@ -141,8 +202,13 @@ class WithDefaultSettings:
     def save_record(self, record, directory):
         return self.inner.save_record(record, directory)
 
+    def __getattr__(self, name):  # anything else (check, record_so_far, ...) is the protocol's own
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
 
-# --------------------------------------------------------------------------------- record checks
+
+# --------------------------------------------------------------------------------- continual
 
 
 def load_continual(file: Path) -> SourceData:
@@ -150,40 +216,6 @@ def load_continual(file: Path) -> SourceData:
     from runner.sources.accuracy_matrix import GivenMatrixProtocol
 
     record = ContinualRecord.load(file)
-    A, T = np.asarray(record.accuracy), record.num_tasks
-    if A.ndim != 2 or A.shape[1] != T or A.shape[0] > T:
-        raise SourceFormatError(f"{file}: array 'accuracy' has shape {A.shape}, expected [k <= {T}, {T}] ({T} tasks)")
-    bad = ~np.isfinite(A) | (A < 0) | (A > 1)
-    if bad.any():
-        j, i = (int(x) for x in np.argwhere(bad)[0])
-        raise SourceFormatError(f"{file}: array 'accuracy' [{j}, {i}] is {A[j, i]}, expected an accuracy in [0, 1]")
-    for key, arr in (("init_accuracy", record.init_accuracy), ("num_instances", record.num_instances)):
-        if np.shape(arr) != (T,):
-            raise SourceFormatError(f"{file}: array {key!r} has shape {np.shape(arr)}, expected [{T}]")
-    # records of the accuracy_matrix source keep unknown b / n as NaN / 0
-    has_init = bool(np.isfinite(record.init_accuracy).all())
-    has_sizes = bool((record.num_instances > 0).all())
+    has_init, has_sizes = check_continual(file, record)
     protocol = GivenMatrixProtocol(record.scenario, has_init=has_init, has_sizes=has_sizes)
-    return SourceData(protocol, record, {"tasks": str(T), "scenario": record.scenario})
-
-
-def check_ond(file: Path, record) -> None:
-    for k, trial in enumerate(record.trials + (record.baseline_trials or [])):
-        n = len(trial.gt_class)
-        for key in ("gt_novel", "p_world_changed"):
-            if len(getattr(trial, key)) != n:
-                raise SourceFormatError(f"{file}: trial {trial.trial_id!r}: {key} has {len(getattr(trial, key))} samples, "
-                                        f"gt_class has {n}")
-        if np.ndim(trial.p_class) != 2 or len(trial.p_class) != n:
-            raise SourceFormatError(f"{file}: trial {trial.trial_id!r}: p_class has shape {np.shape(trial.p_class)}, "
-                                    f"expected [{n}, K + 1]")
-
-
-def check_trajectory(file: Path, record) -> None:
-    from metrics.traj_core import check_paths
-    from metrics.validation import MetricInputError
-
-    try:
-        check_paths(record.path_true, record.path_pred, record.pred_steps)
-    except MetricInputError as exc:
-        raise SourceFormatError(f"{file}: {exc}") from None
+    return SourceData(protocol, record, {"tasks": str(record.num_tasks), "scenario": record.scenario})

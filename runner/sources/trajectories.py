@@ -26,7 +26,11 @@ from metrics.results import NA, MetricResults
 from metrics.validation import MetricInputError
 from runner.protocols.base import Protocol
 from runner.protocols.trajectory import TABLE_OPTIONS, set_class_metrics
+from runner.errors import UnsafePathError
+from runner.safe_paths import regular_file
 from runner.sources import SourceData, SourceFormatError
+from runner.sources.trajectory_checks import check_class_outputs, check_coordinates, check_log_probs
+from runner.typed import as_int, as_str
 
 SUMMARY_FILE = "trajectory_source.json"
 
@@ -55,22 +59,36 @@ class TrajectoryFile:
 
 
 class TrajectoriesSource:
+    """Options are kept as given and checked in :meth:`load` (runner.typed), so a bad one is one error
+    naming ``source.<key>`` before any run exists."""
+
     def __init__(self, path: str, chunk_size: int = 256, true_key: str = "Path_true", pred_key: str = "Path_pred",
                  mask_key: str = "Pred_steps", log_probs: str | None = "auto", seed: int = 0,
-                 class_true_key: str = "P_true", class_pred_key: str = "P_pred", class_names_key: str = "Class_names"):
-        self.path = Path(str(path)).expanduser()
-        self.chunk_size, self.seed = int(chunk_size), int(seed)
+                 class_true_key: str | None = "P_true", class_pred_key: str | None = "P_pred",
+                 class_names_key: str | None = "Class_names"):
+        self.path, self.chunk_size, self.seed = path, chunk_size, seed
         self.keys = {"true": true_key, "pred": pred_key, "mask": mask_key}
         self.log_probs = log_probs
         self.class_keys = {"class_true": class_true_key, "class_pred": class_pred_key, "class_names": class_names_key}
 
-    def load(self) -> SourceData:
-        if not str(self.path) or str(self.path) == "???":
+    def _options(self) -> None:
+        if self.path is None or not str(self.path) or str(self.path) == "???":
             raise SourceFormatError("source.path: expected an .npz with Path_true, Path_pred and Pred_steps")
-        if self.chunk_size < 1:
-            raise SourceFormatError(f"source.chunk_size: expected a positive integer, got {self.chunk_size}")
-        if not self.path.is_file():
-            raise SourceFormatError(f"{self.path}: file not found")
+        self.path = Path(as_str(self.path, "source.path")).expanduser()
+        self.chunk_size = as_int(self.chunk_size, "source.chunk_size", minimum=1)
+        self.seed = as_int(self.seed, "source.seed", minimum=0)
+        self.keys = {role: as_str(key, f"source.{role}_key") for role, key in self.keys.items()}
+        if self.log_probs is not None:
+            self.log_probs = as_str(self.log_probs, "source.log_probs")
+        self.class_keys = {role: None if key is None else as_str(key, f"source.{role}_key")
+                           for role, key in self.class_keys.items()}
+
+    def load(self) -> SourceData:
+        self._options()
+        try:  # the file the user named (a link to it is fine); a directory, FIFO or device is not
+            regular_file(self.path.resolve(), what="trajectories .npz")
+        except (UnsafePathError, OSError, RuntimeError) as exc:  # RuntimeError: a link loop
+            raise SourceFormatError(f"{self.path}: {exc}" if not isinstance(exc, UnsafePathError) else str(exc)) from None
         arrays = self._open()
         keys = dict(self.keys)
         lp_key = self.log_probs
@@ -100,28 +118,7 @@ class TrajectoriesSource:
         if len(present) == 1:
             missing = p_key if present[0] == t_key else t_key
             raise SourceFormatError(f"{self.path}: array {present[0]!r} is there but {missing!r} is not; class outputs need both")
-        p_true = np.asarray(arrays[t_key], dtype=np.float64)
-        p_pred = np.asarray(arrays[p_key], dtype=np.float64)
-        for key, arr in ((t_key, p_true), (p_key, p_pred)):
-            if arr.ndim != 2 or arr.shape[0] != n_s or arr.shape[1] < 2:
-                raise SourceFormatError(f"{self.path}: array {key!r} has shape {arr.shape}, expected [N_S, N_classes] = "
-                                        f"[{n_s}, >=2] (N_S from {self.keys['pred']!r})")
-            bad = np.argwhere(~np.isfinite(arr))
-            if bad.size:
-                raise SourceFormatError(f"{self.path}: array {key!r} [scene {bad[0][0]}, class {bad[0][1]}] is not a finite number")
-        if p_pred.shape != p_true.shape:
-            raise SourceFormatError(f"{self.path}: array {p_pred.shape} of {p_key!r} does not match {p_true.shape} of {t_key!r}")
-        not_one_hot = np.flatnonzero(~(np.isin(p_true, (0.0, 1.0)).all(1) & (p_true.sum(1) == 1)))
-        if not_one_hot.size:
-            raise SourceFormatError(f"{self.path}: array {t_key!r} scene {not_one_hot[0]} is not one-hot: {p_true[not_one_hot[0]].tolist()}")
-        outside = np.argwhere((p_pred < 0) | (p_pred > 1))
-        if outside.size:
-            i, j = outside[0]
-            raise SourceFormatError(f"{self.path}: array {p_key!r} [scene {i}, class {j}] = {p_pred[i, j]} is outside [0, 1]")
-        sums = p_pred.sum(1)
-        off = np.flatnonzero(np.abs(sums - 1) > 1e-6)
-        if off.size:
-            raise SourceFormatError(f"{self.path}: array {p_key!r} scene {off[0]} sums to {sums[off[0]]:.9g}, expected 1 within 1e-06")
+        p_true, p_pred = check_class_outputs(self.path, t_key, p_key, arrays[t_key], arrays[p_key], rows=n_s)
         n_c = p_true.shape[1]
         if n_key and n_key in arrays:
             names = np.asarray(arrays[n_key])
@@ -136,7 +133,7 @@ class TrajectoriesSource:
     def _open(self) -> dict:
         from metrics.traj_table import npz_arrays
 
-        try:
+        try:  # every member's CRC is checked first: a corrupted member is an error, never scored
             return npz_arrays(self.path)
         except MetricInputError as exc:
             raise SourceFormatError(str(exc)) from None
@@ -173,8 +170,9 @@ class TrajectoriesSource:
         return n_s, n_p, n_a, n_o
 
     def _check_values(self, keys, true, pred, mask, lp, n_s) -> int:
-        """Chunk by chunk: 0/1 mask, finite truth and predictions at every counted step, log-probs of
-        counted agents not NaN/+inf. Returns the number of agents with a counted step."""
+        """Chunk by chunk: 0/1 mask, truth and predictions finite and within +-MAX_ABS_COORDINATE at every
+        counted step (:mod:`runner.sources.trajectory_checks`), log-probs of counted agents not NaN/+inf.
+        Returns the number of agents with a counted step."""
         valid_agents = 0
         for lo in range(0, n_s, self.chunk_size):
             sl = slice(lo, lo + self.chunk_size)
@@ -186,27 +184,15 @@ class TrajectoriesSource:
                     raise SourceFormatError(f"{self.path}: array {keys['mask']!r} [scene {lo + s}, agent {a}, step {t}] "
                                             f"is {m[s, a, t]}, expected 0/1 (or booleans)")
                 m = m.astype(bool)
-            t_bad = ~np.isfinite(np.asarray(true[sl])[:, 0]).all(-1) & m
-            if t_bad.any():
-                s, a, t = (int(i) for i in np.argwhere(t_bad)[0])
-                raise SourceFormatError(f"{self.path}: array {keys['true']!r} [scene {lo + s}, 0, agent {a}, step {t}] is "
-                                        f"NaN/inf where {keys['mask']!r} counts the step (a value is required)")
-            p_bad = ~np.isfinite(np.asarray(pred[sl])).all(-1) & m[:, None]
-            if p_bad.any():
-                s, p, a, t = (int(i) for i in np.argwhere(p_bad)[0])
-                raise SourceFormatError(f"{self.path}: array {keys['pred']!r} [scene {lo + s}, prediction {p}, agent {a}, "
-                                        f"step {t}] is NaN/inf where {keys['mask']!r} counts the step (a value is required)")
+            check_coordinates(self.path, keys["true"], true[sl], m[:, None], ("scene", "", "agent", "step"), offset=lo,
+                              mask_key=keys["mask"])
+            check_coordinates(self.path, keys["pred"], pred[sl], m[:, None], ("scene", "prediction", "agent", "step"),
+                              offset=lo, mask_key=keys["mask"])
             agents = m.any(-1)
             valid_agents += int(agents.sum())
             if lp is not None:
-                v = np.asarray(lp[sl], dtype=np.float64)
-                l_bad = (np.isnan(v) & agents[:, None]) | np.isposinf(v)
-                if l_bad.any():
-                    s, p, a = (int(i) for i in np.argwhere(l_bad)[0])
-                    raise SourceFormatError(f"{self.path}: array {keys['log_probs']!r} [scene {lo + s}, column {p}, agent {a}] "
-                                            f"is {v[s, p, a]} (NaN for a counted agent, or +inf)")
+                check_log_probs(self.path, keys["log_probs"], lp[sl], agents, offset=lo)
         return valid_agents
-
 
 class TrajectoryFileProtocol(Protocol):
     """The trajectory metric table of a validated file, streamed in chunks (no agent to run)."""

@@ -120,3 +120,66 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
             assert test.history[s, 0, k].tolist() == hit[0, 2:].tolist()
         else:
             assert np.isnan(test.history[s, 0, k]).all()
+
+
+# ------------------------------------------------------------------------------ checks before any run
+
+
+def test_check_reads_every_file_once_and_load_reuses_it(tiny_dir, monkeypatch):
+    import runner.domains.eth_ucy as eth_ucy
+
+    reads = []
+    real = eth_ucy.read_tracks
+    monkeypatch.setattr(eth_ucy, "read_tracks", lambda path: reads.append(path.name) or real(path))
+    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
+                       obs_len=2, pred_len=2)
+    dom.check()
+    assert sorted(reads) == ["a.txt.gz", "b.txt"]
+    splits = dom.load(np.random.default_rng(0))
+    assert dom.load(np.random.default_rng(1)) is splits and len(reads) == 2
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"\x1f\x8b\x08garbage", "a.txt.gz: not a readable gzip file"),
+    (gzip.compress(b"0\t1\t0.0\t\xff\n"), "a.txt.gz: not UTF-8 text (byte 0xff at offset 8)"),
+    (gzip.compress(b"# only a comment\n\n"), "a.txt.gz: no rows (expected tab-separated frame, pedestrian_id, x, y)"),
+    (gzip.compress(b"0\t1\t0.0\t0.0\n10\t1\tnan\t0.0\n"), "a.txt.gz: data row 2, column x: expected a finite number, got nan"),
+    (gzip.compress(b"0\t1\t0.0\t0.0\n1e15\t1\t1.0\t0.0\n"), "100000000000001 time steps x 1 pedestrians is too large"),
+])
+def test_a_broken_file_is_one_error_naming_it(tmp_path, content, message):
+    (tmp_path / "a.txt.gz").write_bytes(content)
+    (tmp_path / "b.txt").write_text(TINY)
+    dom = EthUcyDomain(str(tmp_path), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
+                       obs_len=2, pred_len=2)
+    with pytest.raises(DataPathError) as err:
+        dom.check()
+    assert message in str(err.value)
+
+
+def test_a_link_in_the_data_folder_is_not_followed(tiny_dir, tmp_path_factory):
+    from runner.errors import UnsafePathError
+
+    secret = tmp_path_factory.mktemp("elsewhere") / "secret.txt"
+    secret.write_text(TINY)
+    (tiny_dir / "b.txt").unlink()
+    (tiny_dir / "b.txt").symlink_to(secret)
+    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
+                       obs_len=2, pred_len=2)
+    with pytest.raises(UnsafePathError, match=r"b.txt: ETH/UCY file is a symbolic link"):
+        dom.check()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"obs_len": 2.5}, "domain.obs_len: expected an integer, got 2.5 (float)"),
+    ({"obs_len": 1}, "domain.obs_len: expected an integer >= 2, got 1"),
+    ({"stride": 0}, "domain.stride: expected an integer >= 1, got 0"),
+    ({"fps": 0}, "domain.fps: expected a number > 0, got 0"),
+    ({"complete_only": "maybe"}, "domain.complete_only: expected true or false, got 'maybe'"),
+    ({"test_group": "mars"}, "domain.test_group: expected one of ['eth', 'hotel', 'univ', 'zara1', 'zara2'], got 'mars'"),
+    ({"groups": {"eth": "biwi_eth"}}, "domain.groups.eth: expected a list of file names, got 'biwi_eth'"),
+    ({"extra_train_files": ["../../etc/passwd"]}, "domain.extra_train_files[0]: file name '../../etc/passwd' is not a safe name"),
+])
+def test_each_bad_domain_setting_is_one_error_naming_its_key(setting, message):
+    with pytest.raises(ValueError) as err:
+        EthUcyDomain("somewhere", **setting)
+    assert str(err.value).startswith(message)

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from runner.domains.rl_envs import INSTALL_HINT, RLDomain  # noqa: E402
+from runner.errors import ConfigError  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 
@@ -122,15 +123,20 @@ def test_spec_describes_the_spaces(cartpole, frozenlake):
     ({"cartpole": {"variants": {"bad": {"pole_length": 1.0}}}}, "unknown parameter(s) ['pole_length']"),
     ({"cart_pole": {"family": "cartpole"}}, "no '_'"),
     ({"pong": {}}, "unknown family 'pong'"),
-    ({"frozenlake": {"variants": {"x": {"map": ["SF", "FGG"]}}}}, None),
+    ({"frozenlake": {"variants": {"x": {"map": ["SF", "FGG"]}}}}, "domain.tasks.frozenlake.variants.x.map: frozenlake "
+     "map ['SF', 'FGG']: expected equal-length rows"),
+    ({"frozenlake": {"variants": {"x": {"is_slippery": "false"}}}}, "domain.tasks.frozenlake.variants.x.is_slippery: "
+     "expected true or false, got 'false'"),
+    ({"frozenlake": {"variants": {"x": {"success_rate": 1.5}}}}, "domain.tasks.frozenlake.variants.x.success_rate"),
+    ({"cartpole": {"variants": {"x": {"length": "long"}}}}, "domain.tasks.cartpole.variants.x.length: expected a number"),
+    ({"cartpole": {"variants": {"x": {"length": 0.0}}}}, "domain.tasks.cartpole.variants.x.length: expected a number > 0"),
+    ({"cartpole": {"max_episode_steps": 2.5}}, "domain.tasks.cartpole.max_episode_steps: expected an integer"),
+    ({"cartpole": {"variants": ["a", "b"]}}, "domain.tasks.cartpole.variants: expected a mapping"),
 ])
 def test_bad_domain_config_is_named(tasks, message):
-    if message is None:  # map errors surface when the env is made
-        domain = RLDomain("d", tasks)
-        with pytest.raises(ValueError, match="equal-length rows"):
-            domain.make("frozenlake", "x")
-        return
-    with pytest.raises(ValueError) as err:
+    """Every variant's parameters are checked when the domain is built (before any run), not when the
+    environment is made mid-run."""
+    with pytest.raises(ConfigError) as err:
         RLDomain("d", tasks)
     assert message in str(err.value)
 

@@ -259,6 +259,34 @@ def test_without_baseline_m3_to_m6_are_na():
     assert isinstance(r["m4_nrp_top3"], NA)
 
 
+def test_given_condition_does_not_report_trial_detection():
+    # The same trials as test_detection_metrics_by_hand (M1 1.5, M2 50, M2 all 40, M2.1 20 under system): under
+    # given the agent is told the red light, so M1, M2 and M2.1 are N/A (and their grid variants and series).
+    r = program_metrics(detection_trials(), condition="given", threshold_grid=True)
+    for name in ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct"):
+        assert isinstance(r[name], NA) and "red light is given" in r[name].reason, name
+        assert isinstance(r[f"{name}@0.3"], NA), name
+        assert f"{name}_vs_threshold" not in r.series, name
+    # per-sample detection on p_class[:, 0] is still a measurement: equal to the system condition's value
+    system = program_metrics(detection_trials(), condition="system", threshold_grid=True)
+    assert r["ndp_accuracy_post"] == system["ndp_accuracy_post"]
+    assert system["m1_mean_fn_cdt"] == pytest.approx(1.5) and system["m21_fp_pct@0.3"] == 20.0
+
+
+def test_agent_identical_to_baseline_has_no_m5_m6():
+    # The agent is the baseline: M5 would be 0.5 and M6 1 by construction (T1: post top-1 2/3 vs 2/3 -> 0.5).
+    r = program_metrics(accuracy_trials(), accuracy_trials(), asymptotic_width=2)
+    for name in ("m5_opti_top1", "m6_apti_top1"):
+        assert isinstance(r[name], NA) and "the agent is the baseline" in r[name].reason, name
+    # NRP is still a measurement: 100 * post top-1 (2/3) / pre top-1 (1/3) = 200
+    assert r["m3_nrp_top1"] == pytest.approx(200.0)
+    # one sample different (T1 sample 5: rank 0 -> 1) is a different agent: M5 measured again,
+    # agent post top-1 [1,0,1] = 2/3, baseline [1,0,0] = 1/3 -> (2/3) / (2/3 + 1/3) = 2/3
+    other = accuracy_trials()
+    other[0] = make_trial([1, 2, 3, 0, 0, 4], 3, ranks=[0, 1, 3, 0, 2, 1], n_columns=5, trial_id="T1")
+    assert program_metrics(accuracy_trials(), other)["m5_opti_top1"] == pytest.approx(2 / 3)
+
+
 def zero_baseline_trial(trial_id="T3"):
     # red light 2; baseline ranks [1,1,0,0]: pre top-1 0 (!), pre top-3 1; agent ranks [0,0,0,2]: post top-1 1/2, top-3 1
     agent = make_trial([1, 2, 0, 0], 2, ranks=[0, 0, 0, 2], n_columns=5, trial_id=trial_id)
@@ -319,7 +347,10 @@ def test_novelty_detection_performance_by_hand():
     assert r["ndp_f1_post"] == pytest.approx(2 / 3)
     assert r["ndp_accuracy_post"] == pytest.approx(0.5)
     assert r["ndp_accuracy_pre"] == pytest.approx(0.5)
-    assert r["ndp_precision_pre"] == 0.0 and r["ndp_recall_pre"] == 0.0 and r["ndp_f1_pre"] == 0.0
+    # No novel sample ever comes before the red light: pre precision, recall and F1 would be 0 by construction
+    # (sail-on-client reports 0), so they are N/A with that reason; pre accuracy is a real false-alarm measure.
+    for name in ("ndp_precision_pre", "ndp_recall_pre", "ndp_f1_pre"):
+        assert isinstance(r[name], NA) and "by construction" in r[name].reason, name
     single = novelty_detection_performance(gt_novel[2:], p0[2:], threshold=0.5)
     assert (single["tp"], single["fp"], single["fn"], single["tn"]) == (2, 1, 1, 0)
 
@@ -381,6 +412,7 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
     per = {name: [] for name in ["d", "top1", "top3", "top1_pre", "top3_pre", "top1_post", "top3_post"]}
     cdt_fn, n_cdt, n_early, n_novel = [], 0, 0, 0
     ndp = {f"{r}_{s}": [] for r in ("precision", "recall", "f1", "accuracy") for s in ("pre", "post")}
+    novel_in_segment = {"pre": 0, "post": 0}
     nrp = {1: [], 3: []}
     opti, apti = [], []
     batches = {}
@@ -418,6 +450,7 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
                 fp += pred and not truth
                 fn += (not pred) and truth
                 tn += (not pred) and (not truth)
+                novel_in_segment[seg] += truth
             precision, recall = loop_rate(tp, tp + fp), loop_rate(tp, tp + fn)
             ndp[f"precision_{seg}"].append(precision)
             ndp[f"recall_{seg}"].append(recall)
@@ -455,10 +488,15 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
         if name != "d":
             out[name] = loop_mean(values)
     for name, values in ndp.items():
-        out[f"ndp_{name}"] = loop_mean(values)
+        rate, seg = name.split("_")
+        # a segment without any novel sample: precision, recall and F1 are 0 by construction -> N/A
+        out[f"ndp_{name}"] = None if rate != "accuracy" and novel_in_segment[seg] == 0 else loop_mean(values)
     if baseline is not None:
         out["nrp_top1"], out["nrp_top3"] = loop_mean(nrp[1]), loop_mean(nrp[3])
         out["m5_opti_top1"], out["m6_apti_top1"] = loop_mean(opti), loop_mean(apti)
+        same = all(np.array_equal(a.p_class, b.p_class) for a, b in zip(trials, baseline))
+        if same:  # the agent is the baseline: M5 = 0.5 and M6 = 1 by construction -> N/A
+            out["m5_opti_top1"] = out["m6_apti_top1"] = None
     # open set, from the definitions (pairs, thresholds)
     pos = [s for s, v in zip(all_p0, all_novel) if v]
     neg = [s for s, v in zip(all_p0, all_novel) if not v]
@@ -475,6 +513,10 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
             fpr = sum(1 for c, v in zip(all_conf, all_novel) if v and c >= t) / len(pos)
             points.append((fpr, ccr))
         out["oscr"] = sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(points, points[1:]))
+        if len(set(all_p0)) == 1:  # one score for every sample: nothing is ranked -> N/A
+            out["auroc_novel"] = out["fpr_at_95tpr"] = None
+        if len(set(all_conf)) == 1:
+            out["oscr"] = None
     if pos:
         ap, prev_recall = 0.0, 0.0
         for t in sorted(set(all_p0), reverse=True):
@@ -482,7 +524,7 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
             fp = sum(1 for s in neg if s >= t)
             ap += (tp / len(pos) - prev_recall) * tp / (tp + fp)
             prev_recall = tp / len(pos)
-        out["aupr_novel"] = ap
+        out["aupr_novel"] = None if neg and len(set(all_p0)) == 1 else ap
     series = [loop_mean([sum(v) / len(v) for v in batches[b].values()]) for b in sorted(batches)]
     return out, series
 
@@ -521,6 +563,9 @@ def test_vectorised_equals_plain_loop_on_random_trials(seed):
     prefix = "m3" if condition == "system" else "m4"
     expected[f"{prefix}_nrp_top1"] = expected.pop("nrp_top1")
     expected[f"{prefix}_nrp_top3"] = expected.pop("nrp_top3")
+    if condition == "given":  # the agent is told the red light: trial detection is not measured
+        for name in ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct"):
+            expected[name] = None
     for name, value in expected.items():
         if value is None:
             assert isinstance(r[name], NA), name

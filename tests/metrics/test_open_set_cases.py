@@ -1,12 +1,13 @@
 """Open-set hand cases not in test_open_set.py / test_ond.py: samples pooled over several trials (one
 without novelty), ties that mix novel and known samples inside one group, p_unknown tied with the
-true class's score, and the constant-score agent (the closed-world baseline)."""
+true class's score, and constant scores (the closed-world baseline), which rank nothing."""
 from __future__ import annotations
 
 import pytest
 
 from metrics.ond import OndTrial, program_metrics
-from metrics.open_set import fpr_at_tpr, oscr
+from metrics.open_set import auroc, fpr_at_tpr, oscr
+from metrics.results import NA
 
 
 def trial(gt_class, p_class, trial_id):
@@ -55,17 +56,27 @@ def test_oscr_one_tie_group_with_right_wrong_and_novel():
     assert oscr([0, 0, 1, 1], [0.5, 0.5, 0.5, 0.1], [1, 0, 0, 0]) == pytest.approx(3 / 8, abs=1e-15)
 
 
-def test_constant_unknown_score_is_chance():
-    # the closed-world baseline: p_unknown = 0 everywhere, so every sample is in one tie group
+def test_constant_unknown_score_is_not_a_measurement():
+    # the closed-world baseline: p_unknown = 0 everywhere, so every sample is in one tie group and the
+    # novelty-score metrics are fixed by construction (AUROC 1/2, AP = 2 novel of 5, FPR@95TPR 1): N/A
     t = trial([1, 2, 0, 2, 0], [[0.0, 0.9, 0.1], [0.0, 0.3, 0.7], [0.0, 0.6, 0.4], [0.0, 0.8, 0.2], [0.0, 0.5, 0.5]], "c")
     r = program_metrics([t])
-    # every (novel, known) pair tied -> 1/2; the only threshold (0) flags all 3 known -> FPR 1
-    assert r["auroc_novel"] == pytest.approx(0.5, abs=1e-15)
-    assert r["fpr_at_95tpr"] == pytest.approx(1.0, abs=1e-15)
-    # AP: one group, tp 2 of 5 -> precision 2/5 at recall 1
-    assert r["aupr_novel"] == pytest.approx(0.4, abs=1e-15)
-    # OSCR: confidences known 0.9 (right), 0.7 (right), 0.8 (class 2 predicted 1: wrong); novel 0.6, 0.5
+    for name in ("auroc_novel", "aupr_novel", "fpr_at_95tpr"):
+        assert isinstance(r[name], NA) and "is 0 for all 5 samples" in r[name].reason, name
+    # OSCR ranks by the known-class confidence, which varies: a measurement.
+    #   confidences known 0.9 (right), 0.7 (right), 0.8 (class 2 predicted 1: wrong); novel 0.6, 0.5
     #   0.9 -> (0, 1/3); 0.8 wrong -> (0, 1/3); 0.7 -> (0, 2/3); 0.6 -> (1/2, 2/3); 0.5 -> (1, 2/3)
     #   area = 1 * 2/3
     assert r["oscr"] == pytest.approx(2 / 3, abs=1e-12)
+    # the plain functions keep sklearn's numbers on a constant score (roc_curve gives FPR 1 at TPR 1)
     assert fpr_at_tpr([0, 1, 0], [0.0, 0.0, 0.0]) == 1.0
+    assert auroc([0, 1, 0], [0.3, 0.3, 0.3]) == 0.5
+
+
+def test_constant_known_class_confidence_has_no_oscr():
+    # every row [p_u, 0.5, 0.5 - p_u]: confidence 0.5 everywhere -> OSCR would be accuracy / 2; p_unknown varies
+    t = trial([1, 0, 1, 0], [[0.1, 0.5, 0.4], [0.4, 0.5, 0.1], [0.2, 0.5, 0.3], [0.3, 0.5, 0.2]], "flat")
+    r = program_metrics([t])
+    assert isinstance(r["oscr"], NA) and "OSCR would be the closed-set accuracy / 2" in r["oscr"].reason
+    # novel scores 0.4, 0.3 both above known 0.1, 0.2: AUROC 1
+    assert r["auroc_novel"] == 1.0

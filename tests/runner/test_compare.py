@@ -1,7 +1,8 @@
 """runner.compare: per-group mean, std and 95 % Student-t CI over seeds, checked against hand arithmetic,
-then the same through a real SQLite store (parent-run logging and the command line)."""
+then the same through a real SQLite store (parent-run logging, the sweep summary and the command line)."""
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from types import SimpleNamespace
@@ -10,6 +11,7 @@ import pytest
 from scipy.stats import t
 
 from runner import compare as cmp
+from runner.errors import ConfigError
 
 
 def fake_run(agent: str, seed: int, metrics: dict, params: dict | None = None, tags: dict | None = None):
@@ -38,6 +40,13 @@ def test_summarize_matches_hand_arithmetic():
     assert cmp.summarize([])[0] == 0
 
 
+@pytest.mark.parametrize("value, text", [(0.85, "0.85"), (0.124207, "0.124"), (100.0, "100"), (1234.5, "1230"),
+                                         (0.000123456, "0.000123"), (-2.71828, "-2.72"), (1.0, "1"), (0.0, "0"),
+                                         (1.23456e-7, "1.23e-07"), (12345678.0, "1.23e+07")])
+def test_significant_digits(value, text):
+    assert cmp.significant(value) == text
+
+
 def test_groups_by_agent_and_swept_params_not_seed():
     runs = [fake_run("ond/knn_novelty", s, {"top1": v, "m21_fp_pct": f}, {"protocol.condition": c})
             for c, values in (("given", [(0.8, 10.0), (0.9, 20.0), (0.85, 30.0)]), ("system", [(0.6, 5.0), (0.7, 7.0)]))
@@ -47,34 +56,177 @@ def test_groups_by_agent_and_swept_params_not_seed():
     keys = cmp.swept_keys(["+experiment=ond_system_detection", "agent=ond/knn_novelty,ond/closed_world",
                            "protocol.condition=given,system", "seed=0,1,2", "protocol.num_trials=3"])
     assert keys == ["agent", "protocol.condition"]
+    assert cmp.grouping_keys(runs, keys) == cmp.grouping_keys(runs) == ["agent", "protocol.condition"]
     rows = {(r.label, r.metric): r for r in cmp.compare(runs, keys, ["top1", "m21_fp_pct"])}
     assert set(rows) == {(g, m) for g in ("ond.knn_novelty__condition-given", "ond.knn_novelty__condition-system",
                                           "ond.closed_world__condition-given") for m in ("top1", "m21_fp_pct")}
     r = rows[("ond.knn_novelty__condition-given", "top1")]
     # 0.8, 0.9, 0.85: mean 0.85; deviations -0.05, 0.05, 0 -> var = 0.005/2 = 0.0025, std = 0.05
     half = t.ppf(0.975, 2) * 0.05 / math.sqrt(3)  # 4.302653 * 0.05 / 1.732051 = 0.124207
-    assert (r.n, r.direction) == (3, "maximize")
+    assert (r.n, r.runs, r.direction) == (3, 3, "maximize")
     assert (r.mean, r.std, r.ci95_low, r.ci95_high) == pytest.approx((0.85, 0.05, 0.85 - half, 0.85 + half), rel=1e-12)
     r = rows[("ond.knn_novelty__condition-system", "m21_fp_pct")]
     # 5, 7: mean 6, std sqrt(2), half = t(0.975, 1) * sqrt(2) / sqrt(2) = 12.706205
     assert r.direction == "minimize"
     assert (r.mean, r.std, r.ci95_high) == pytest.approx((6.0, math.sqrt(2), 6 + t.ppf(0.975, 1)), rel=1e-12)
-    # The Markdown table marks the best mean by each metric's direction: top1 highest, m21 lowest.
+    # The Markdown table marks the best mean by each metric's direction: top1 highest, m21 lowest;
+    # 3 significant digits, the legend says what ± is.
     md = cmp.to_markdown(list(rows.values()))
     top1_line = next(line for line in md.splitlines() if line.startswith("| top1 |"))
     fp_line = next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |"))
-    assert "**0.85 ± 0.12 (n=3)**" in top1_line and top1_line.count("**") == 2
+    assert "**0.85 ± 0.124 (n=3)**" in top1_line and top1_line.count("**") == 2
     assert "**1 ± 0 (n=2)**" in fp_line and fp_line.count("**") == 2  # closed_world's constant 1.0 is lowest
+    assert "± half-width of the 95 % Student-t confidence interval" in md
 
 
-def test_reruns_of_one_config_count_once_and_series_are_left_out():
-    a = fake_run("ond/knn_novelty", 0, {"top1": 0.5, "top1_batch": 0.1})
-    again = fake_run("ond/knn_novelty", 0, {"top1": 0.5, "top1_batch": 0.1})
-    again.data.tags["owl_eval.config_hash"] = a.data.tags["owl_eval.config_hash"]
-    b = fake_run("ond/knn_novelty", 1, {"top1": 0.7, "top1_batch": 0.2, "time/total_s": 3.0})
-    rows = cmp.compare([a, again, b], ["agent"])
-    assert {r.metric for r in rows} == {"top1", "time/total_s"}  # top1_batch is a per-batch series
-    assert next(r for r in rows if r.metric == "top1").n == 2
+def test_seed_copies_and_job_directories_never_split_a_group():
+    # protocol.ste.seed copies the seed; protocol.log_dir is each job's own directory. Two runs of seed 0
+    # (progress toggled: another config hash) are one sample, the latest.
+    def job(seed, value, start, progress="true"):
+        r = fake_run("rl/q_learning", seed, {"saturation": value},
+                     {"protocol.ste.seed": str(seed), "protocol.log_dir": f"/tmp/outputs/{uuid.uuid4().hex}/l2log",
+                      "progress": progress}, {"protocol": "lifelong_rl"})
+        r.info.start_time = start
+        return r
+
+    runs = [job(0, 10.0, 1), job(1, 20.0, 2), job(2, 60.0, 3), job(0, 40.0, 4, progress="false")]
+    assert cmp.grouping_keys(runs) == ["agent"]
+    (row,) = cmp.compare(runs, ["agent"], ["saturation"])
+    # seed 0 counts once (its latest run, 40): 40, 20, 60 -> mean 40
+    assert (row.n, row.runs, row.mean) == (3, 3, pytest.approx(40.0))
+
+
+def test_a_declared_sweep_key_groups_even_when_the_finished_runs_cannot_tell_it_from_the_seed():
+    # Only (digits, seed 0) and (activity, seed 1) finished: from the data alone the domain follows the seed.
+    runs = [fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
+            fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"})]
+    assert cmp.grouping_keys(runs) == ["agent"]
+    assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == ["agent", "domain"]
+
+
+def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
+    keys = {"fpr_at_95tpr": "minimize", "m2_cdt_pct_at_0.3": "maximize", "baseline.fpr_at_95tpr": "minimize",
+            "m1_mean_fn_cdt_at_0.175": "minimize", "oscr": "maximize", "time/total_s": "none"}
+    for key, direction in keys.items():
+        assert cmp.metric_direction("ond", key) == direction, key
+    runs = [fake_run("ond/knn_novelty", s, {**dict.fromkeys(keys, 0.1 * s), "top1_batch": 0.5}) for s in range(2)]
+    assert set(cmp.comparable_metrics(runs)) == set(keys)  # top1_batch is a series: left out
+
+
+def test_not_applicable_cells_are_never_best():
+    # M5 of the closed-world agent against the closed-world baseline is N/A ("the agent is the baseline");
+    # knn's M5 is measured. M1 is N/A in every group; equal means have no best.
+    reason = "the agent is the baseline (identical p_class on every trial): M5 = 0.5 and M6 = 1 by construction"
+    runs = [fake_run("ond/knn_novelty", s, {"m5_opti_top1": v, "top3": 1.0}, tags={"na.m1_mean_fn_cdt": "no CDT"})
+            for s, v in enumerate([0.4, 0.45])]
+    runs += [fake_run("ond/closed_world", s, {"top3": 1.0}, tags={"na.m5_opti_top1": reason, "na.m1_mean_fn_cdt": "no CDT"})
+             for s in range(2)]
+    rows = cmp.compare(runs, ["agent"])
+    md = cmp.to_markdown(rows)
+    m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
+    # columns: closed_world, knn (sorted); knn alone is measured, so nothing is "best"
+    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.425 ± 0.318 (n=2) |"
+    assert f"[1] {reason}" in md
+    top3 = next(line for line in md.splitlines() if line.startswith("| top3 |"))
+    assert "**" not in top3  # 1.0 everywhere: no group is better
+    assert "- m1_mean_fn_cdt: no CDT" in md and "| m1_mean_fn_cdt |" not in md
+    assert cmp.best_means([r for r in rows if r.metric == "m5_opti_top1"]) == set()
+    # 0.4, 0.45: mean 0.425, std sqrt(0.00125) = 0.035355, half = 12.706205 * 0.035355 / sqrt(2) = 0.317655
+    knn = next(r for r in rows if r.metric == "m5_opti_top1" and r.n)
+    assert knn.half_width == pytest.approx(t.ppf(0.975, 1) * math.sqrt(0.00125) / math.sqrt(2), rel=1e-12)
+    # the CSV keeps full precision and the reason
+    csv_lines = cmp.to_csv(rows).splitlines()
+    assert csv_lines[0] == "agent,metric,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
+    assert f"ond/closed_world,m5_opti_top1,maximize,0,nan,nan,nan,nan,2,{reason}" in csv_lines
+    knn_line = next(line.split(",") for line in csv_lines if line.startswith("ond/knn_novelty,m5_opti_top1,"))
+    assert knn_line[3] == "2" and float(knn_line[4]) == (0.4 + 0.45) / 2 and knn_line[-2:] == ["2", ""]
+
+
+# -- a real store --------------------------------------------------------------------------------------------
+AGENTS = {"ond/knn_novelty": 0.7, "ond/closed_world": 0.5}
+DOMAINS = {"digits": 0.1, "activity": 0.0}
+CONDITIONS = {"given": 0.05, "system": 0.0}
+SEED_OFFSET = [0.0, 0.02, 0.07]  # mean 0.03; deviations -0.03, -0.01, 0.04 -> var 0.0026 / 2 = 0.0013
+
+
+def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, name):
+    """A job run as runner.app logs it: tags, the flattened config (a seed copy and a job directory among it)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    tags = {"agent": agent, "domain": domain, "condition": condition, "seed": str(seed), "protocol": "ond",
+            "baseline": "ond/closed_world", "owl_eval.kind": "job", "owl_eval.config_hash": uuid.uuid4().hex,
+            "mlflow.parentRunId": parent_id}
+    params = {"seed": str(seed), "agent._target_": f"agents.{agent.replace('/', '.')}.Agent", "agent.k": "5",
+              "domain._target_": f"runner.domains.{domain}.Domain",
+              "domain.ond.known_classes": "6" if domain == "digits" else "5",
+              "protocol.known_classes": "6" if domain == "digits" else "5", "protocol.condition": condition,
+              "protocol.ste.seed": str(seed), "protocol.log_dir": f"/work/outputs/multiruns/x/{job_num}/l2log",
+              "metrics.threshold": "0.5", "experiment_name": name, "tracking.uri": "sqlite:///x.db", "progress": "false"}
+    top1 = AGENTS[agent] + DOMAINS[domain] + CONDITIONS[condition] + SEED_OFFSET[seed]
+    metrics = {"top1": top1, "top1_batch": 0.1}
+    if agent == "ond/knn_novelty":
+        metrics["fpr_at_95tpr"] = 0.3 + 0.1 * seed
+    else:
+        tags["na.fpr_at_95tpr"] = "the novelty score p_class[:, 0] is 0 for all 120 samples"
+    run = client.create_run(exp_id, run_name=f"{job_num}", tags=tags)
+    client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
+                     params=[Param(k, v) for k, v in params.items()], tags=[RunTag("x", "y")])
+    client.set_terminated(run.info.run_id)
+
+
+def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, capsys):
+    """+experiment=ond_all_domains shape: 2 domains x 2 conditions x 2 agents x 3 seeds, swept in the experiment
+    file (hydra.sweeper.params), nothing swept on the command line: 8 groups of n = 3 seeds."""
+    from runner.tracking import TrackingSettings
+
+    name = f"all-domains-{uuid.uuid4().hex[:8]}"
+    exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
+    parent = client.create_run(exp_id, run_name="sweep", tags={"owl_eval.kind": "sweep"})
+    parent_id = parent.info.run_id
+    client.log_param(parent_id, "sweep.overrides", "+experiment=ond_all_domains")
+    job = 0
+    for domain in DOMAINS:
+        for condition in CONDITIONS:
+            for agent in AGENTS:
+                for seed in range(3):
+                    log_job(client, exp_id, parent_id, agent, domain, condition, seed, job, name)
+                    job += 1
+    settings = TrackingSettings(uri=mlflow_store["uri"], experiment_name=name)
+    # the callback as it is called today (no sweeper params) ...
+    rows = cmp.summarize_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"])
+    top1 = {r.label: r for r in rows if r.metric == "top1"}
+    assert len(top1) == 8 and all((r.n, r.runs) == (3, 3) for r in top1.values())
+    # hand: agent + domain + condition + mean seed offset 0.03; std sqrt(0.0013) everywhere
+    expected = {("knn_novelty", "digits", "given"): 0.88, ("knn_novelty", "digits", "system"): 0.83,
+                ("knn_novelty", "activity", "given"): 0.78, ("knn_novelty", "activity", "system"): 0.73,
+                ("closed_world", "digits", "given"): 0.68, ("closed_world", "digits", "system"): 0.63,
+                ("closed_world", "activity", "given"): 0.58, ("closed_world", "activity", "system"): 0.53}
+    half = t.ppf(0.975, 2) * math.sqrt(0.0013) / math.sqrt(3)
+    for (agent, domain, condition), mean in expected.items():
+        r = top1[f"ond.{agent}__domain-{domain}__condition-{condition}"]
+        assert (r.mean, r.std, r.ci95_high) == pytest.approx((mean, math.sqrt(0.0013), mean + half), rel=1e-9)
+    # fpr_at_95tpr survives the name round trip: knn 0.3, 0.4, 0.5 -> mean 0.4; closed world N/A with its reason
+    fpr = {r.label: r for r in rows if r.metric == "fpr_at_95tpr"}
+    knn = fpr["ond.knn_novelty__domain-digits__condition-given"]
+    assert (knn.direction, knn.n, knn.mean, knn.std) == ("minimize", 3, pytest.approx(0.4), pytest.approx(0.1))
+    cw = fpr["ond.closed_world__domain-activity__condition-system"]
+    assert cw.n == 0 and cw.na_reason.startswith("the novelty score p_class[:, 0] is 0")
+    assert not any(r.metric == "top1_batch" for r in rows)
+    logged = client.get_run(parent_id).data.metrics
+    assert logged["ond.knn_novelty__domain-digits__condition-given/top1/mean"] == pytest.approx(0.88, rel=1e-12)
+    assert logged["ond.closed_world__domain-activity__condition-system/n_runs"] == 3
+
+    # ... with the sweeper params (logged to the parent), and the command line: the same table
+    sweeper = {"domain": "digits,activity", "protocol.condition": "given,system",
+               "agent": "ond/knn_novelty,ond/closed_world", "seed": "0,1,2"}
+    again = cmp.sweep_comparison(client, parent_id, overrides=["+experiment=ond_all_domains"], sweeper_params=sweeper)
+    assert again == rows
+    cmp.summarize_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"], sweeper_params=sweeper)
+    assert json.loads(client.get_run(parent_id).data.params["sweep.params"]) == sweeper
+    assert cmp.main(["--sweep", parent_id, "--uri", mlflow_store["uri"]]) == rows
+    assert cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]]) == rows
+    out = capsys.readouterr().out
+    assert f"**0.88 ± {cmp.significant(half)} (n=3)**" in out
 
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
@@ -87,22 +239,25 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
         for seed, v in enumerate(seq):
             run = client.create_run(exp_id, run_name=f"{agent}-{seed}", tags={
                 "agent": agent, "seed": str(seed), "protocol": "ond", "owl_eval.kind": "job",
-                "owl_eval.config_hash": f"{agent}{seed}"})
+                "owl_eval.config_hash": f"{agent}{seed}", "team": "it's ours"})
             client.log_metric(run.info.run_id, "top1", v)
             client.log_metric(run.info.run_id, "m21_fp_pct", 10.0 * seed)
             client.log_param(run.info.run_id, "seed", str(seed))
             client.set_terminated(run.info.run_id)
     # Hand: knn 0.91, 0.87, 0.95 -> mean 0.91, deviations 0, -0.04, 0.04 -> var 0.0032/2 = 0.0016, std 0.04.
-    half = t.ppf(0.975, 2) * 0.04 / math.sqrt(3)
+    half = t.ppf(0.975, 2) * 0.04 / math.sqrt(3)  # 0.099364
 
     rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--metrics", "top1,m21_fp_pct"])
     out = capsys.readouterr().out
-    assert f"**0.91 ± {half:.2g} (n=3)**" in out
+    assert "**0.91 ± 0.0994 (n=3)**" in out
     knn = next(r for r in rows if r.label == "ond.knn_novelty" and r.metric == "top1")
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
-    capsys.readouterr()
     assert {r.label for r in only} == {"ond.closed_world"}
+    # a tag value with a quote goes into the search filter quoted (runner.tracking.filter_literal)
+    quoted = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
+    assert {r.label for r in quoted} == {"ond.closed_world", "ond.knn_novelty"}
+    capsys.readouterr()
 
     parent = TrackedRun.start(TrackingSettings(uri=mlflow_store["uri"], experiment_name=name), run_name="parent")
     cmp.log_to_parent(parent, rows)
@@ -114,13 +269,25 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     paths = {a.path for a in client.list_artifacts(parent.run_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
     csv_text = (client.download_artifacts(parent.run_id, "comparison/comparison.csv"))
-    first = open(csv_text).read().splitlines()[0]
-    assert first == "agent,metric,direction,n,mean,std,ci95_low,ci95_high"
+    lines = open(csv_text).read().splitlines()
+    assert lines[0] == "agent,metric,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
+    knn_line = next(line.split(",") for line in lines if line.startswith("ond/knn_novelty,top1,"))
+    assert knn_line[3] == "3" and float(knn_line[4]) == pytest.approx(0.91, rel=1e-12)  # full precision
 
 
-def test_command_line_errors_are_one_line():
-    with pytest.raises(SystemExit, match="name an experiment"):
+def test_command_line_errors_are_one_line(mlflow_store, capsys):
+    with pytest.raises(ConfigError, match="name an experiment"):
         cmp.parse_args([])
-    with pytest.raises(SystemExit, match="--tag wants key=value"):
+    with pytest.raises(ConfigError, match="--tag wants key=value"):
         cmp.parse_args(["experiment=x", "--tag", "agent"])
     assert cmp.parse_args(["experiment=x", "--tag=seed=1", "--metrics", "a,b"])["tags"] == {"seed": "1"}
+    with pytest.raises(SystemExit) as exited:
+        cmp.cli(["experiment=no-such-experiment", "--uri", mlflow_store["uri"]])
+    assert str(exited.value.code).startswith("error: experiment: no MLflow experiment 'no-such-experiment'")
+    assert "\n" not in str(exited.value.code)
+    with pytest.raises(SystemExit) as exited:
+        cmp.cli(["--sweep", "0123abc", "--uri", mlflow_store["uri"]])
+    assert str(exited.value.code) == "error: --sweep: no run '0123abc' in this store"
+    with pytest.raises(ConfigError, match="--tag team: .* holds both ' and \" quotes"):
+        cmp.experiment_runs(SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
+                            "x", {"team": "it's \"ours\""})

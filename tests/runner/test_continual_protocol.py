@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from metrics.continual import SPECS
+from runner.domains.classification import DigitsDomain
 from runner.domains.continual_digits import ContinualTask, SplitDigits
+from runner.errors import ConfigError
 from runner.protocols.base import AgentOutputError
 from runner.protocols.continual import ContinualProtocol, evaluate_continual_record
 from runner.protocols.continual_record import ContinualRecord
@@ -213,11 +215,34 @@ def test_bad_predictions_name_the_task_and_the_step(fault, words):
 
 
 def test_bad_config():
-    with pytest.raises(ValueError, match=r"protocol.scenario must be one of \['class_incremental', 'task_incremental'\]"):
+    with pytest.raises(ConfigError, match=r"protocol.scenario: expected one of \['class_incremental', 'task_incremental'\]"):
         ContinualProtocol(scenario="domain_incremental")
     with pytest.raises(ValueError, match="no baseline agent"):
         ContinualProtocol().run(domain=TaggedDomain(), agent=SpyLearner(), baseline=SpyLearner(),
                                 rng=np.random.default_rng(0), progress=False)
+
+
+class OndLikeAgent:
+    def fit(self, features, labels, *, num_known, rng): ...
+
+    def predict_batch(self, batch): ...
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(baseline=SpyLearner()), "baseline (tests.runner.test_continual_protocol.SpyLearner): the continual protocol "
+                                  "runs no baseline agent; choose baseline=none"),
+    (dict(agent=OndLikeAgent()), "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
+                                 "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
+                                 "(continual/crashing, continual/finetune, continual/joint, continual/replay)"),
+    (dict(domain=DigitsDomain()), "domain (runner.domains.classification.DigitsDomain) is not a continual domain: it "
+                                  "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)"),
+])
+def test_check_rejects_a_baseline_and_parts_of_other_protocols_before_any_run(kw, message):
+    parts = dict(domain=TaggedDomain(), agent=SpyLearner(), baseline=None) | kw
+    with pytest.raises(ConfigError) as err:
+        ContinualProtocol().check(**parts)
+    assert str(err.value) == message
+    ContinualProtocol().check(domain=SplitDigits(), agent=SpyLearner())  # the right parts pass
 
 
 # ------------------------------------------------------------------------------------ interrupted runs

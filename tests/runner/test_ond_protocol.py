@@ -5,6 +5,8 @@ import numpy as np
 import pytest
 
 from runner.domains.classification import DigitsDomain
+from runner.domains.crowd_sim import CrowdSimDomain
+from runner.errors import ConfigError
 from runner.protocols.base import AgentOutputError
 from runner.protocols.ond import OndProtocol
 
@@ -139,3 +141,116 @@ def test_bad_protocol_config_names_the_key():
         OndProtocol(condition="maybe")
     with pytest.raises(ValueError, match="protocol.known_classes"):
         small_protocol(known_classes=10).run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"batch_size": 2.5}, "protocol.batch_size: expected an integer, got 2.5 (float)"),
+    ({"num_trials": 2.5}, "protocol.num_trials: expected an integer, got 2.5 (float)"),
+    ({"known_classes": "abc"}, "protocol.known_classes: expected an integer, got 'abc'"),
+    ({"novel_fraction": 1.5}, "protocol.novel_fraction: expected a number <= 1, got 1.5"),
+    ({"novel_fraction": 0}, "protocol.novel_fraction: expected a number > 0, got 0"),
+    ({"condition": "sytem"}, "protocol.condition: expected one of ['system', 'given'], got 'sytem'"),
+    ({"sum_tolerance": float("inf")}, "protocol.sum_tolerance: expected a finite number, got inf"),
+    ({"sum_tolerance": "inf"}, "protocol.sum_tolerance: expected a finite number, got 'inf'"),
+    ({"normalize": "maybe"}, "protocol.normalize: expected true or false, got 'maybe'"),
+    ({"train_fraction": 1.0}, "protocol.train_fraction: expected a number < 1, got 1.0"),
+    ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
+    ({"pre_novelty": -1}, "protocol.pre_novelty: expected an integer >= 0, got -1"),
+    ({"post_novelty": True}, "protocol.post_novelty: expected an integer, got True (bool)"),
+    ({"num_trials": 3, "trials_without_novelty": 4},
+     "protocol.trials_without_novelty: expected at most protocol.num_trials (3), got 4"),
+])
+def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
+    with pytest.raises(ConfigError) as err:
+        OndProtocol(**setting)
+    assert str(err.value) == message
+
+
+def test_integers_given_as_text_or_whole_floats_run_as_integers():
+    text = OndProtocol(batch_size="7", num_trials=4.0, known_classes="6", pre_novelty=23.0, post_novelty="37",
+                       trials_without_novelty=1, sum_tolerance="1e-6", normalize="false")
+    assert (text.batch_size, text.num_trials, text.known_classes, text.pre_novelty, text.post_novelty) == (7, 4, 6, 23, 37)
+    assert text.sum_tolerance == 1e-6 and text.normalize is False
+    a = text.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(3), progress=False)
+    b = small_protocol().run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(3), progress=False)
+    assert [t.trial_id for t in a.trials] == [t.trial_id for t in b.trials]
+    for x, y in zip(a.trials, b.trials):
+        np.testing.assert_array_equal(x.gt_class, y.gt_class)
+        assert x.batch_size == y.batch_size == 7
+
+
+# ------------------------------------------------------------------------------ checks before any run
+
+
+class CountingDigits(DigitsDomain):
+    """Digits that count how often their data are loaded."""
+
+    def __init__(self):
+        super().__init__()
+        self.loads = 0
+
+    def load(self):
+        self.loads += 1
+        return super().load()
+
+
+def test_check_loads_the_data_once_and_the_run_gives_the_same_numbers():
+    domain = CountingDigits()
+    protocol = small_protocol()
+    protocol.check(domain=domain, agent=SpyAgent(), baseline=SpyAgent())
+    checked = protocol.run(domain=domain, agent=SpyAgent(), rng=np.random.default_rng(4), progress=False)
+    assert domain.loads == 1
+    plain = small_protocol().run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(4), progress=False)
+    for x, y in zip(checked.trials, plain.trials):
+        np.testing.assert_array_equal(x.gt_class, y.gt_class)
+        np.testing.assert_array_equal(x.p_class, y.p_class)
+
+
+class RLLikeAgent:
+    def seed(self, rng): ...
+
+    def act(self, observation): ...
+
+
+class OldSignatureAgent(SpyAgent):
+    def fit(self, features, labels):  # no num_known / rng keywords
+        pass
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(agent=RLLikeAgent()), "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
+                                "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
+                                "ond/crashing, ond/knn_novelty)"),
+    (dict(baseline=RLLikeAgent()), "baseline (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has "
+                                   "no predict_batch(batch) method; choose baseline=ond/<option> (ond/closed_world, "
+                                   "ond/knn_novelty, none)"),
+    (dict(agent=OldSignatureAgent()), "agent (tests.runner.test_ond_protocol.OldSignatureAgent) is not an OND agent: "
+                                      "its fit(features, labels) cannot be called as fit(features, labels, *, "
+                                      "num_known, rng)"),
+    (dict(domain=CrowdSimDomain()), "domain (runner.domains.crowd_sim.CrowdSimDomain) is not an OND domain: its "
+                                    "load(rng) cannot be called as load() (labelled features) (missing a required "
+                                    "argument: 'rng'); choose domain=<option> (digits, handwriting, activity, "
+                                    "image_segments)"),
+])
+def test_check_names_an_agent_or_domain_of_another_protocol(kw, message):
+    parts = dict(domain=DigitsDomain(), agent=SpyAgent(), baseline=None) | kw
+    with pytest.raises(ConfigError) as err:
+        small_protocol().check(**parts)
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"known_classes": 20}, "protocol.known_classes: expected 1..9 for domain 'digits' (10 classes: at least one "
+                            "must stay novel), got 20"),
+    ({"known_classes": 8, "novel_classes_per_trial": 3},
+     "protocol.novel_classes_per_trial: expected 1..2 (domain 'digits' has 10 classes, protocol.known_classes = 8), got 3"),
+    # digits' classes hold 174..183 images; half stay for the streams: 87, 89, 89, 89 ... -> 87 + 89 = 176 for K = 2
+    ({"known_classes": 2, "pre_novelty": 100, "post_novelty": 77},
+     "protocol.pre_novelty + protocol.post_novelty = 177 exceeds the 176 held-out known samples domain 'digits' "
+     "guarantees for 2 known classes (train_fraction 0.5); shorten the trials"),
+])
+def test_check_fits_the_settings_to_the_domain_before_any_run(setting, message):
+    with pytest.raises(ConfigError) as err:
+        small_protocol(**setting).check(domain=DigitsDomain(), agent=SpyAgent())
+    assert str(err.value) == message
+    small_protocol(known_classes=2, pre_novelty=100, post_novelty=76).check(domain=DigitsDomain(), agent=SpyAgent())

@@ -135,3 +135,75 @@ def test_ste_mode_and_reuse(tmp_path, domain):
     assert "protocol.mode=ste" in third.ste_reasons["frozenlake_plain"]
     results = other.evaluate(third, {})
     assert "protocol.mode=ste" in results.na["task/frozenlake_plain/ste_rel_perf"]
+
+
+# ------------------------------------------------------------------------------ checks before any run
+
+CL = {"kind": "CL", "generate": {"task_variants": ["cartpole/default", "cartpole/long_pole"], "cycles": 1,
+                                 "train_episodes": 2, "test_episodes": 1}}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"mode": "STE"}, "protocol.mode: expected one of ['syllabus', 'ste'], got 'STE'"),
+    ({"eval_seed": -1}, "protocol.eval_seed: expected an integer >= 0, got -1"),
+    ({"eval_seed": 2.5}, "protocol.eval_seed: expected an integer, got 2.5 (float)"),
+    ({"worker_id": "../w"}, "protocol.worker_id: worker id '../w' is not a safe name"),
+    ({"scenario_name": "a/b"}, "protocol.scenario_name: scenario name 'a/b' is not a safe name"),
+    ({"ste": {"episodes": 2.5}}, "protocol.ste.episodes: expected an integer, got 2.5 (float)"),
+    ({"ste": {"missing": "ignore"}}, "protocol.ste.missing: expected one of ['compute', 'skip'], got 'ignore'"),
+    ({"ste": {"epsiodes": 5}}, "protocol.ste.epsiodes: unknown key (did you mean protocol.ste.episodes?)"),
+])
+def test_each_bad_protocol_setting_is_one_error_naming_its_key(tmp_path, setting, message):
+    kw = {"scenario_name": "t"} | setting
+    with pytest.raises(ValueError) as err:
+        RLSyllabusProtocol(syllabus=CL, log_dir=str(tmp_path / "log"), **kw)
+    assert str(err.value).startswith(message)
+
+
+class OndLikeAgent:
+    def fit(self, features, labels, *, num_known, rng): ...
+
+    def predict_batch(self, batch): ...
+
+
+def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, domain):
+    from runner.domains.classification import DigitsDomain
+    from runner.errors import ConfigError
+
+    proto = protocol(tmp_path, CL)
+    proto.check(domain=domain, agent=PushRight())  # the right parts pass
+    cases = [
+        (dict(agent=OndLikeAgent()), "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
+                                     "has no act(observation) method; choose agent=rl/<option> (rl/crashing, "
+                                     "rl/linear_q, rl/q_learning, rl/random)"),
+        (dict(baseline=PushRight()), "baseline (tests.runner.test_rl_protocol.PushRight): the lifelong_rl protocol runs "
+                                     "no baseline agent; choose baseline=none"),
+        (dict(domain=DigitsDomain()), "domain (runner.domains.classification.DigitsDomain) is not an RL domain: it has "
+                                      "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
+                                      "classic_control)"),
+    ]
+    for kw, message in cases:
+        with pytest.raises(ConfigError) as err:
+            proto.check(**(dict(domain=domain, agent=PushRight(), baseline=None) | kw))
+        assert str(err.value) == message
+    unknown = protocol(tmp_path, {"kind": "CL", "generate": {"task_variants": ["cartpole/heavy"], "cycles": 1}})
+    with pytest.raises(ConfigError, match=r"protocol.syllabus.blocks\[0\].variant: unknown variant 'heavy'"):
+        unknown.check(domain=domain, agent=PushRight())
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"alpha": 0}, "agent.alpha: expected a number > 0, got 0"),
+    ({"gamma": 1.5}, "agent.gamma: expected a number <= 1, got 1.5"),
+    ({"epsilon_decay": "fast"}, "agent.epsilon_decay: expected a number, got 'fast'"),
+    ({"bins": [1, 1, 6.5, 12]}, "agent.bins[2]: expected an integer, got 6.5 (float)"),
+    ({"low": [0, 0]}, "agent.low: expected null or a list of 4 numbers (one per grid dimension), got [0, 0]"),
+    ({"low": [0, 0, 0, 1], "high": [1, 1, 1, 1]}, "agent.high[3]: expected more than agent.low[3] (1), got 1"),
+])
+def test_q_learning_settings_are_typed(kwargs, message):
+    from runner.errors import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        QLearningAgent(**kwargs)
+    assert str(err.value) == message
+    typed = QLearningAgent(alpha="0.1", bins=[1.0, 1, 6, 12], low=[-1, -1, -1, -1], high=[1, 1, 1, 1])
+    assert typed.alpha == 0.1 and typed.bins == [1, 1, 6, 12] and typed.low == [-1.0] * 4

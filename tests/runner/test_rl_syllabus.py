@@ -120,3 +120,28 @@ def test_packaged_syllabi_only_name_tasks_and_variants_of_the_domains():
     both = RLDomain("both", tasks)
     for name in ("cartpole_cl", "frozenlake_cl", "ant_a", "ant_b"):
         validate_against(parse_syllabus(OmegaConf.to_container(OmegaConf.load(CONF / "syllabus" / f"{name}.yaml"))), both)
+
+
+@pytest.mark.parametrize("generate, message", [
+    ({"cycles": 2.5}, "protocol.syllabus.generate.cycles: expected an integer, got 2.5 (float)"),
+    ({"train_episodes": "many"}, "protocol.syllabus.generate.train_episodes: expected an integer, got 'many'"),
+    ({"test_episodes": -1}, "protocol.syllabus.generate.test_episodes: expected an integer >= 0, got -1"),
+    ({"initial_test": "maybe"}, "protocol.syllabus.generate.initial_test: expected true or false, got 'maybe'"),
+])
+def test_template_arguments_are_typed(generate, message):
+    with pytest.raises(SyllabusError) as err:
+        parse_syllabus({"kind": "CL", "generate": {"task_variants": ["c/a"]} | generate})
+    assert str(err.value) == message
+
+
+def test_episode_counts_given_as_whole_floats_give_the_same_blocks():
+    a = parse_syllabus({"kind": "CL", "generate": {"task_variants": ["c/a", "c/b"], "cycles": 2.0, "train_episodes": "4"}})
+    b = parse_syllabus({"kind": "CL", "generate": {"task_variants": ["c/a", "c/b"], "cycles": 2, "train_episodes": 4}})
+    assert a == b
+
+
+def test_task_names_become_paths_so_they_must_be_safe():
+    from runner.errors import UnsafePathError
+
+    with pytest.raises(UnsafePathError, match=r"protocol.syllabus.blocks\[0\]: task_variant name '\.\._a' is not a safe name"):
+        parse_syllabus({"kind": "CL", "blocks": [{"type": "train", "task": "..", "variant": "a", "episodes": 1}]})

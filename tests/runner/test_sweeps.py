@@ -141,8 +141,9 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     paths = {a.path for a in client.list_artifacts(parent_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
 
-    # Interrupt: one job never finished (its run stays RUNNING). Re-running the same command (with one seed
-    # more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is duplicated.
+    # Interrupt: one job never finished (its run stays RUNNING, its process gone). Re-running the same command
+    # (with one seed more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is
+    # duplicated.
     interrupted = jobs[("ond/knn_novelty", 1)]
     client.update_run(interrupted["id"], status="RUNNING")
     proc = sweep(mlflow_store, name, tmp_path / "second", f"agent={','.join(AGENTS)}", "seed=0,1,2,3", *SMALL)
@@ -160,6 +161,10 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
     assert new_parent["metrics"]["ond.knn_novelty/top1/mean"][0][1] == pytest.approx(sum(values) / 4, rel=1e-12)
     assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
+    # The interrupted run's process (the first sweep) is gone: the re-run ended it KILLED and reports it.
+    assert second[interrupted["id"]]["status"] == "KILLED"
+    assert new_parent["tags"]["owl_eval.reaped"] == interrupted["id"]
+    assert f"marked KILLED: {interrupted['id']}" in proc.stdout + proc.stderr
 
 
 @pytest.mark.slow

@@ -66,3 +66,91 @@ def test_failed_run_keeps_what_was_logged(experiment, client):
     r = client.get_run(run.run_id)
     assert r.info.status == "FAILED" and r.data.metrics["partial"] == 3.0
     assert "agent exploded" in r.data.tags["error"]
+
+
+def _settings(experiment, **extra) -> TrackingSettings:
+    return TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"],
+                            artifact_location=experiment["artifacts"], **extra)
+
+
+def test_ctrl_c_ends_a_run_killed_and_other_errors_failed(experiment, client, tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with TrackedRun.start(_settings(experiment), run_name="interrupted") as run:
+            run.log_metrics({"done_so_far": 2.0})
+            raise KeyboardInterrupt
+    r = client.get_run(run.run_id)
+    assert r.info.status == "KILLED" and r.data.metrics == {"done_so_far": 2.0}
+    assert r.data.tags["error"] == "interrupted (KeyboardInterrupt)"
+    text = open(client.download_artifacts(run.run_id, "error.txt", str(tmp_path))).read()
+    assert "KeyboardInterrupt" in text and "Traceback" in text
+    with pytest.raises(ValueError):
+        with TrackedRun.start(_settings(experiment), run_name="bad value") as other:
+            raise ValueError("agent.k_class: -1")
+    assert client.get_run(other.run_id).info.status == "FAILED"
+
+
+def test_new_runs_name_their_owner_process(experiment, client):
+    import os
+    import socket
+
+    with TrackedRun.start(_settings(experiment), run_name="owned") as run:
+        pass
+    tags = client.get_run(run.run_id).data.tags
+    # Field 22 of /proc/self/stat, counted after the parenthesised command name.
+    with open("/proc/self/stat") as handle:
+        start = handle.read().rsplit(")", 1)[1].split()[19]
+    assert (tags["owl_eval.pid"], tags["owl_eval.host"], tags["owl_eval.pid_start"]) == \
+        (str(os.getpid()), socket.gethostname(), start)
+
+
+@pytest.fixture()
+def a_file(tmp_path):
+    path = tmp_path / "not_a_dir"
+    path.write_text("x")
+    return path
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("store_dir", "{file}", "tracking.store_dir: {file} is a file, expected a directory"),
+    ("store_dir", "{file}/sub", "tracking.store_dir: {file}/sub cannot be created: {file} is a file"),
+    ("experiment_name", "", "tracking.experiment_name: '' is not a usable MLflow experiment name"),
+    ("experiment_name", "   ", "tracking.experiment_name: '   ' is not a usable"),
+    ("max_series_points", 2.5, "tracking.max_series_points: 2.5 is not a positive integer or null"),
+    ("max_series_points", "abc", "tracking.max_series_points: 'abc' is not a positive integer or null"),
+    ("max_series_points", 0, "tracking.max_series_points: 0 is not a positive integer or null"),
+    ("max_series_points", True, "tracking.max_series_points: True is not a positive integer or null"),
+    ("skip_finished", "maybe", "tracking.skip_finished: 'maybe' is not true, false or null"),
+    ("log_record", "yes", "tracking.log_record: 'yes' is not true or false"),
+    ("uri", "nonsense", "tracking.uri: 'nonsense' is not a tracking URI MLflow accepts"),
+    ("uri", "/abs/mlruns", "tracking.uri: '/abs/mlruns' is not a tracking URI MLflow accepts"),
+    ("uri", "sqlite:///{tmp}/missing/mlflow.db", "tracking.uri: the directory {tmp}/missing of the SQLite database does not exist"),
+])
+def test_bad_tracking_settings_are_one_config_error_naming_the_key(field, value, expected, a_file, tmp_path):
+    from runner.errors import ConfigError
+
+    fill = lambda v: v.format(file=a_file, tmp=tmp_path) if isinstance(v, str) else v  # noqa: E731
+    never_created = tmp_path / "store_not_yet"
+    values = {"store_dir": str(never_created), field: fill(value)}
+    with pytest.raises(ConfigError) as caught:
+        TrackingSettings(**values)
+    assert str(caught.value).startswith(fill(expected)), str(caught.value)
+    assert not never_created.exists()  # nothing is created before the settings are known to be good
+
+
+def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
+    from runner.errors import ConfigError
+
+    for uri in ("http://127.0.0.1:5000", "https://mlflow.example.org", "databricks", "databricks://profile",
+                "file:///tmp/mlruns", "postgresql+psycopg2://u@h:5432/db", "mysql://u@h/db", f"sqlite:///{tmp_path}/m.db"):
+        assert TrackingSettings(uri=uri).resolved_uri() == uri
+    for points in (None, 1, 5000):
+        TrackingSettings(max_series_points=points)
+    for flag in (None, True, False):
+        TrackingSettings(skip_finished=flag)
+    assert TrackingSettings(experiment_name=2024).experiment_name == "2024"  # experiment_name=2024 on the command line
+    store = tmp_path / "a" / "b"
+    settings = TrackingSettings(store_dir=str(store))
+    assert not store.exists()
+    assert settings.resolved_uri() == f"sqlite:///{store.resolve()}/mlflow.db" and store.is_dir()
+    with pytest.raises(ConfigError, match=r"^tracking.bogus: unknown key; expected one of uri, store_dir"):
+        TrackingSettings.from_config({"uri": None, "bogus": 1, "_target_": "x"})

@@ -7,6 +7,7 @@ import pytest
 from agents.trajectory.constant_velocity import ConstantVelocityPredictor
 from runner.domains.crowd_sim import CrowdSimDomain
 from runner.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
+from runner.errors import ConfigError
 from runner.protocols.base import AgentOutputError
 from runner.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
 from runner.protocols.trajectory_record import TrajectoryRecord
@@ -149,3 +150,57 @@ def test_same_seed_same_record_and_partial_record_on_crash():
     with pytest.raises(RuntimeError, match="boom"):
         proto.run(domain=dom, agent=Returns(crash_second), rng=np.random.default_rng(0), progress=False)
     assert proto.record_so_far().num_scenes == 4
+
+
+# ------------------------------------------------------------------------------ checks before any run
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"num_preds": 2.5}, "protocol.num_preds: expected an integer, got 2.5 (float)"),
+    ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
+    ({"stop_distance": "far"}, "protocol.stop_distance: expected a number, got 'far'"),
+    ({"turn_degrees": 270}, "protocol.turn_degrees: expected a number <= 180, got 270"),
+    ({"class_smoothing": -0.5}, "protocol.class_smoothing: expected a number >= 0, got -0.5"),
+    ({"plot_scenes": "all"}, "protocol.plot_scenes: expected an integer, got 'all'"),
+])
+def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
+    with pytest.raises(ConfigError) as err:
+        TrajectoryProtocol(**setting)
+    assert str(err.value) == message
+
+
+class OndLikeAgent:
+    def fit(self, features, labels, *, num_known, rng): ...
+
+    def predict_batch(self, batch): ...
+
+
+class PositionalPredictor(Returns):
+    def predict(self, history, pred_len, num_preds):  # no dt / rng keywords
+        return None
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(baseline=Returns(_cv)), "baseline (tests.runner.test_trajectory_protocol.Returns): the trajectory protocol "
+                                  "runs no baseline agent; choose baseline=none"),
+    (dict(agent=OndLikeAgent()), "agent (tests.runner.test_trajectory_protocol.OndLikeAgent) is not a trajectory "
+                                 "predictor: it has no predict(history, *, pred_len, num_preds, dt, rng) method; choose "
+                                 "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, "
+                                 "trajectory/knn_futures)"),
+    (dict(agent=PositionalPredictor(_cv)), "agent (tests.runner.test_trajectory_protocol.PositionalPredictor) is not a "
+                                           "trajectory predictor: its predict(history, pred_len, num_preds) cannot be "
+                                           "called as predict(history, *, pred_len, num_preds, dt, rng)"),
+])
+def test_check_rejects_a_baseline_and_agents_of_other_protocols(kw, message):
+    parts = dict(domain=FixedDomain(_scenes()), agent=Returns(_cv), baseline=None) | kw
+    with pytest.raises(ConfigError) as err:
+        TrajectoryProtocol().check(**parts)
+    assert str(err.value).startswith(message)
+
+
+def test_check_reads_the_domains_data_through_its_check_hook():
+    from runner.domains.eth_ucy import DataPathError, EthUcyDomain
+
+    with pytest.raises(DataPathError, match=r"^domain.path is not set"):
+        TrajectoryProtocol().check(domain=EthUcyDomain(None), agent=Returns(_cv))
+    TrajectoryProtocol().check(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=2), agent=Returns(_cv))

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from runner.evaluate import evaluate
+from runner.protocols.rl_record import RLRecord
 from runner.sources import SourceFormatError
 from runner.sources.l2logger import L2LoggerSource
 
@@ -74,9 +76,9 @@ def test_hand_computed_metrics_with_ste(tmp_path):
 
 def test_ste_folder_of_logs_and_incomplete_or_nan_rows_dropped(tmp_path):
     def edit(block, lines):
-        if block == 0:  # an incomplete episode and one without a reward: l2metrics drops both
-            return lines + [lines[-1].replace("complete", "incomplete").replace("\t3\t", "\t30\t", 1),
-                            lines[-1].rsplit("\t", 1)[0] + "\tNaN"]
+        if block == 0:  # an incomplete episode and one without a reward (exp_num 4, 5): l2metrics drops both
+            return lines + [lines[-1].replace("complete", "incomplete").replace("\t3\t", "\t4\t", 1),
+                            lines[-1].replace("\t3\t", "\t5\t", 1).rsplit("\t", 1)[0] + "\tNaN"]
         return lines
 
     write_log(tmp_path / "logs", blocks=BLOCKS[:1], edit=edit)
@@ -154,3 +156,121 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
                   *experiment["overrides"]], output_dir=tmp_path / "out")
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
+
+
+# ------------------------------------------------------------------ options, links, records (issue 11)
+
+@pytest.mark.parametrize("kw, key, words", [
+    (dict(perf_measure=2.5), "source.perf_measure", "2.5 (float)"),
+    (dict(variant_mode="sideways"), "source.variant_mode", "'sideways'"),
+    (dict(ste_paths=5), "source.ste_paths", "5 (int)"),
+    (dict(ste_paths=[3]), "source.ste_paths[0]", "3 (int)"),
+    (dict(path=7), "source.path", "7 (int)"),
+])
+def test_mistyped_options_name_the_key(tmp_path, kw, key, words):
+    from runner.errors import ConfigError
+
+    log = write_log(tmp_path / "logs")
+    with pytest.raises(ConfigError) as info:
+        L2LoggerSource(**({"path": str(log)} | kw)).load()
+    assert str(info.value).startswith(f"{key}: ") and words in str(info.value)
+
+
+def test_one_ste_path_as_a_string_and_several_logs_of_one_task(tmp_path):
+    write_log(tmp_path / "logs")
+    for k in range(3):
+        write_ste(tmp_path / "ste", "task_a", name=f"ste_task_a-{k}.0")
+    data = L2LoggerSource(path=str(tmp_path / "logs"), ste_paths=str(tmp_path / "ste")).load()
+    assert sorted(data.record.ste_logs) == ["task_a", "task_a-1", "task_a-2"]
+
+
+def test_a_link_anywhere_under_the_given_folders_is_refused(tmp_path):
+    from runner.errors import UnsafePathError
+
+    log = write_log(tmp_path / "logs")
+    ste = write_ste(tmp_path / "ste")
+    (tmp_path / "secret.txt").write_text("secret")
+    os.symlink(tmp_path / "secret.txt", ste.parent / "notes.txt")  # beside the STE log, not inside it
+    with pytest.raises(UnsafePathError, match="notes.txt: .* is a symbolic link"):
+        L2LoggerSource(path=str(tmp_path / "logs"), ste_paths=[str(tmp_path / "ste")]).load()
+    os.symlink(log / "worker-default", log / "worker-default" / "0-train" / "up")
+    with pytest.raises(UnsafePathError, match="0-train/up: .* is a symbolic link"):
+        L2LoggerSource(path=str(tmp_path / "logs")).load()
+
+
+def _relative_files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_saved_record_holds_exactly_the_parsed_files(tmp_path):
+    log = write_log(tmp_path / "logs")
+    ste = write_ste(tmp_path / "ste")
+    (log / "notes.txt").write_text("not part of the log")
+    (log / "worker-default" / "0-train" / "debug.tsv").write_text("neither")
+    data = L2LoggerSource(path=str(log), ste_paths=[str(ste)]).load()
+    saved = data.record.save(tmp_path / "record")
+    expected = {rel: content for rel, content in _relative_files(log).items() if rel.endswith((".json", "data-log.tsv"))}
+    assert len(expected) == 2 + len(BLOCKS)
+    assert _relative_files(saved / "l2log" / log.name) == expected
+    assert _relative_files(saved / "ste" / "task_a" / ste.name) == _relative_files(ste)
+    back = RLRecord.load(saved)
+    assert back.log["exp_num"].tolist() == data.record.log["exp_num"].tolist() and list(back.ste_logs) == ["task_a"]
+
+
+def test_saving_refuses_unsafe_names_and_links_and_writes_nothing(tmp_path):
+    from metrics.l2_log import EpisodeLog
+    from runner.errors import UnsafePathError
+
+    log = write_log(tmp_path / "logs")
+    ste = write_ste(tmp_path / "ste")
+    record = L2LoggerSource(path=str(log), ste_paths=[str(ste)]).load().record
+    hostile = "task_/../../../x"
+    record.ste_dirs = {hostile: ste}
+    target = tmp_path / "deep" / "a" / "b" / "record"
+    with pytest.raises(UnsafePathError, match="STE name 'task_/../../../x' is not a safe name"):
+        record.save(target)
+    in_memory = EpisodeLog.from_columns(block_num=[0, 0], block_type="train", task_name=hostile, reward=[1.0, 2.0])
+    with pytest.raises(UnsafePathError, match="task name 'task_/../../../x' is not a safe name"):
+        RLRecord(log=in_memory).save(target)
+    assert not (tmp_path / "deep").exists() and not (tmp_path / "x").exists()
+    # a parsed data file swapped for a link after reading: refused, and the linked content is never copied
+    record = L2LoggerSource(path=str(log)).load().record
+    (tmp_path / "secret.txt").write_text("secret-content")
+    data_file = log / "worker-default" / "3-train" / "data-log.tsv"
+    data_file.unlink()
+    os.symlink(tmp_path / "secret.txt", data_file)
+    with pytest.raises(UnsafePathError, match="is a symbolic link"):
+        record.save(tmp_path / "record")
+    assert all(b"secret-content" not in content for content in _relative_files(tmp_path / "record").values())
+
+
+@pytest.mark.parametrize("meta, words", [
+    ("[1, 2]", "expected a JSON object"),
+    ('{"mode": "other"}', "mode: expected one of"),
+    ('{"timings": {"../x": 1.0}}', "timing name '../x' is not a safe name"),
+    ('{"timings": {"syllabus_s": "soon"}}', "timings.syllabus_s: expected a finite number"),
+    ("{" * 50_000, "not valid JSON"),
+])
+def test_loading_a_broken_record_file_names_it(tmp_path, meta, words):
+    log = write_log(tmp_path / "logs")
+    saved = L2LoggerSource(path=str(log)).load().record.save(tmp_path / "record")
+    (saved / "rl_record.json").write_text(meta)
+    with pytest.raises(ValueError) as info:
+        RLRecord.load(saved)
+    assert "rl_record.json" in str(info.value) and words in str(info.value)
+
+
+@pytest.mark.parametrize("info", ["[1]", '{"identity": IDENTITY, "log_dir": "../../.."}',
+                                  '{"identity": IDENTITY, "log_dir": 5}', "\udcff"])
+def test_a_broken_stored_ste_entry_counts_as_absent(tmp_path, info):
+    from runner.protocols.rl_ste import INFO_FILE, SteStore
+
+    store = SteStore(tmp_path / "ste", seed=0, episodes=4, agent_cfg=None)
+    identity = store.identity("cartpole", "default", {"length": 1.0})
+    produced = store.compute(identity, lambda base: write_log(base, [(0, "train", "cartpole_default", [1, 2])]))
+    assert store.find(identity) == produced
+    entry = store.path(identity) / INFO_FILE
+    entry.write_bytes(info.replace("IDENTITY", json.dumps(identity)).encode("utf-8", "surrogateescape"))
+    assert store.find(identity) is None
+    with pytest.raises(ValueError, match="STE task name 'a/b_c' is not a safe name"):
+        store.path(store.identity("a/b", "c", {}))

@@ -9,6 +9,7 @@ import pytest
 
 from metrics.l2_log import read_log
 from metrics.ond import OndTrial
+from runner.errors import ConfigError
 from runner.evaluate import evaluate
 from runner.protocols.continual_record import ContinualRecord
 from runner.protocols.ond_record import OndRecord
@@ -115,11 +116,12 @@ def test_bad_records_give_one_clear_error(tmp_path):
         RecordSource(path=str(tmp_path / "empty")).load()
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "ond_record.npz").write_text("not a zip")
-    with pytest.raises(SourceFormatError, match="ond_record.npz: not a readable owl-eval record"):
+    with pytest.raises(SourceFormatError, match="ond_record.npz: not a readable .npz"):
         RecordSource(path=str(tmp_path / "bad")).load()
     path = ond_record(tmp_path / "empty")
-    with pytest.raises(SourceFormatError, match=r"unknown setting\(s\) \['treshold'\] for a ond record"):
-        RecordSource(path=str(path), metrics={"treshold": 0.7}).load()
+    data = RecordSource(path=str(path), metrics={"treshold": 0.7}).load()
+    with pytest.raises(ConfigError, match=r"metrics.treshold"):  # refused by the protocol's metric_options
+        data.protocol.metric_options({"treshold": 0.7}, record=data.record)
     ContinualRecord("class_incremental", np.array([[0.9, 0.1], [0.6, math.nan]]), np.zeros(2), np.ones(2, np.int64),
                     ((), ())).save(tmp_path / "empty")
     with pytest.raises(SourceFormatError, match="holds several records"):
@@ -145,7 +147,7 @@ def test_evaluate_record_round_trip_through_mlflow(tmp_path, experiment, client)
 
 def test_broken_record_creates_no_run(tmp_path, experiment, client):
     path = ond_record(tmp_path)
-    with pytest.raises(SourceFormatError):
+    with pytest.raises(ConfigError, match="metrics.treshold"):
         evaluate(["+source=record", f"source.path={path}", "+metrics.treshold=0.7", *experiment["overrides"]],
                  output_dir=tmp_path / "out")
     exp = client.get_experiment_by_name(experiment["name"])

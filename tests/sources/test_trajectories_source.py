@@ -125,7 +125,7 @@ def test_broken_arrays_give_one_clear_error(tmp_path, change, words):
 
 
 def test_missing_and_unreadable_files(tmp_path):
-    with pytest.raises(SourceFormatError, match="none.npz: file not found"):
+    with pytest.raises(SourceFormatError, match="none.npz: trajectories .npz not found"):
         TrajectoriesSource(path=str(tmp_path / "none.npz")).load()
     (tmp_path / "text.npz").write_text("not a zip")
     with pytest.raises(SourceFormatError, match="text.npz: not a readable .npz"):
@@ -135,6 +135,7 @@ def test_missing_and_unreadable_files(tmp_path):
 def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     path = write(tmp_path)
     values = evaluate(["+source=trajectories", f"source.path={path}", "source.chunk_size=1", "metrics.miss_threshold=0.5",
+                       "metrics.k_values=[2]",
                        *experiment["overrides"]], output_dir=tmp_path / "out")
     assert values["ade_marginal"] == pytest.approx(ADE)
     exp = client.get_experiment_by_name(experiment["name"])
