@@ -52,7 +52,15 @@ from runner.protocols.ond_record import OndRecord
 from runner.safe_paths import check_name, list_files, read_text
 from runner.sources import SourceData, SourceFormatError
 from runner.sources.sailon_results import read_classification, read_detection
-from runner.sources.sailon_truth import CLASS_INDEX, MAX_CLASS, ROLES, Truth, labels, read_truth, red_light
+from runner.sources.sailon_truth import (
+    CLASS_INDEX,
+    MAX_CLASS,
+    ROLES,
+    Truth,
+    labels,
+    read_truth,
+    red_light,
+)
 from runner.typed import as_bool, as_choice, as_float, as_int, check_keys
 
 GT_SUFFIX = "_single_df.csv"

@@ -33,8 +33,13 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     metrics = r.data.metrics
+    detection = {"m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct"}
     for name in ALWAYS + [f"{nrp}_nrp_top1", f"{nrp}_nrp_top3"]:
-        assert name in metrics, name
+        if condition == "given" and name in detection:
+            # Told the red light, the agent's detection is not measured: N/A with the reason, not a number.
+            assert name not in metrics and "red light is given" in r.data.tags[f"na.{name}"], name
+        else:
+            assert name in metrics, name
     assert not any(k.startswith("m4_" if nrp == "m3" else "m3_") for k in metrics)
     assert metrics["top1"] == pytest.approx(returned["top1"])
     # Params are the flattened resolved config; tags name the parts.

@@ -199,10 +199,10 @@ def test_package_convention_with_the_unknown_column_last(tmp_path):
 def test_sum_tolerance_is_honoured(tmp_path):
     """A row summing to 1.00005 passes source.sum_tolerance=1e-4 (the trial's own check is 1e-6) and changes
     no top-k value; the default tolerance refuses it, naming the file's row."""
-    gt_dir, results_dir = package_fixture(tmp_path)
+    _, results_dir = package_fixture(tmp_path)
     scores = results_dir / f"{SESSION}.{TESTS[0]}_classification.csv"
     scores.write_text(scores.read_text().replace(",0.1,0.6,0.2,0.1\n", ",0.1,0.60005,0.2,0.1\n"))
-    paths = dict(path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"))
+    paths = {"path": str(tmp_path / "data"), "results_path": str(tmp_path / "mock_results")}
     data = SailonSource(**paths, sum_tolerance=1e-4).load()
     row = data.record.trials[0].p_class[0]
     assert abs(row.sum() - 1) <= 1e-12 and row[1] == pytest.approx(0.60005 / 1.00005)
