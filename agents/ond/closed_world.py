@@ -5,12 +5,19 @@ import numpy as np
 
 from agents.ond.base import OndBatch
 from agents.ond.knn import Standardizer, knn_class_probabilities, squared_distances
+from runner.errors import ConfigError
 from runner.typed import as_int
 
 
 class ClosedWorldAgent:
     def __init__(self, k: int = 5):
         self.k = as_int(k, "agent.k", minimum=1)
+
+    def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
+        """Called before any run with the smallest training split the protocol can hand over."""
+        if self.k > num_samples:
+            raise ConfigError(f"{role}.k: expected at most the {num_samples} training samples of the known classes, "
+                              f"got {self.k}")
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

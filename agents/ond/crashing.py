@@ -21,6 +21,10 @@ class CrashingAgent:
         self.inner = inner if inner is not None else ClosedWorldAgent()
         self.trials_started = -1
 
+    def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
+        if callable(getattr(self.inner, "check_training_size", None)):
+            self.inner.check_training_size(num_samples, role=role)
+
     def fit(self, features, labels, *, num_known, rng):
         self.inner.fit(features, labels, num_known=num_known, rng=rng)
 

@@ -19,6 +19,7 @@ from scipy.stats import binom
 
 from agents.ond.base import OndBatch
 from agents.ond.knn import Standardizer, knn_class_probabilities, kth_neighbour_distance, squared_distances
+from runner.errors import ConfigError
 from runner.typed import as_float, as_int
 
 
@@ -42,6 +43,14 @@ class KnnNoveltyAgent:
         self.window = as_int(window, "agent.window", minimum=1)
         self.given_shift = _positive(given_shift, "agent.given_shift")
         self.tests_per_trial = _positive(tests_per_trial, "agent.tests_per_trial")
+
+    def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
+        """Called before any run with the smallest training split the protocol can hand over: k_class
+        neighbours among them, k_novelty among the others (leave-one-out calibration)."""
+        for key, k, available in (("k_class", self.k_class, num_samples), ("k_novelty", self.k_novelty, num_samples - 1)):
+            if k > available:
+                raise ConfigError(f"{role}.{key}: expected at most {available} (the {num_samples} training samples of "
+                                  f"the known classes{', less the sample itself' if key == 'k_novelty' else ''}), got {k}")
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

@@ -24,9 +24,8 @@ from runner.typed import as_bool, as_choice, as_float, as_int, as_int_list, as_s
 
 def _checked(default: Any, check) -> Any:
     """A dataclass field with its default and its check ``check(value, key) -> typed value``."""
-    factory = (lambda: list(default)) if isinstance(default, list) else None
-    if factory is not None:
-        return field(default_factory=factory, metadata={"check": check})
+    if isinstance(default, list):  # a mutable default: a fresh copy per instance
+        return field(default_factory=lambda: list(default), metadata={"check": check})
     return field(default=default, metadata={"check": check})
 
 
@@ -191,7 +190,7 @@ def parse(protocol: str, settings: Mapping[str, Any] | None, where: str = "metri
 
 
 def check_against(options: MetricOptions, *, num_preds: int | None = None, class_names=None, columns=None,
-                  where: str = "metrics") -> None:
+                  where: str = "metrics", preds_from: str = "protocol.num_preds") -> None:
     """The settings that depend on the data: ``num_preds`` predictions per agent (trajectory ``k_values``),
     the behaviour ``class_names`` (``tnr_pr_positive``), the log's performance ``columns`` (``perf_measure``).
     ``None`` = not known yet (nothing checked)."""
@@ -200,7 +199,7 @@ def check_against(options: MetricOptions, *, num_preds: int | None = None, class
             too_many = [k for k in options.k_values if k > num_preds]
             if too_many:
                 raise ConfigError(f"{where}.k_values: K={too_many[0]} exceeds the {num_preds} predictions per agent "
-                                  f"(protocol.num_preds); expected values in 1..{num_preds}")
+                                  f"({preds_from}); expected values in 1..{num_preds}")
         names = [str(c) for c in class_names] if class_names is not None and len(class_names) else None
         if names is not None and options.tnr_pr_positive not in names:
             raise ConfigError(f"{where}.tnr_pr_positive: expected one of the classes {names}, "
@@ -238,6 +237,9 @@ def metric_options(protocol: str, settings: Mapping[str, Any] | None, *, record:
     if protocol not in OPTIONS:
         return dict(settings or {})
     options = parse(protocol, settings, where)
-    known = record_context(record) | {k: v for k, v in context.items() if v is not None}
+    given = {k: v for k, v in context.items() if v is not None}
+    known = record_context(record) | given
+    if "num_preds" in known and "num_preds" not in given:
+        known["preds_from"] = "in the data"
     check_against(options, where=where, **known)
     return options.as_dict()

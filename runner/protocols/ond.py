@@ -20,7 +20,7 @@ from runner.errors import ConfigError
 from runner.protocols.base import AgentOutputError, Protocol
 from runner.protocols.interfaces import Method, choices, class_name, require_interface
 from runner.protocols.ond_record import OndRecord
-from runner.protocols.ond_trials import TrialPlan, check_domain_fits, plan_trials, split_classes
+from runner.protocols.ond_trials import TrialPlan, check_domain_fits, fewest_training_samples, plan_trials, split_classes
 from runner.typed import as_bool, as_choice, as_float, as_int
 
 CONDITIONS = ("system", "given")
@@ -60,14 +60,21 @@ class OndProtocol(Protocol):
     # -- checks before any run exists ------------------------------------------------------------------
     def check(self, *, domain, agent, baseline=None) -> None:
         """Agent and baseline are OND agents, the domain gives labelled data, and the settings fit it
-        (known classes, novel classes per trial, trial lengths); the data are loaded once, here."""
+        (known classes, novel classes per trial, trial lengths, the agents' own needs through their optional
+        ``check_training_size(num_samples, role=...)``); the data are loaded once, here."""
         require_interface(agent, AGENT_METHODS, role="agent", kind="an OND agent", choose=choices("agent", "ond"))
         if baseline is not None:
             require_interface(baseline, AGENT_METHODS, role="baseline", kind="an OND agent",
                               choose=choices("baseline", "ond", extra=("none",)))
-        check_domain_fits(self._data(domain), known_classes=self.known_classes, train_fraction=self.train_fraction,
+        data = self._data(domain)
+        check_domain_fits(data, known_classes=self.known_classes, train_fraction=self.train_fraction,
                           novel_classes_per_trial=self.novel_classes_per_trial, pre_novelty=self.pre_novelty,
                           post_novelty=self.post_novelty, domain_name=str(getattr(domain, "name", class_name(domain))))
+        # An agent may say whether the training split is large enough for it (a kNN needs k samples).
+        fewest = fewest_training_samples(data, known_classes=self.known_classes, train_fraction=self.train_fraction)
+        for role, who in (("agent", agent), ("baseline", baseline)):
+            if who is not None and callable(getattr(who, "check_training_size", None)):
+                who.check_training_size(fewest, role=role)
 
     def _data(self, domain) -> LabeledData:
         """The domain's data, loaded once per domain object (``check`` then ``run``)."""

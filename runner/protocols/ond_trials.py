@@ -29,11 +29,22 @@ class OndSplit:
     heldout_known_rows: np.ndarray  # known-class samples for the streams
 
 
+def training_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
+    """Samples of each class in the agent's training split when the class is known (as :func:`split_classes`
+    rounds them)."""
+    counts = np.bincount(data.labels, minlength=data.num_classes)
+    return np.minimum(np.round(train_fraction * counts), counts).astype(np.int64)
+
+
+def fewest_training_samples(data: LabeledData, *, known_classes: int, train_fraction: float) -> int:
+    """The smallest training split any draw of ``known_classes`` known classes gives the agent."""
+    return int(np.sort(training_per_class(data, train_fraction))[:known_classes].sum())
+
+
 def heldout_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
     """Samples of each class left for the trial streams when the class is known (its training share removed,
     rounded as :func:`split_classes` rounds it)."""
-    counts = np.bincount(data.labels, minlength=data.num_classes)
-    return counts - np.minimum(np.round(train_fraction * counts), counts).astype(np.int64)
+    return np.bincount(data.labels, minlength=data.num_classes) - training_per_class(data, train_fraction)
 
 
 def check_domain_fits(data: LabeledData, *, known_classes: int, train_fraction: float, novel_classes_per_trial: int,

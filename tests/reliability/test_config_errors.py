@@ -44,6 +44,7 @@ CASES = [
     # domain and agent settings
     ("domain_count_not_a_number", [CROWD, "domain.min_agents=abc"], ["domain.min_agents", "expected an integer"]),
     ("agent_count_fraction", [OND, "agent.k_class=2.5"], ["agent.k_class", "expected an integer", "2.5"]),
+    ("agent_k_over_training_split", [OND, "agent.k_class=100000"], ["agent.k_class", "training samples"]),
     # parts of the wrong protocol
     ("rl_agent_under_ond", [OND, "agent=rl/q_learning"],
      ["agent (agents.rl.q_learning.QLearningAgent) is not an OND agent", "predict_batch(batch)", "agent=ond/<option>"]),

@@ -254,3 +254,19 @@ def test_check_fits_the_settings_to_the_domain_before_any_run(setting, message):
         small_protocol(**setting).check(domain=DigitsDomain(), agent=SpyAgent())
     assert str(err.value) == message
     small_protocol(known_classes=2, pre_novelty=100, post_novelty=76).check(domain=DigitsDomain(), agent=SpyAgent())
+
+
+def test_check_asks_the_agents_whether_the_training_split_is_large_enough():
+    from agents.ond.closed_world import ClosedWorldAgent
+    from agents.ond.knn_novelty import KnnNoveltyAgent
+
+    # K = 1 known class: the fewest training images of any digit, round(0.5 x 174) = 87
+    protocol = small_protocol(known_classes=1, novel_classes_per_trial=1, pre_novelty=20, post_novelty=20)
+    protocol.check(domain=DigitsDomain(), agent=KnnNoveltyAgent(k_class=87, k_novelty=86), baseline=ClosedWorldAgent(k=87))
+    with pytest.raises(ConfigError) as err:
+        protocol.check(domain=DigitsDomain(), agent=KnnNoveltyAgent(k_novelty=87))
+    assert str(err.value) == ("agent.k_novelty: expected at most 86 (the 87 training samples of the known classes, "
+                              "less the sample itself), got 87")
+    with pytest.raises(ConfigError) as err:
+        protocol.check(domain=DigitsDomain(), agent=SpyAgent(), baseline=ClosedWorldAgent(k=88))
+    assert str(err.value) == "baseline.k: expected at most the 87 training samples of the known classes, got 88"
