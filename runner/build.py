@@ -5,6 +5,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from runner.errors import ConfigError
+
 
 def plain(node) -> Any:
     """A resolved plain-Python copy of a config node (dicts and lists)."""
@@ -27,4 +29,10 @@ def build_part(cfg: DictConfig, key: str) -> Any:
         return instantiate(node, _convert_="all")
     except InstantiationException as exc:
         cause = exc.__cause__ or exc
+        if isinstance(cause, ConfigError):
+            # Already names its key; an agent built as the baseline names it under ``baseline.``.
+            text = str(cause)
+            if key != "agent" and text.startswith("agent."):
+                text = f"{key}.{text[len('agent.'):]}"
+            raise ConfigError(text) from None
         raise ValueError(f"could not build '{key}' ({node['_target_']}): {cause}") from None

@@ -11,6 +11,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from runner.errors import ConfigError
 
 _TRUE, _FALSE = ("true", "yes", "on"), ("false", "no", "off")
@@ -20,8 +22,16 @@ def _show(value: Any) -> str:
     return f"{value!r} ({type(value).__name__})" if not isinstance(value, str) else repr(value)
 
 
+def _plain(value: Any) -> Any:
+    """numpy scalars (``np.int64(20)`` from a record) as the Python numbers they hold."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """An integer (``3``, ``3.0``, ``"3"``); not a bool, not ``2.5``, within ``[minimum, maximum]``."""
+    value = _plain(value)
     number: int | None = None
     if isinstance(value, bool):
         number = None
@@ -43,6 +53,7 @@ def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | N
 def as_float(value: Any, key: str, *, minimum: float | None = None, maximum: float | None = None,
              open_minimum: bool = False, open_maximum: bool = False) -> float:
     """A finite real number within the bounds (closed unless ``open_*``); not a bool, not NaN or inf."""
+    value = _plain(value)
     number: float | None = None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         number = float(value)
@@ -64,6 +75,7 @@ def as_float(value: Any, key: str, *, minimum: float | None = None, maximum: flo
 
 def as_bool(value: Any, key: str) -> bool:
     """``true``/``false`` (YAML booleans, or the strings true/false/yes/no/on/off); nothing else."""
+    value = _plain(value)
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:

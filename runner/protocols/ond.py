@@ -194,6 +194,7 @@ def evaluate_ond_record(record: OndRecord, settings: Mapping[str, Any]) -> Metri
     results = program_metrics(record.trials, record.baseline_trials, condition=record.condition, **options)
     if record.baseline_trials:
         base = program_metrics(record.baseline_trials, None, condition=record.condition, **options)
-        keep = {k: v for k, v in base.values.items() if not k.startswith(("m3_", "m4_", "m5_", "m6_"))}
-        results.update(MetricResults(values=keep, series=base.series), prefix="baseline.")
+        own = lambda name: not name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
+        results.update(MetricResults(values={k: v for k, v in base.values.items() if own(k)}, series=base.series,
+                                     na={k: v for k, v in base.na.items() if own(k)}), prefix="baseline.")
     return results
