@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from metrics.validation import MetricInputError
-from runner.safe_paths import check_name
+from runner.safe_paths import SAFE_NAME, check_name
 
 _ALLOWED = {
     "block_type": ("train", "test"),
@@ -127,12 +127,12 @@ def _parse_runs(where, name, values, bounds):
         heads = [lowered[h] for h in heads]
     allowed = _ALLOWED.get(name)
     for h in dict.fromkeys(heads):  # each distinct value once
-        at = where(starts[heads.index(h)], name)
         problem = None
         if allowed is not None and h not in allowed:
             problem = f"expected one of {list(allowed)}, got {h[:80]!r}"
         elif name in ("worker_id", "task_name"):  # metric keys, artifact and folder names
-            check_name(h, what=name.replace("_", " "), where=at)
+            if not SAFE_NAME.match(h) or ".." in h:  # check_name's rule; the location is built only here
+                check_name(h, what=name.replace("_", " "), where=where(starts[heads.index(h)], name))
         elif name == "task_params" and h != "":
             try:
                 json.loads(h)
@@ -141,7 +141,7 @@ def _parse_runs(where, name, values, bounds):
             except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
                 problem = f"task_params must be valid JSON ({exc}), got {h[:80]!r}"
         if problem:
-            raise L2LogError(f"{at}: {problem}")
+            raise L2LogError(f"{where(starts[heads.index(h)], name)}: {problem}")
     return np.repeat(np.array(heads + [None], dtype=object)[:-1], lengths)
 
 
