@@ -21,7 +21,6 @@ column. The log remembers exactly which files it parsed (``EpisodeLog.files``): 
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,7 @@ from metrics.l2_log_fields import (  # noqa: F401
     _unquote,
     _Where,
 )
-from runner.safe_paths import check_name, list_files, read_text
+from runner.safe_paths import check_name, list_tree, read_text
 
 STANDARD_COLUMNS = (
     "block_num", "exp_num", "worker_id", "block_type", "block_subtype",
@@ -201,11 +200,11 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
 
 def _find_files(log_dir) -> tuple[Path, dict[str, Path], list[Path]]:
     """(resolved root, info files present, data files in natural order), listed without following links."""
-    listing = list_files(log_dir, what="l2logger log folder")  # a missing folder, a link, a FIFO: one error
+    listing, folders = list_tree(log_dir, what="l2logger log folder")  # a missing folder, a link, a FIFO: one error
     root = Path(log_dir).expanduser().resolve()
-    for folder, dirs, _ in os.walk(root, followlinks=False):
-        if DATA_FILE in dirs:  # a recursive search for files would skip it silently
-            raise L2LogError(f"{Path(folder) / DATA_FILE}: is a directory; expected the tab-separated log file "
+    for folder in folders:
+        if folder.rsplit("/", 1)[-1] == DATA_FILE:  # a search for files would skip it silently
+            raise L2LogError(f"{root / folder}: is a directory; expected the tab-separated log file "
                              f"<worker>/<block>-<type>/{DATA_FILE}")
     data = {rel: path for rel, path in listing.items() if rel.rsplit("/", 1)[-1] == DATA_FILE}
     if not data:

@@ -36,33 +36,44 @@ def _reject_link(path: Path, what: str) -> None:
                           "not followed: copy the real file there instead")
 
 
-def list_files(root: Path | str, *, what: str = "results folder") -> dict[str, Path]:
-    """Every regular file under ``root`` by its path relative to ``root`` (``a/b.csv``), walking without
-    following links. ``root`` itself is resolved (the user named it); a link, FIFO or device below it is
-    an :class:`UnsafePathError`."""
+def list_tree(root: Path | str, *, what: str = "results folder") -> tuple[dict[str, Path], list[str]]:
+    """``(files, folders)`` under ``root``: every regular file by its path relative to ``root`` (``a/b.csv``)
+    and every folder's relative path, walking without following links. ``root`` itself is resolved (the
+    user named it); a link, FIFO or device below it is an :class:`UnsafePathError`."""
     base = Path(root).expanduser()
     if not base.exists():
-        raise UnsafePathError(f"{base}: no such directory ({what})") if not base.is_symlink() else _reject_link(base, what)
+        if base.is_symlink():
+            _reject_link(base, what)
+        raise UnsafePathError(f"{base}: no such directory ({what})")
     base = base.resolve()
     if not base.is_dir():
         raise UnsafePathError(f"{base}: not a directory ({what})")
-    found: dict[str, Path] = {}
-    for folder, dirs, files in os.walk(base, followlinks=False, onerror=_walk_error):
-        here = Path(folder)
-        for name in sorted(dirs + files):
-            path = here / name
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                _reject_link(path, f"an entry of the {what}")
-            if name in files:
-                if not stat.S_ISREG(mode):
-                    raise UnsafePathError(f"{path}: not a regular file ({what})")
-                found[path.relative_to(base).as_posix()] = path
-    return found
+    files: dict[str, Path] = {}
+    folders: list[str] = []
+    pending = [("", str(base))]
+    while pending:
+        prefix, folder = pending.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise UnsafePathError(f"{folder}: cannot be read ({exc.strerror})") from None
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.is_symlink():
+                _reject_link(Path(entry.path), f"an entry of the {what}")
+            if entry.is_dir(follow_symlinks=False):
+                folders.append(rel)
+                pending.append((rel + "/", entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                files[rel] = Path(entry.path)
+            else:
+                raise UnsafePathError(f"{entry.path}: not a regular file ({what})")
+    return dict(sorted(files.items())), sorted(folders)
 
 
-def _walk_error(exc: OSError) -> None:
-    raise UnsafePathError(f"{exc.filename}: cannot be read ({exc.strerror})")
+def list_files(root: Path | str, *, what: str = "results folder") -> dict[str, Path]:
+    """Every regular file under ``root`` by its relative path (see :func:`list_tree`)."""
+    return list_tree(root, what=what)[0]
 
 
 def regular_file(path: Path | str, *, what: str = "file") -> Path:
