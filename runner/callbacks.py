@@ -23,8 +23,14 @@ from omegaconf import DictConfig, OmegaConf
 from runner.compare import summarize_sweep
 from runner.liveness import owner_tags, reap_quietly
 from runner.resolvers import register_resolvers
-from runner.tracking import (RUN_KIND_TAG, SWEEP_DIR_TAG, TrackingSettings, filter_literal, get_or_create_experiment,
-                             make_client)
+from runner.tracking import (
+    RUN_KIND_TAG,
+    SWEEP_DIR_TAG,
+    TrackingSettings,
+    filter_literal,
+    get_or_create_experiment,
+    make_client,
+)
 
 try:
     from hydra.experimental.callback import Callback

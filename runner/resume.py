@@ -18,7 +18,13 @@ import logging
 
 from runner.compare import REUSED_TAG_PREFIX
 from runner.liveness import HOST_TAG, PID_TAG, owner_alive
-from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackingSettings, filter_literal, make_client
+from runner.tracking import (
+    CONFIG_HASH_TAG,
+    RUN_KIND_TAG,
+    TrackingSettings,
+    filter_literal,
+    make_client,
+)
 
 log = logging.getLogger(__name__)
 

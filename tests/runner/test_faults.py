@@ -206,7 +206,8 @@ def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, 
               f"artifact_location={experiment['artifacts']!r})\n"
               f"print(start_sweep_parent(s, '.', {str(tmp_path / 'first')!r}, experiment='x', overrides=[]), flush=True)\n"
               "os.kill(os.getpid(), signal.SIGKILL)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120,
+                          check=False)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     dead_parent = proc.stdout.strip().splitlines()[-1]
     assert client.get_run(dead_parent).info.status == "RUNNING"
@@ -240,10 +241,10 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
 
 @pytest.mark.slow
 def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_background, tmp_path):
-    proc = start_background(runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=400",
+    proc = start_background(runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=600",
                                        "figures=false"), log_name="job.log", env=child_env(), cwd=PROJECT_ROOT)
     run_id, _ = wait_for_running(experiment, proc)
-    time.sleep(1.5)  # some trials complete (400 take ~3 s here)
+    time.sleep(1.5)  # some trials complete, not all (600 take ~5 s here)
     os.kill(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=60) != 0
     run = client.get_run(run_id)
@@ -269,7 +270,7 @@ def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_ba
     assert (sweep_dir / job["tags"]["mlflow.runName"].split("-", 1)[0]).is_dir()
     os.kill(worker, signal.SIGKILL)
     assert proc.wait(timeout=120) != 0
-    (parent_id, parent), = [(k, r) for k, r in runs_in_store(experiment).items() if r["tags"]["owl_eval.kind"] == "sweep"]
+    (parent,) = [r for r in runs_in_store(experiment).values() if r["tags"]["owl_eval.kind"] == "sweep"]
     assert parent["status"] == "FAILED", (tmp_path / "sweep.log").read_text()[-3000:]  # ended by the CLI
     assert parent["tags"]["owl_eval.sweep_dir"] == str(sweep_dir)
     assert parent["tags"]["error"].strip()  # the reason the CLI gave (runner.callbacks.abort_open_sweep)

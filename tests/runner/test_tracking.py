@@ -81,7 +81,8 @@ def test_ctrl_c_ends_a_run_killed_and_other_errors_failed(experiment, client, tm
     r = client.get_run(run.run_id)
     assert r.info.status == "KILLED" and r.data.metrics == {"done_so_far": 2.0}
     assert r.data.tags["error"] == "interrupted (KeyboardInterrupt)"
-    text = open(client.download_artifacts(run.run_id, "error.txt", str(tmp_path))).read()
+    with open(client.download_artifacts(run.run_id, "error.txt", str(tmp_path))) as handle:
+        text = handle.read()
     assert "KeyboardInterrupt" in text and "Traceback" in text
     with pytest.raises(ValueError):
         with TrackedRun.start(_settings(experiment), run_name="bad value") as other:
