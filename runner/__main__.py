@@ -9,6 +9,9 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from runner.paths import CONFIG_DIR  # noqa: E402
+from runner.resolvers import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")

@@ -16,8 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.build import build_part
 from runner.prepare import JobSwitches, job_switches, resolve_config, tracking_settings
-from runner import resume
-from runner.resume import reuse_finished, skip_enabled
+from runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from runner.selection import select
 from runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 
@@ -140,9 +139,8 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
     if multirun:
         run_name = f"{hc.job.num}-{run_name}"
     run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir)
-    claim = getattr(resume, "yield_to_earlier_claim", None)
-    if skip and claim is not None:
-        earlier = claim(settings, launch_dir, run.run_id, config_hash(cfg))
+    if skip:
+        earlier = yield_to_earlier_claim(settings, launch_dir, run.run_id, config_hash(cfg), job_label=job_label)
         if earlier is not None:
             log.info("skipped %s: the same config is already running in MLflow run %s", job_label, earlier)
             return {}
@@ -242,7 +240,9 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
     from omegaconf import open_dict
 
     from runner.paths import CONFIG_DIR
+    from runner.resolvers import register_resolvers
 
+    register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
     out = Path(output_dir) if output_dir else Path.cwd() / "outputs" / "api" / time.strftime("%Y-%m-%d_%H-%M-%S")

@@ -21,6 +21,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from runner.compare import summarize_sweep
+from runner.errors import LaunchAborted
 from runner.liveness import owner_tags, reap_quietly
 from runner.resolvers import register_resolvers
 from runner.tracking import (
@@ -137,7 +138,10 @@ class MlflowSweepCallback(Callback):
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        settings = _settings(config)
+        try:
+            settings = _settings(config)
+        except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
+            raise LaunchAborted(exc) from exc
         run_id = start_sweep_parent(settings, str(config.hydra.runtime.cwd), _sweep_dir(config),
                                     experiment=str(config.get("experiment_name", "")),
                                     overrides=list(config.hydra.overrides.task))
@@ -159,7 +163,9 @@ class MlflowSweepCallback(Callback):
         settings, launch_dir, run_id = self._parent(config)
         if run_id:
             try:
-                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task))
+                params = config.hydra.sweeper.get("params")
+                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
+                                sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception("comparison of sweep %s failed; `python -m runner.compare --sweep %s` retries it", run_id, run_id)
             mark_parent(settings, launch_dir, run_id, "FINISHED")

@@ -13,6 +13,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from runner.errors import LaunchAborted
+
 log = logging.getLogger("runner")
 
 # Errors caused by the config or the input: the message is the whole story.
@@ -119,6 +121,8 @@ def install_one_line_errors() -> None:
             return func()
         except SystemExit:
             raise
+        except LaunchAborted as aborted:
+            error_exit(aborted.error)
         except BaseException as exc:
             log_to_files(f"{type(exc).__name__}: {exc}", exc)
             where = job_log_file()

@@ -14,3 +14,13 @@ class ConfigError(ValueError):
 
 class UnsafePathError(ValueError):
     """A name from user data is not a safe file name, or a user folder holds a symbolic link."""
+
+
+class LaunchAborted(BaseException):
+    """Stops a launch from inside a Hydra callback, carrying the user's error (a ``ValueError``). Hydra turns
+    an ``Exception`` raised in a callback into a warning and goes on; this one reaches the CLI, which
+    prints the carried error as its one ``error:`` line."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error

@@ -19,6 +19,9 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from runner.errors import ConfigError  # noqa: E402
 from runner.paths import CONFIG_DIR  # noqa: E402
+from runner.resolvers import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
 log = logging.getLogger(__name__)
 

@@ -56,11 +56,13 @@ def checked_cli(hydra_main) -> None:
 
 
 def _close_open_sweep(exc: BaseException) -> None:
-    """End the parent run of a sweep this process opened when Hydra's main ends abnormally."""
+    """End the parent run of a sweep this process opened when Hydra's main ends abnormally (KILLED after
+    Ctrl-C, else FAILED). The one-line error handler turns the real error into ``SystemExit``: report the
+    error it carries (``__context__``), e.g. joblib's TerminatedWorkerError for a killed worker."""
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return
-    from runner import callbacks
+    from runner.callbacks import abort_open_sweep
 
-    abort = getattr(callbacks, "abort_open_sweep", None)
-    if abort is not None:
-        abort(f"the sweep ended abnormally ({type(exc).__name__}: {exc})"[:500])
+    cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
+    status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"
+    abort_open_sweep(f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500], status=status)

@@ -11,6 +11,10 @@ accuracies ``b`` and test sizes ``n`` come from config (``source.init_accuracy``
 never from extra rows, so a CSV holds exactly one thing: the matrix.
 
 Without ``b`` the forward-transfer metrics, without ``n`` the micro average are N/A with the reason.
+
+Bad input is one error naming the file and row / task (or the ``source.*`` key): text that is not UTF-8,
+JSON that does not parse (or nests too deeply), a list where the results object belongs, accuracies that are
+not numbers in [0, 1], test sizes that are not whole numbers in 1..2**53 (1e19 is not a count).
 """
 from __future__ import annotations
 

@@ -6,10 +6,14 @@ column: the truth; they replace the KDE), and optional behaviour-class outputs `
 ``P_pred[N_S, N_C]`` (rows summing to 1) with ``Class_names[N_C]`` (strings), scored with AUC, class ECE and
 TNR-PR. Names are configurable; other arrays in the file are ignored.
 
-The file is never unpickled and never loaded whole: uncompressed members are memory-mapped
-(:func:`metrics.traj_table.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
+The file is never unpickled and never loaded whole: every member's CRC-32 is checked first (a member
+damaged after it was written is an error naming it, never scored), uncompressed members are memory-mapped
+(:func:`metrics.traj_npz.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
 table is streamed the same way (:func:`metrics.traj_table.trajectory_table_npz`), so memory stays bounded
 by the chunk. Validation reads the file once before any MLflow run exists; the metrics read it again.
+Positions at counted steps must be finite and within +-1e12 m (:mod:`runner.sources.trajectory_checks`):
+larger values are export errors and overflow the squared distances. Every ``source.*`` option is typed
+(:mod:`runner.typed`): ``source.chunk_size=2.5`` is one error naming the key.
 """
 from __future__ import annotations
 
