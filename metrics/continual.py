@@ -141,14 +141,21 @@ def _average_accuracy_series(A: np.ndarray) -> np.ndarray:
     return np.tril(A).sum(axis=1) / np.arange(1, T + 1)
 
 
-def _micro_average_accuracy_series(A: np.ndarray, n: np.ndarray) -> np.ndarray:
+# Test sizes are only checked to be whole and finite: sizes near 1e308 overflow the pooled sums.
+MICRO_OVERFLOW = ("not a finite number: the pooled test sizes overflow float64 (num_instances too large, "
+                  "e.g. 1e308); a value of that size is not a count")
+
+
+@np.errstate(over="ignore", invalid="ignore")  # an overflow is returned as N/A, not printed
+def _micro_average_accuracy_series(A: np.ndarray, n: np.ndarray) -> np.ndarray | NA:
     total = np.cumsum(n)
     if total[0] == 0:
         raise MetricInputError(
             "num_instances: the total test size of the tasks up to task_id 0 is zero; micro average accuracy "
             "is undefined"
         )
-    return (np.tril(A) @ n) / total
+    values = (np.tril(A) @ n) / total
+    return values if np.isfinite(values).all() else NA(MICRO_OVERFLOW)
 
 
 def _mean_lower(D: np.ndarray, T: int) -> np.ndarray:
@@ -218,11 +225,13 @@ def average_accuracy(A, task_id: int) -> float:
     return float(_average_accuracy_series(A[: t + 1, : t + 1])[t])
 
 
-def micro_average_accuracy(A, task_id: int, num_instances) -> float:
+@np.errstate(over="ignore", invalid="ignore")  # an overflow is returned as N/A, not printed
+def micro_average_accuracy(A, task_id: int, num_instances) -> float | NA:
     """Micro average accuracy after task ``t``: ``Σ_{i<=t} A[t][i]·n[i] / Σ_{i<=t} n[i]``.
 
     The share of correctly classified test samples of tasks ``0..t`` pooled. ``num_instances`` holds the
-    test size of every task (length T, whole non-negative numbers, ``Σ_{i<=t} n[i] > 0``).
+    test size of every task (length T, whole non-negative numbers, ``Σ_{i<=t} n[i] > 0``); sizes so large
+    that the sums overflow float64 (1e308) give :class:`NA` with the reason.
     Matches renate.evaluation.metrics.classification.micro_average_accuracy (Renate 0.5.2).
     """
     A = _check_matrix(A)
@@ -234,7 +243,8 @@ def micro_average_accuracy(A, task_id: int, num_instances) -> float:
         raise MetricInputError(
             f"num_instances: the total test size of tasks 0..{t} is zero; micro average accuracy is undefined"
         )
-    return float(A[t, : t + 1] @ n[: t + 1] / total)
+    value = A[t, : t + 1] @ n[: t + 1] / total
+    return float(value) if np.isfinite(value) else NA(MICRO_OVERFLOW)
 
 
 def forgetting(A, task_id: int) -> float:
@@ -360,6 +370,8 @@ def from_renate_results(results: dict) -> tuple[np.ndarray, np.ndarray | None]:
 
     ``b`` is None when ``accuracy_init`` is absent. Values are checked as ``continual_metrics`` does.
     """
+    if not isinstance(results, dict):
+        raise MetricInputError(f"results: expected a Renate results dict, got {type(results).__name__}")
     if "accuracy" not in results:
         raise MetricInputError(f"results: expected a Renate results dict with key 'accuracy', got keys {sorted(results)}")
     A = _check_matrix(results["accuracy"])

@@ -238,7 +238,10 @@ def trajectory_table_npz(path, *, rng, chunk_size=256, true_key="Path_true", pre
     def chunks():
         for lo in range(0, n_s, step):
             sl = slice(lo, lo + step)
-            t, p, m = check_paths(np.array(t_all[sl]), np.array(p_all[sl]), np.array(m_all[sl]))
+            try:
+                t, p, m = check_paths(np.array(t_all[sl]), np.array(p_all[sl]), np.array(m_all[sl]))
+            except MetricInputError as exc:  # indices are within the chunk: say which file and scenes
+                raise MetricInputError(f"{path}, scenes {lo}..{min(lo + step, n_s) - 1}: {exc}") from None
             yield t, p, m, None if lp_all is None else np.array(lp_all[sl]), None
 
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})

@@ -330,3 +330,26 @@ def test_specs_declare_every_reported_name():
     assert by["backward_transfer"].direction == "maximize"
     assert by["forward_transfer"].direction == "maximize"
     assert by["forward_transfer_avalanche"].direction == "maximize"
+
+
+def test_test_sizes_that_overflow_are_na_with_reason_never_inf():
+    """Sizes of 1e308 are finite and whole, but the pooled sums overflow float64: the micro average is N/A
+    with the reason (before: NaN from inf / inf, or inf logged as 1.8e308), and nothing is printed."""
+    import warnings
+
+    big = [1e308, 1e308, 1e308]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning on the console either
+        value = micro_average_accuracy(H, 2, big)
+        res = continual_metrics(H, num_instances=big)
+    assert isinstance(value, NA) and "overflow" in value.reason
+    assert "overflow" in res.na["micro_average_accuracy"] and "micro_average_accuracy" not in res.series
+    # the other metrics do not use the sizes: still Renate's numbers
+    assert res["average_accuracy"] == pytest.approx(average_accuracy(H, 2), abs=TOL)
+    # one task of 1e308 alone does not overflow: (0.9 * 1e308) / 1e308
+    assert micro_average_accuracy(H, 0, big) == pytest.approx(H[0][0], abs=TOL)
+
+
+def test_results_that_are_not_a_dict_are_one_clear_error():
+    with pytest.raises(MetricInputError, match="expected a Renate results dict, got list"):
+        from_renate_results([[0.9]])

@@ -337,3 +337,45 @@ def test_bad_shapes_name_the_array():
         T.ade(true, bad, mask)
     with pytest.raises(MetricInputError, match="step_count"):
         T.ade(true, pred, mask, step_count="both")
+
+
+# ---------------------------------------------------------------- extreme inputs: N/A, never inf or 1.8e308
+def _one_far_prediction():
+    """One scene, one agent, one step, truth at the origin; predictions 1..7 m away along x, and one at
+    (1e308, 1e308): finite, but its squared distance overflows float64."""
+    true = np.zeros((1, 1, 1, 2))
+    pred = np.zeros((1, 8, 1, 1, 2))
+    pred[0, :7, 0, 0, 0] = np.arange(1.0, 8.0)
+    pred[0, 7, 0, 0] = 1e308
+    return true, pred, np.ones((1, 1, 1), bool)
+
+
+def test_overflowing_predictions_are_na_with_reason():
+    import warnings
+
+    true, pred, mask = _one_far_prediction()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no RuntimeWarning reaches the console
+        res = T.trajectory_table(true, pred, mask, rng=np.random.default_rng(0), k_values=(8,))
+        ade = T.ade(true, pred, mask)
+        by_step = T.displacement_by_step(true, pred, mask)
+        nll = T.kde_nll(true, pred, mask)
+    for name in ("ade_marginal", "fde_marginal", "ade_joint", "fde_joint", "ade_8_marginal", "displacement_by_step_marginal"):
+        assert "overflow" in res.na[name], name
+    for name in ("kde_nll_marginal", "kde_ece_marginal", "ml_ade_marginal", "brier_min_fde_joint"):
+        assert "1 KDE(s) overflow" in res.na[name], name
+    assert not any(abs(v) > 1e300 for v in res.values.values())
+    assert "displacement_by_step_marginal" not in res.series
+    # well defined despite the far prediction: the best is 1 m away, which is under the 2 m miss threshold
+    assert res["min_ade_8_marginal"] == 1.0 and res["min_fde_8_joint"] == 1.0 and res["miss_rate_marginal"] == 0.0
+    assert res["kde_nll_na_count_marginal"] == 0  # an overflow is not a singular KDE
+    assert isinstance(ade, NA) and isinstance(by_step, NA) and isinstance(nll, NA) and "overflow" in nll.reason
+
+
+def test_zero_density_of_the_truth_is_na_not_inf():
+    true, pred, mask = _one_far_prediction()
+    pred[0, 7, 0, 0] = [8.0, 0.0]
+    log_probs = np.full((1, 9, 1), -1.0)
+    log_probs[0, 8, 0] = -np.inf  # the predictor gives the truth probability 0
+    value = T.kde_nll(true, pred, mask, log_probs=log_probs)
+    assert isinstance(value, NA) and "-inf" in value.reason

@@ -157,3 +157,45 @@ def test_saved_record_without_init_reads_back(tmp_path):
     assert_renate_values(again.protocol.evaluate(again.record, {}), forward=False)
     rescored = RecordSource(path=str(tmp_path / "record")).load()
     assert_renate_values(rescored.protocol.evaluate(rescored.record, {}), forward=False)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[" * 100_000 + "]" * 100_000, ["results.json", "nested too deeply"]),
+    (json.dumps([A]), ["results.json", "got a JSON list"]),
+    (json.dumps({"accuracy": A, "num_instances": [1, 10**19, 1]}), ["'num_instances', task 1", "2**53"]),
+    (json.dumps({"accuracy": A}).replace("0.85", "1" + "0" * 400), ["'accuracy' row 1, task 1", "too large"]),
+    (json.dumps({"accuracy": A, "num_instances": [1, 1, 1]}).replace("[1, 1, 1]", "[1, 1e400, 1]"), ["task 1", "inf"]),
+])
+def test_hostile_json_gives_one_clear_error(tmp_path, text, words):
+    path = tmp_path / "results.json"
+    path.write_text(text)
+    with pytest.raises(SourceFormatError) as info:
+        AccuracyMatrixSource(path=str(path)).load()
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_non_utf8_file_names_file_and_line(tmp_path):
+    path = tmp_path / "matrix.csv"
+    path.write_bytes(b"0.9,0.1\n0.8,\xe90.85\n")
+    with pytest.raises(ValueError, match=r"matrix.csv, line 2: not UTF-8"):
+        AccuracyMatrixSource(path=str(path)).load()
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"init_accuracy": 0.5}, "source.init_accuracy: expected a list"),
+    ({"init_accuracy": "0.1,0.2,0.25"}, "source.init_accuracy: expected a list"),
+    ({"init_accuracy": [0.1, "x", 0.25]}, "source.init_accuracy[1]: expected a number"),
+    ({"num_instances": [100, 200]}, "source.num_instances: expected 3 values"),
+    ({"num_instances": [100, 2.5, 100]}, "source.num_instances[1]: expected a positive whole test size"),
+    ({"format": "xml"}, "source.format: expected one of"),
+    ({"scenario": "domain_incremental"}, "source.scenario: expected one of"),
+])
+def test_config_values_are_typed(tmp_path, options, words):
+    from runner.errors import ConfigError
+
+    path = tmp_path / "matrix.csv"
+    path.write_text(CSV)
+    with pytest.raises(ConfigError) as info:
+        AccuracyMatrixSource(path=str(path), **options).load()
+    assert str(info.value).startswith(words)

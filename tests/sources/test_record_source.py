@@ -152,3 +152,38 @@ def test_broken_record_creates_no_run(tmp_path, experiment, client):
                  output_dir=tmp_path / "out")
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
+
+
+def test_links_unknown_protocols_and_damage_are_refused(tmp_path):
+    from runner.errors import UnsafePathError
+    from tests.metrics.test_traj_npz import _corrupt
+
+    ond_record(tmp_path / "linked")
+    (tmp_path / "linked" / "notes.txt").symlink_to("/etc/hostname")
+    with pytest.raises(UnsafePathError, match="notes.txt: an entry of the record folder is a symbolic link"):
+        RecordSource(path=str(tmp_path / "linked")).load()
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "vision_record.npz").write_bytes(b"")
+    with pytest.raises(SourceFormatError, match="vision_record.npz: a record of an unknown protocol 'vision'"):
+        RecordSource(path=str(tmp_path / "other")).load()
+    (tmp_path / "traj").mkdir()
+    path = trajectory_record(tmp_path / "traj", np.zeros((1, 1, 1, 1, 2)), np.ones((1, 2, 1, 1, 2)), np.ones((1, 1, 1), bool))
+    _corrupt(path, "Path_pred.npy")
+    with pytest.raises(SourceFormatError, match="trajectory_record.npz: member 'Path_pred.npy' is corrupted"):
+        RecordSource(path=str(path)).load()
+    with pytest.raises(ConfigError, match="source.chunk_size: expected an integer"):
+        RecordSource(path=str(tmp_path / "linked"), chunk_size=2.5).load()
+
+
+def test_trajectory_record_with_far_predictions_names_array_and_index(tmp_path):
+    pred = np.ones((1, 2, 1, 1, 2))
+    pred[0, 1, 0, 0, 0] = 1e308
+    path = trajectory_record(tmp_path, np.zeros((1, 1, 1, 1, 2)), pred, np.ones((1, 1, 1), bool))
+    with pytest.raises(SourceFormatError, match=r"'Path_pred' \[scene 0, prediction 1, agent 0, step 0\] is \[1e\+308, 1.0\]"):
+        RecordSource(path=str(path)).load()
+
+
+def test_settings_are_the_protocol_defaults_under_the_given_ones(tmp_path):
+    data = RecordSource(path=str(ond_record(tmp_path))).load()
+    typed = data.protocol.metric_options({"threshold": 0.85}, record=data.record)
+    assert typed["threshold"] == 0.85 and typed["asymptotic_width"] == 100  # the rest from conf/metrics/ond.yaml

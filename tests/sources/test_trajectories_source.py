@@ -113,6 +113,10 @@ def _set(arr, index, value):
     (dict(Pred_steps=np.where(arrays()["Pred_steps"], 2, 0)), ["'Pred_steps' [scene 0, agent 0, step 0] is 2"]),
     (_broken(lp=lambda v: _set(v, (1, 2, 0), NAN)), ["'Log_probs' [scene 1, column 2, agent 0]"]),
     (dict(Path_pred=np.array([None, 1], dtype=object)), ["Python objects"]),
+    (_broken(pred=lambda p: _set(p, (1, 1, 0, 0, 1), 1e308)), ["'Path_pred' [scene 1, prediction 1, agent 0, step 0]",
+                                                              "1e+308", "beyond +-1e+12"]),
+    (_broken(true=lambda t: _set(t, (0, 0, 1, 0, 0), -2e12)), ["'Path_true' [scene 0, 0, agent 1, step 0]", "beyond"]),
+    (dict(P_true=np.array([[1.0, 0.0], [0.0, 1.0]]), P_pred=np.array([["a", "b"], ["c", "d"]])), ["'P_pred'", "expected numbers"]),
 ])
 def test_broken_arrays_give_one_clear_error(tmp_path, change, words):
     drop = change.pop("drop", ())
@@ -188,3 +192,32 @@ def test_broken_class_outputs_give_one_clear_error(tmp_path, change, words):
         TrajectoriesSource(path=str(write(tmp_path, **change))).load()
     for w in words:
         assert w in str(info.value)
+
+
+def test_far_but_plausible_coordinates_are_scored(tmp_path):
+    # 1e11 m (below the 1e12 bound) is accepted; errors are differences, so the numbers are the same as at 0
+    a = arrays()
+    shifted = {k: (v + 1e11 if k in ("Path_true", "Path_pred") else v) for k, v in a.items()}
+    np.savez(tmp_path / "far.npz", **shifted)
+    results = TrajectoriesSource(path=str(tmp_path / "far.npz")).load()
+    assert results.protocol.evaluate(results.record, SETTINGS | {"kde": False})["ade_marginal"] == pytest.approx(ADE, abs=1e-4)
+
+
+def test_corrupted_member_is_one_error_naming_the_member(tmp_path):
+    from tests.metrics.test_traj_npz import _corrupt
+
+    path = write(tmp_path)
+    _corrupt(path, "Path_pred.npy")
+    with pytest.raises(SourceFormatError, match=r"preds.npz: member 'Path_pred.npy' is corrupted"):
+        TrajectoriesSource(path=str(path)).load()
+
+
+@pytest.mark.parametrize("option, value, words", [
+    ("chunk_size", 2.5, "source.chunk_size: expected an integer"), ("chunk_size", -1, "source.chunk_size: expected an integer >= 1"),
+    ("seed", -3, "source.seed: expected an integer >= 0"), ("true_key", 5, "source.true_key: expected a non-empty string"),
+])
+def test_options_are_typed(tmp_path, option, value, words):
+    from runner.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        TrajectoriesSource(path=str(write(tmp_path)), **{option: value}).load()
