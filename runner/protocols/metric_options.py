@@ -199,7 +199,7 @@ def check_against(options: MetricOptions, *, num_preds: int | None = None, class
             too_many = [k for k in options.k_values if k > num_preds]
             if too_many:
                 raise ConfigError(f"{where}.k_values: K={too_many[0]} exceeds the {num_preds} predictions per agent "
-                                  f"({preds_from}); expected values in 1..{num_preds}")
+                                  f"({preds_from}); expected values in 1..{num_preds}, e.g. {where}.k_values=[{num_preds}]")
         names = [str(c) for c in class_names] if class_names is not None and len(class_names) else None
         if names is not None and options.tnr_pr_positive not in names:
             raise ConfigError(f"{where}.tnr_pr_positive: expected one of the classes {names}, "
