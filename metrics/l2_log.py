@@ -40,6 +40,7 @@ from metrics.l2_log_fields import (  # noqa: F401
     _unquote,
     _Where,
 )
+from runner.json_input import parse_json
 from runner.safe_paths import check_name, list_tree, read_text
 
 STANDARD_COLUMNS = (
@@ -233,17 +234,7 @@ def _read_json(path: Path | None) -> dict:
     if path is None:
         return {}
     text = read_text(path, what="l2logger info file").removeprefix("\ufeff")
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise L2LogError(f"{path} line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise L2LogError(f"{path}: JSON nested too deeply to read") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise L2LogError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise L2LogError(f"{path}: expected a JSON object {{...}}, got a JSON {type(value).__name__}")
-    return value
+    return parse_json(text, where=str(path), error=L2LogError, expect_object="l2logger settings")
 
 
 def _metrics_columns(logger_info: dict, path: Path | None) -> list[str] | None:

@@ -12,7 +12,6 @@ size, Python objects) is a :class:`~metrics.validation.MetricInputError` naming 
 """
 from __future__ import annotations
 
-import json
 import struct
 import zipfile
 import zlib
@@ -21,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from metrics.validation import MetricInputError
+from runner.json_input import parse_json
 
 READ_BLOCK = 1 << 22  # bytes per read of the CRC check
 _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
@@ -147,12 +147,4 @@ def member(arrays, name: str, path, *, kinds: str = "biuf", ndim: int | None = N
 def json_member(arrays, name: str, path) -> dict:
     """The JSON object stored as the 0-d string member ``name`` (a record's ``meta_json``)."""
     text = member(arrays, name, path, kinds="U", ndim=0).item()
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise MetricInputError(f"{path}: array {name!r}: JSON nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
-        raise MetricInputError(f"{path}: array {name!r}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise MetricInputError(f"{path}: array {name!r}: expected a JSON object {{...}}, got {type(value).__name__}")
-    return value
+    return parse_json(text, where=f"{path}: array {name!r}", error=MetricInputError, expect_object="record settings")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metrics.l2_log import EpisodeLog, L2LogError, read_log, write_log
+from runner.json_input import parse_json
 from runner.safe_paths import SAFE_NAME, check_name, copy_files, list_files, read_text
 
 RECORD_FILE = "rl_record.json"
@@ -101,14 +102,8 @@ def _copy_parsed(log: EpisodeLog, destination: Path) -> None:
 
 def _read_meta(path: Path) -> dict:
     """``rl_record.json`` as typed fields (missing keys take their defaults)."""
-    try:
-        meta = json.loads(read_text(path, what="RL record file"))
-    except RecursionError:
-        raise L2LogError(f"{path}: JSON nested too deeply to read") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
-        raise L2LogError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise L2LogError(f"{path}: expected a JSON object {{...}}, got a JSON {type(meta).__name__}")
+    meta = parse_json(read_text(path, what="RL record file"), where=str(path), error=L2LogError,
+                      expect_object="RL record settings")
     out = {"kind": meta.get("kind", "custom"), "mode": meta.get("mode", "syllabus")}
     if not isinstance(out["kind"], str):
         raise L2LogError(f"{path}: kind: expected a string, got {out['kind']!r}")

@@ -25,6 +25,7 @@ import numpy as np
 
 from metrics.continual import continual_metrics
 from metrics.results import MetricResults, Series
+from runner.json_input import json_type, parse_json
 from runner.protocols.continual import SERIES_PREFIX, ContinualProtocol, evaluate_continual_record
 from runner.protocols.continual_record import RENATE_FILE, SCENARIOS, ContinualRecord
 from runner.errors import ConfigError
@@ -89,14 +90,9 @@ class AccuracyMatrixSource:
 
     # -- JSON ----------------------------------------------------------------------------------------
     def _read_json(self, text: str):
-        try:
-            results = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SourceFormatError(f"{self.path}: not valid JSON ({exc})") from None
-        except RecursionError:
-            raise SourceFormatError(f"{self.path}: not valid JSON (nested too deeply)") from None
+        results = parse_json(text, where=str(self.path), error=SourceFormatError)
         if not isinstance(results, dict) or "accuracy" not in results:
-            got = f"keys {sorted(results)[:20]}" if isinstance(results, dict) else f"a JSON {_json_type(results)}"
+            got = f"keys {sorted(results)[:20]}" if isinstance(results, dict) else f"a JSON {json_type(results)}"
             raise SourceFormatError(f"{self.path}: expected Renate's results dict (a JSON object) with key 'accuracy', "
                                     f"got {got}")
         A = self._matrix(results["accuracy"], "'accuracy'")
@@ -105,7 +101,7 @@ class AccuracyMatrixSource:
             init = results["accuracy_init"]
             if not (isinstance(init, list) and len(init) == 1 and isinstance(init[0], list)):
                 raise SourceFormatError(f"{self.path}, key 'accuracy_init': expected one row [[b_0, ..., b_T-1]], "
-                                        f"got a JSON {_json_type(init)}")
+                                        f"got a JSON {json_type(init)}")
             b = self._vector(init[0], "key 'accuracy_init' row 0", A.shape[0], whole=False)
         n = None
         if "num_instances" in results:
@@ -200,10 +196,6 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _json_type(value) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
 
 
 def _show(value) -> str:

@@ -15,7 +15,6 @@ know is named as such. Anything wrong is one error naming the file (and array, i
 """
 from __future__ import annotations
 
-import json
 import re
 import zipfile
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from typing import Any
 import yaml
 
 from metrics.validation import MetricInputError
+from runner.json_input import parse_json
 from runner.errors import ConfigError, UnsafePathError
 from runner.paths import CONFIG_DIR
 from runner.safe_paths import list_files, read_text, regular_file
@@ -159,16 +159,8 @@ class RecordSource:
 
 def read_json_object(file: Path) -> dict:
     """A small JSON object file of a record, read without following links; one error naming the file."""
-    text = read_text(file, what="record file")
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise SourceFormatError(f"{file}: not valid JSON (nested too deeply)") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
-        raise SourceFormatError(f"{file}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise SourceFormatError(f"{file}: expected a JSON object {{...}}, got a JSON {type(value).__name__}")
-    return value
+    return parse_json(read_text(file, what="record file"), where=str(file), error=SourceFormatError,
+                      expect_object="record settings")
 
 
 def metric_defaults(protocol: str) -> dict:

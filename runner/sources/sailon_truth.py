@@ -7,12 +7,12 @@ red-light row, once K is known. Conventions: see :mod:`runner.sources.sailon`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from runner.json_input import parse_json
 from runner.errors import ConfigError
 from runner.sources import SourceFormatError
 from runner.sources.csv_table import column_index, numeric, read_rows
@@ -108,16 +108,8 @@ def _check_ids(path: Path, ids: np.ndarray, lines: np.ndarray, column: str) -> N
 
 
 def _parse_metadata(path: Path, text: str) -> dict:
-    try:
-        meta = json.loads(text)
-    except RecursionError:
-        raise SourceFormatError(f"{path}: JSON nested too deeply; expected a flat object of test settings") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer too long to convert
-        raise SourceFormatError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise SourceFormatError(f"{path}: expected a JSON object of test settings (round_size, red_light, ...), "
-                                f"got a {type(meta).__name__}")
-    return meta
+    return parse_json(text, where=str(path), error=SourceFormatError,
+                      expect_object="test settings (round_size, red_light, ...)")
 
 
 def _red_light_id(meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: Path) -> tuple[str | None, int | None]:
