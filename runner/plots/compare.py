@@ -52,6 +52,24 @@ def best_means(found: Sequence[Row]) -> set[float]:
     return {max(means) if direction == "maximize" else min(means)}
 
 
+def setting(r: Row) -> tuple:
+    """What a group holds besides its agent (domain, condition, ...): only groups of one setting compete."""
+    return tuple(item for item in r.group if item[0] != "agent")
+
+
+def best_rows(found: Sequence[Row]) -> set[int]:
+    """Indices (into ``found``) of the best group of each setting: a digits run is never "better" than an
+    activity run; the best agent is chosen among the groups that differ only in the agent."""
+    by_setting: dict[tuple, list[int]] = {}
+    for i, r in enumerate(found):
+        by_setting.setdefault(setting(r), []).append(i)
+    best = set()
+    for members in by_setting.values():
+        top = best_means([found[i] for i in members])
+        best |= {i for i in members if found[i].n > 0 and found[i].mean in top}
+    return best
+
+
 def _cell(r: Row, best: bool, footnote: int | None) -> str:
     if r.n == 0:
         return f"N/A [{footnote}]"
@@ -61,7 +79,8 @@ def _cell(r: Row, best: bool, footnote: int | None) -> str:
 
 
 LEGEND = ("Mean over seeds ± half-width of the 95 % Student-t confidence interval of the mean; n = seeds with a "
-          "value. **Bold**: best mean by the metric's declared direction (↑ higher, ↓ lower is better). N/A: not a "
+          "value. **Bold**: best mean by the metric's declared direction (↑ higher, ↓ lower is better) among the groups "
+          "that differ only in the agent (same domain, condition, ...). N/A: not a "
           "measurement (reasons below), never best. Numbers to 3 significant digits; comparison.csv has full precision.")
 
 
@@ -79,7 +98,7 @@ def to_markdown(rows: Sequence[Row]) -> str:
         if all(r.n == 0 for r in found):
             nowhere.setdefault(found[0].na_reason, []).append(m)
             continue
-        best = best_means(found)
+        best = {id(found[i]) for i in best_rows(found)}
         cells = []
         for g in labels:
             r = cell.get((m, g))
@@ -87,7 +106,7 @@ def to_markdown(rows: Sequence[Row]) -> str:
                 cells.append("")
                 continue
             note = reasons.setdefault(r.na_reason, len(reasons) + 1) if r.n == 0 else None
-            cells.append(_cell(r, r.n > 0 and r.mean in best, note))
+            cells.append(_cell(r, id(r) in best, note))
         lines.append(f"| {m} | {arrows[found[0].direction]} | " + " | ".join(cells) + " |")
     if reasons:
         lines += ["", *(f"[{i}] {reason}" for reason, i in reasons.items())]
@@ -110,7 +129,7 @@ def headline_metrics(rows, limit: int = MAX_PANELS) -> list[str]:
 
 
 def comparison_figure(rows, metrics: list[str] | None = None):
-    """Bars = mean over seeds, whiskers = 95 % Student-t interval; the best group (by direction) outlined;
+    """Bars = mean over seeds, whiskers = 95 % Student-t interval; the best agent of each setting outlined;
     a group without a value (N/A) is marked "N/A" and never outlined."""
     import matplotlib
 
@@ -132,9 +151,10 @@ def comparison_figure(rows, metrics: list[str] | None = None):
         direction = next((r.direction for r in found if r is not None), "none")
         bars = ax.bar(range(len(labels)), means, yerr=[lo, hi], capsize=4,
                       color=[colors[i % len(colors)] for i in range(len(labels))], alpha=0.8)
-        best = best_means([r for r in found if r is not None])
+        present = [i for i, r in enumerate(found) if r is not None]
+        best = {present[j] for j in best_rows([found[i] for i in present])}
         for i, (bar, m) in enumerate(zip(bars, means)):
-            if math.isfinite(m) and m in best:
+            if i in best:
                 bar.set_edgecolor("black")
                 bar.set_linewidth(2)
             elif found[i] is not None and found[i].n == 0:

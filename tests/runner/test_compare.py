@@ -291,3 +291,17 @@ def test_command_line_errors_are_one_line(mlflow_store, capsys):
     with pytest.raises(ConfigError, match="--tag team: .* holds both ' and \" quotes"):
         cmp.experiment_runs(SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
                             "x", {"team": "it's \"ours\""})
+
+
+def test_best_is_chosen_among_agents_of_one_setting_only():
+    # digits is easier than activity: the best activity agent (0.6) is still bold, though digits' worst (0.8) is higher.
+    runs = [fake_run(agent, s, {"top1": v + 0.01 * s}, params={"domain": domain}, tags={"domain": domain})
+            for agent, domain, v in [("ond/knn_novelty", "digits", 0.9), ("ond/closed_world", "digits", 0.8),
+                                     ("ond/knn_novelty", "activity", 0.6), ("ond/closed_world", "activity", 0.5)]
+            for s in range(2)]
+    rows = cmp.compare(runs, ["agent", "domain"])
+    md = cmp.to_markdown(rows)
+    header = next(line for line in md.splitlines() if line.startswith("| metric |")).split(" | ")[2:]
+    top1 = next(line for line in md.splitlines() if line.startswith("| top1 |")).split(" | ")[2:]
+    bold = sorted(h.strip(" |") for h, c in zip(header, top1) if c.startswith("**"))
+    assert bold == ["ond.knn_novelty__domain-activity", "ond.knn_novelty__domain-digits"]
