@@ -25,6 +25,7 @@ from runner.errors import LaunchAborted
 from runner.liveness import owner_tags, reap_quietly
 from runner.resolvers import register_resolvers
 from runner.tracking import (
+    delete_run_permanently,
     RUN_KIND_TAG,
     SWEEP_DIR_TAG,
     TrackingSettings,
@@ -106,11 +107,12 @@ def mark_parent(settings: TrackingSettings, launch_dir: str, run_id: str, status
     client.set_terminated(run_id, status=status)
 
 
-def abort_open_sweep(reason: str, status: str = "FAILED") -> None:
+def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bool = False) -> None:
     """End the sweep parent this process opened, when the launcher itself crashed (a killed joblib worker
     raises TerminatedWorkerError in the launching process, and Hydra never calls on_multirun_end): tag
     ``error`` = ``reason``, status FAILED (or ``status``, e.g. KILLED for Ctrl-C). A no-op when this process
-    has no open sweep; calling it twice does nothing more."""
+    has no open sweep; calling it twice does nothing more. ``delete_if_empty``: a sweep stopped by a config
+    or input error before any job created a run leaves no run at all (the parent is deleted)."""
     if not _open_sweep:
         return
     sweep = dict(_open_sweep)
@@ -118,7 +120,17 @@ def abort_open_sweep(reason: str, status: str = "FAILED") -> None:
     os.environ.pop(sweep["env_var"], None)
     try:
         client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
-        if client.get_run(sweep["run_id"]).info.status != "RUNNING":
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        parent = client.get_run(sweep["run_id"])
+        # A job that failed has already marked the parent FAILED (on_job_end): an empty parent goes anyway.
+        if delete_if_empty and not client.search_runs(
+                [parent.info.experiment_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep['run_id']}'",
+                max_results=1):
+            delete_run_permanently(client, sweep["run_id"])
+            log.info("sweep parent run %s deleted: the sweep stopped before any job ran (%s)", sweep["run_id"], reason)
+            return
+        if parent.info.status != "RUNNING":
             return
         client.set_tag(sweep["run_id"], "error", str(reason)[:5000])
         client.set_terminated(sweep["run_id"], status=status)

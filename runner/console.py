@@ -79,9 +79,10 @@ def save_traceback(exc: BaseException) -> Path:
     return path
 
 
-def error_exit(exc: BaseException, *, where_traceback: str | None = None) -> None:
-    """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, else 1)."""
-    message = one_line(exc)
+def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: str | None = None) -> None:
+    """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, else 1); ``job`` names the sweep
+    job that failed."""
+    message = one_line(exc) if job is None else f"{job}: {one_line(exc)}"
     if where_traceback and not isinstance(exc, USER_ERRORS + (KeyboardInterrupt,)):
         message += f" (traceback in {where_traceback})"
     print(f"error: {message}", file=sys.stderr, flush=True)
@@ -106,6 +107,26 @@ def user_facing(job, cfg):
         error_exit(exc, where_traceback=str(where) if where else None)
 
 
+class _FailedJobNote:
+    """Stands in for stderr while Hydra runs: Hydra writes "Error executing job with overrides: [...]" on a
+    line of its own before re-raising a sweep job's error; we keep the overrides for the one error line."""
+
+    PREFIX = "Error executing job with overrides: "
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.overrides: str | None = None
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.PREFIX):
+            self.overrides = text[len(self.PREFIX):].strip()
+            return len(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
 def install_one_line_errors() -> None:
     """Make Hydra report any error (config composition, overrides, a failed sweep job) as one
     ``error:`` line instead of its multi-line message or traceback. Hydra 1.3 wraps every entry point in
@@ -117,6 +138,8 @@ def install_one_line_errors() -> None:
     def run_and_report(func):
         if full_errors_wanted():
             return original(func)
+        note = _FailedJobNote(sys.stderr)
+        sys.stderr = note
         try:
             return func()
         except SystemExit:
@@ -128,7 +151,11 @@ def install_one_line_errors() -> None:
             where = job_log_file()
             if where is None and not isinstance(exc, USER_ERRORS):
                 where = save_traceback(exc)
-            error_exit(exc, where_traceback=str(where) if where else None)
+            error_exit(exc, where_traceback=str(where) if where else None,
+                       job=f"the sweep's job with overrides {note.overrides}" if note.overrides else None)
+        finally:
+            if sys.stderr is note:
+                sys.stderr = note.stream
 
     run_and_report.__wrapped_original__ = original  # type: ignore[attr-defined]
     hydra_utils.run_and_report = run_and_report

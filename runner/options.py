@@ -36,6 +36,27 @@ def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> st
     return None
 
 
+BARE_FLAGS = ("-m", "--multirun", "--run", "--resolve", "--help", "--hydra-help", "--version")
+
+
+VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+               "--info", "-i", "--experimental-rerun", "--shell-completion", "-sc", "-h")
+
+
+def unknown_flag_message(args: list[str]) -> str | None:
+    """One line for a command-line flag Hydra does not know (its parser would print the whole usage)."""
+    for arg in args:
+        if arg.startswith("-") and arg not in BARE_FLAGS + VALUE_FLAGS and arg.split("=", 1)[0] not in VALUE_FLAGS:
+            return (f"unknown flag {arg!r}; overrides are key=value (e.g. seed=1), flags are "
+                    + ", ".join(BARE_FLAGS) + " (--help lists them)")
+    return None
+
+
+def flags_first(args: list[str]) -> list[str]:
+    """Hydra's argument parser rejects ``seed=1 -m``; a bare flag anywhere means the same as in front."""
+    return [a for a in args if a in BARE_FLAGS] + [a for a in args if a not in BARE_FLAGS]
+
+
 def checked_cli(hydra_main) -> None:
     """Run a Hydra entry point after checking its group choices; every error, from Hydra or from a job, is
     one ``error:`` line on stderr (the traceback goes to the job's log file). A sweep whose launcher dies
@@ -44,9 +65,10 @@ def checked_cli(hydra_main) -> None:
 
     from runner.console import install_one_line_errors
 
-    problem = unknown_choice_message(sys.argv[1:])
+    problem = unknown_flag_message(sys.argv[1:]) or unknown_choice_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
+    sys.argv[1:] = flags_first(sys.argv[1:])
     install_one_line_errors()
     try:
         hydra_main()
@@ -62,7 +84,9 @@ def _close_open_sweep(exc: BaseException) -> None:
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return
     from runner.callbacks import abort_open_sweep
+    from runner.console import USER_ERRORS
 
     cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
     status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"
-    abort_open_sweep(f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500], status=status)
+    abort_open_sweep(f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500], status=status,
+                     delete_if_empty=isinstance(cause, USER_ERRORS))

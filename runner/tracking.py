@@ -196,6 +196,16 @@ def get_or_create_experiment(client, name: str, artifact_location: str | None) -
         return exp.experiment_id
 
 
+def delete_run_permanently(client, run_id: str) -> None:
+    """Delete a run that should never have existed (a sweep stopped by a config error before any job ran):
+    soft-delete it, then remove its rows where the store allows it, as ``mlflow gc`` does (SQL stores)."""
+    client.delete_run(run_id)
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    hard_delete = getattr(store, "_hard_delete_run", None)  # MLflow's own gc uses it; absent on REST stores
+    if callable(hard_delete):
+        hard_delete(run_id)
+
+
 def flatten(mapping: Mapping, prefix: str = "") -> dict[str, str]:
     """Flatten a nested config into ``a.b.c -> str(value)``; lists keep their index (``a.0``)."""
     out: dict[str, str] = {}

@@ -28,6 +28,7 @@ CASES = [
     ("agent-target-missing", "runner", [OND, "agent._target_=nowhere.Nothing"], ["agent", "nowhere.Nothing"]),
     ("agent-unknown-param", "runner", [OND, "+agent.bogus=1"], ["agent", "bogus"]),
     ("launcher-unknown", "runner", [OND, "hydra/launcher=nope"], ["hydra/launcher", "nope"]),
+    ("unknown-flag", "runner", [OND, "--bogus"], ["--bogus", "key=value"]),
     ("evaluate-no-source", "runner.evaluate", [], ["source", "sailon"]),
     ("evaluate-no-path", "runner.evaluate", ["+source=sailon"], ["source.path"]),
     ("evaluate-unknown-source", "runner.evaluate", ["+source=nope"], ["source", "'nope'"]),
@@ -39,6 +40,13 @@ CASES = [
 @pytest.mark.parametrize("module,args,mentions", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_cli_error_is_one_line_and_creates_no_run(workspace, module, args, mentions):
     assert_clean_failure(run_cli(module, [*FAST, *args] if module == "runner" else args, workspace), *mentions)
+
+
+def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
+    # The sweep's parent run exists before its jobs; when every job stops on a config error it is removed.
+    result = run_cli("runner", ["-m", OND, *FAST, "protocol.batch_size=2.5,3.5"], workspace)
+    line = assert_clean_failure(result, "protocol.batch_size", "integer", "2.5")
+    assert "overrides" in line  # names the sweep job that failed
 
 
 def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspace):
