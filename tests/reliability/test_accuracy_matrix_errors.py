@@ -53,17 +53,13 @@ CSV_CASES = [
 ]
 
 
-@pytest.mark.parametrize("content, mentions", [c[1:] for c in JSON_CASES], ids=[c[0] for c in JSON_CASES])
-def test_renate_json_error_is_one_line(workspace, content, mentions):
-    path = workspace.root / "inputs" / "results.json"
-    path.parent.mkdir()
-    path.write_text(content)
-    assert_clean_failure(run_cli("runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace), *mentions)
+CONTENT_CASES = [("results.json", *c) for c in JSON_CASES] + [("matrix.csv", *c) for c in CSV_CASES]
 
 
-@pytest.mark.parametrize("content, mentions", [c[1:] for c in CSV_CASES], ids=[c[0] for c in CSV_CASES])
-def test_csv_matrix_error_is_one_line(workspace, content, mentions):
-    path = workspace.root / "inputs" / "matrix.csv"
+@pytest.mark.parametrize("name, content, mentions", [(c[0], *c[2:]) for c in CONTENT_CASES],
+                         ids=[c[1] for c in CONTENT_CASES])
+def test_matrix_file_error_is_one_line(workspace, name, content, mentions):
+    path = workspace.root / "inputs" / name
     path.parent.mkdir()
     path.write_text(content)
     assert_clean_failure(run_cli("runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace), *mentions)
