@@ -117,13 +117,13 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
     with pytest.raises(ConfigError) as err:
         protocol.metric_options({"k_values": [1000]})
     assert str(err.value) == ("metrics.k_values: K=1000 exceeds the 20 predictions per agent (protocol.num_preds); "
-                              "expected values in 1..20")
+                              "expected values in 1..20, e.g. metrics.k_values=[20]")
     # a source: the number of predictions comes from the record (General-Framework arrays, N_P = 6)
     record = SimpleNamespace(path_pred=np.zeros((2, 6, 3, 12, 2)))
     with pytest.raises(ConfigError) as err:
         protocol.metric_options({}, record=record)
     assert str(err.value) == ("metrics.k_values: K=20 exceeds the 6 predictions per agent (in the data); "
-                              "expected values in 1..6")
+                              "expected values in 1..6, e.g. metrics.k_values=[6]")
     assert protocol.metric_options({"k_values": [6]}, record=record)["k_values"] == [6]
     file_like = SimpleNamespace(num_preds=3)  # runner.sources.trajectories.TrajectoryFile
     with pytest.raises(ConfigError, match="K=20 exceeds the 3 predictions"):
