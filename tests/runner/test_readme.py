@@ -82,3 +82,13 @@ def test_readme_artifact_download_line_fetches_the_record_and_leaves_no_stray_st
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "downloaded" / "record" / "ond_record.npz").is_file()
     assert not (tmp_path / "mlflow.db").exists()
+    # ... and the README's next line re-scores the downloaded record at another threshold.
+    import sys
+
+    rescore = _bash_line("source.path=downloaded/record").split(" #")[0].replace("python ", f"{sys.executable} ", 1)
+    env["PYTHONPATH"] = str(README.parent)
+    proc = subprocess.run(["bash", "-c", rescore + " progress=false"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.data.params.get("metrics.threshold") for r in runs if r.data.tags.get("source") == "record"] == ["0.7"]
