@@ -30,8 +30,11 @@ class TrajContext:
     """Validated arrays of one chunk of samples plus lazily computed, cached intermediate results."""
 
     def __init__(self, true, pred, mask, *, step_count="agent", log_probs=None, joint_log_probs=None,
-                 singular_rtol=1e-11):
+                 singular_rtol=1e-11, full_kde=False):
         self.true, self.pred, self.mask = true, pred, mask
+        # The NLL needs the truth's density only; the table, which also reports ECE/ML/Brier, shares the
+        # full KDE (truth and every prediction) between them instead.
+        self.full_kde = full_kde
         self.step_count = step_count
         self.singular_rtol = singular_rtol
         n_s, n_p, n_a = pred.shape[:3]
@@ -85,6 +88,18 @@ class TrajContext:
             raise MetricInputError(f"log_probs: NaN for a valid {'sample' if joint else '(sample, agent)'} {idx}")
         return log_true, log_pred, ok, np.zeros_like(ok)
 
+    def kde_truth(self, joint):
+        """``(log_true, ok, overflow)``: from the full KDE when it is (or will be) computed anyway, else
+        from a KDE evaluated at the truth only."""
+        if self.full_kde or ("kde", joint) in self._cache or self.log_probs is not None or \
+                (joint and self.joint_log_probs is not None):
+            log_true, _, ok, overflow = self._cached(("kde", joint), lambda: self._kde(joint))
+            return log_true, ok, overflow
+        log_true, _, ok, overflow = self._cached(("kde_truth", joint), lambda: kde_log_probs(
+            self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol, return_overflow=True,
+            truth_only=True))
+        return log_true, ok, overflow
+
     def _with_overflow(self, state, joint):
         """A KDE state followed by the number of overflowing KDEs (see :func:`finalize_kde_ratio`)."""
         return np.concatenate([state, [self.kde_overflow(joint).sum()]]).astype(float)
@@ -120,8 +135,8 @@ class TrajContext:
         return self._with_overflow([chosen[ok].sum(), ok.sum()], joint)
 
     def nll_state(self, joint):
-        log_true, _, ok = self.kde(joint)
-        return self._with_overflow([-log_true[ok].sum(), ok.sum()], joint)
+        log_true, ok, overflow = self.kde_truth(joint)
+        return np.array([-log_true[ok].sum(), ok.sum(), overflow.sum()], dtype=float)
 
     def ece_state(self, joint):
         """Counts of ``m > k/200`` for the 201 levels, the number of KDEs (ECE_traj_*.py), then the number

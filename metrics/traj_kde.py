@@ -115,8 +115,11 @@ def _ordered_steps(mask2d):
 
 
 def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS,
-                  return_overflow=False):
+                  return_overflow=False, truth_only=False):
     """KDE log densities of the truth and of each prediction under the KDE of the predictions.
+
+    ``truth_only``: the truth's density alone (what the NLL needs); ``log_pred`` is then None. Evaluating
+    one point instead of ``N_P + 1`` per KDE makes it several times faster.
 
     Marginal: returns ``(log_true[N_S, N_A], log_pred[N_S, N_P, N_A], ok[N_S, N_A])``;
     joint: ``(log_true[N_S], log_pred[N_S, N_P], ok[N_S])``. Entries of agents (samples) without a
@@ -134,7 +137,8 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_e
         flat_true = true.reshape(n_s * n_a, 1, n_o, 2)
         flat_pred = pred.transpose(0, 2, 1, 3, 4).reshape(n_s * n_a, n_p, n_o, 2)
     with _single_blas_thread():
-        out = _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements)
+        out = _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements,
+                             truth_only)
     return out if return_overflow else out[:3]
 
 
@@ -146,11 +150,12 @@ def _single_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements):
+def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singular_rtol, chunk_elements,
+                   truth_only=False):
     order, counts = _ordered_steps(flat_mask)
     n_rows = flat_mask.shape[0]
     log_true = np.full(n_rows, np.nan)
-    log_pred = np.full((n_rows, n_p), np.nan)
+    log_pred = None if truth_only else np.full((n_rows, n_p), np.nan)
     ok = np.zeros(n_rows, bool)
     overflow = np.zeros(n_rows, bool)
     for c in np.unique(counts):
@@ -164,14 +169,16 @@ def _kde_log_probs(flat_mask, flat_true, flat_pred, joint, n_s, n_p, n_a, singul
             pts_true = np.take_along_axis(flat_true[rows], idx[:, None, :, None], axis=2)
             pts_pred = np.take_along_axis(flat_pred[rows], idx[:, None, :, None], axis=2)
         dat = pts_pred.reshape(len(rows), n_p, 2 * c)
-        pts = np.concatenate([dat, pts_true.reshape(len(rows), 1, 2 * c)], axis=1)
+        truth = pts_true.reshape(len(rows), 1, 2 * c)
+        pts = truth if truth_only else np.concatenate([dat, truth], axis=1)
         logp, good, over = kde_logpdf_batched(dat, pts, singular_rtol=singular_rtol, chunk_elements=chunk_elements,
                                               return_overflow=True)
-        log_pred[rows] = logp[:, :n_p]
-        log_true[rows] = logp[:, n_p]
+        if not truth_only:
+            log_pred[rows] = logp[:, :n_p]
+        log_true[rows] = logp[:, -1]
         ok[rows] = good
         overflow[rows] = over
     if joint:
         return log_true, log_pred, ok, overflow
-    return (log_true.reshape(n_s, n_a), log_pred.reshape(n_s, n_a, n_p).transpose(0, 2, 1), ok.reshape(n_s, n_a),
-            overflow.reshape(n_s, n_a))
+    per_agent = None if truth_only else log_pred.reshape(n_s, n_a, n_p).transpose(0, 2, 1)
+    return log_true.reshape(n_s, n_a), per_agent, ok.reshape(n_s, n_a), overflow.reshape(n_s, n_a)

@@ -142,10 +142,16 @@ def _plan(k_values, n_p, rng, kde):
     return plan
 
 
+NEEDS_PREDICTION_DENSITIES = ("ml_", "kde_ece", "brier")  # metrics that rank predictions by their KDE density
+
+
 def _accumulate(chunks, plan, opts, ctx_kwargs):
     totals = {}
+    # The NLL alone needs the truth's density; with ECE/ML/Brier the full KDE is computed once and shared.
+    full_kde = any(name.startswith(NEEDS_PREDICTION_DENSITIES) for name, _, _ in plan)
     for true, pred, mask, log_probs, joint_log_probs in chunks:
-        ctx = TrajContext(true, pred, mask, log_probs=log_probs, joint_log_probs=joint_log_probs, **ctx_kwargs)
+        ctx = TrajContext(true, pred, mask, log_probs=log_probs, joint_log_probs=joint_log_probs, full_kde=full_kde,
+                          **ctx_kwargs)
         # extreme inputs (1e308) overflow to inf: the finalizers turn that into N/A, so no warning is printed
         with np.errstate(over="ignore", invalid="ignore"):
             for name, entry, idx in plan:

@@ -181,6 +181,24 @@ def test_collision_hand_case():
 
 
 # ---------------------------------------------------------------- KDE metrics vs scipy
+def test_truth_only_kde_gives_the_truth_density_of_the_full_kde():
+    """kde_nll evaluates the KDE at the truth only; the table evaluates it at the truth and every prediction.
+    Both must give the same truth density, N/A pattern (a singular KDE) and overflow flags."""
+    from metrics.traj_kde import kde_log_probs
+
+    true, pred, mask = make(7, n_s=6, n_p=40)
+    pred[5, :, 0] = pred[5, 0, 0]                    # identical predictions: singular for agent 0 and jointly
+    for joint in (False, True):
+        full_true, full_pred, full_ok, full_over = kde_log_probs(true, pred, mask, joint=joint, return_overflow=True)
+        only_true, only_pred, only_ok, only_over = kde_log_probs(true, pred, mask, joint=joint, return_overflow=True,
+                                                                 truth_only=True)
+        assert only_pred is None and full_pred is not None
+        np.testing.assert_array_equal(only_ok, full_ok)
+        np.testing.assert_array_equal(only_over, full_over)
+        assert not only_ok.all()                     # the singular case is there
+        np.testing.assert_allclose(only_true[only_ok], full_true[full_ok], rtol=1e-12, atol=1e-12)
+
+
 def test_kde_nll_ml_ece_brier_match_scipy_loop():
     true, pred, mask = make(5, n_s=6, n_p=40)
     pred[5, :, 0] = pred[5, 0, 0]                    # identical predictions: singular for agent 0 and jointly
