@@ -10,7 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from runner.errors import ConfigError
 from runner.tracking import TrackingSettings
-from runner.typed import as_bool, as_int, check_keys
+from runner.typed import as_bool, as_int
 
 
 def resolve_config(cfg: DictConfig) -> dict[str, Any]:
@@ -27,16 +27,7 @@ def resolve_config(cfg: DictConfig) -> dict[str, Any]:
 
 def tracking_settings(cfg: DictConfig) -> TrackingSettings:
     """``cfg.tracking`` as checked :class:`TrackingSettings` (unknown keys and wrong types name the key)."""
-    node = resolve_config(cfg).get("tracking")
-    if not isinstance(node, dict):
-        raise ConfigError(f"tracking: expected a config node (tracking=mlflow), got {node!r}")
-    node.pop("_target_", None)
-    check_keys(node, [f.name for f in dataclasses.fields(TrackingSettings)], "tracking")
-    settings = TrackingSettings(**node)
-    validate = getattr(settings, "validate", None)
-    if callable(validate):
-        validate()
-    return settings
+    return TrackingSettings.from_config(resolve_config(cfg).get("tracking"))
 
 
 @dataclasses.dataclass(frozen=True)

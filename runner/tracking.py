@@ -104,16 +104,17 @@ class TrackingSettings:
 
     @classmethod
     def from_config(cls, node) -> "TrackingSettings":
-        """From the resolved ``tracking`` config node (a mapping); an unknown key is a ConfigError."""
+        """From the resolved ``tracking`` config node (a mapping); an unknown key is a ConfigError naming
+        the closest valid one, a bad value one naming its key (:meth:`validate`)."""
         from dataclasses import fields
 
         from runner.errors import ConfigError
+        from runner.typed import check_keys
 
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"tracking: expected a config node (tracking=mlflow), got {node!r}")
         values = {k: v for k, v in dict(node).items() if k != "_target_"}
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(values) - set(known))
-        if unknown:
-            raise ConfigError(f"tracking.{unknown[0]}: unknown key; expected one of {', '.join(known)}")
+        check_keys(values, [f.name for f in fields(cls)], "tracking")
         return cls(**values)
 
     def validate(self) -> None:

@@ -153,5 +153,7 @@ def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
     settings = TrackingSettings(store_dir=str(store))
     assert not store.exists()
     assert settings.resolved_uri() == f"sqlite:///{store.resolve()}/mlflow.db" and store.is_dir()
-    with pytest.raises(ConfigError, match=r"^tracking.bogus: unknown key; expected one of uri, store_dir"):
+    with pytest.raises(ConfigError, match=r"^tracking.bogus: unknown key; valid keys: uri, store_dir"):
         TrackingSettings.from_config({"uri": None, "bogus": 1, "_target_": "x"})
+    with pytest.raises(ConfigError, match=r"^tracking.stor_dir: unknown key \(did you mean tracking.store_dir\?\)"):
+        TrackingSettings.from_config({"stor_dir": "x"})
