@@ -1,4 +1,4 @@
-"""Time `runner.evaluate` end to end (reading, metrics, MLflow) on results produced elsewhere.
+"""Time `owl_eval.runner.evaluate` end to end (reading, metrics, MLflow) on results produced elsewhere.
 
 - sailon: 1,000 SAIL-ON OND tests of 1,000 samples (K = 10) in sail-on-client's local-harness layout.
 - l2logger: a 100,000-episode l2logger log (~1,500 blocks, 5 tasks) plus 5 STE logs, built by
@@ -45,11 +45,11 @@ def write_sailon(root: Path, num_tests: int, samples: int, num_known: int = 10, 
 
 def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> None:
     from benchmarks.rl_metrics import TASKS, make_log, make_ste
-    from metrics.l2_log import write_log
-    from runner.evaluate import evaluate
+    from owl_eval.formats.l2logger import write_log
+    from owl_eval.runner.evaluate import evaluate
     import yaml
 
-    from runner.sources.l2logger import L2LoggerSource
+    from owl_eval.sources.l2logger import L2LoggerSource
 
     rng = np.random.default_rng(0)
     log_dir = write_log(make_log(episodes, blocks, rng), tmp / "l2" / "logs", "bench", {"scenario_type": "custom"})
@@ -75,13 +75,13 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     for figures in ("true", "false"):
         start = time.perf_counter()
         evaluate([*args, f"figures={figures}"], output_dir=tmp / f"out_l2_{figures}")
-        print(f"l2logger: python -m runner.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
+        print(f"l2logger: python -m owl_eval.runner.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
               f"MLflow) {time.perf_counter() - start:.2f} s")
 
 
 def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) -> None:
-    from runner.evaluate import evaluate
-    from runner.sources.sailon import SailonSource
+    from owl_eval.runner.evaluate import evaluate
+    from owl_eval.sources.sailon import SailonSource
 
     tmp = Path(tempfile.mkdtemp())
     start = time.perf_counter()
@@ -99,7 +99,7 @@ def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) ->
     start = time.perf_counter()
     evaluate(["+source=sailon", f"source.path={tmp / 'sailon'}", "source.sum_tolerance=1e-5", f"tracking.store_dir={tmp / 'store'}"],
              output_dir=tmp / "out2")
-    print(f"sailon: python -m runner.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s")
+    print(f"sailon: python -m owl_eval.runner.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s")
     bench_l2logger(tmp, episodes)
 
 

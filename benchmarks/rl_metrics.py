@@ -21,8 +21,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from metrics.l2_log import EpisodeLog, read_log, write_log  # noqa: E402
-from metrics.lifelong_rl import evaluate_log  # noqa: E402
+from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log  # noqa: E402
+from owl_eval.metrics.lifelong_rl import evaluate_log  # noqa: E402
 
 TASKS = ["cartpole_easy", "cartpole_hard", "minigrid_maze", "atari_pong", "reacher_long"]
 

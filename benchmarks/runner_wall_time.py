@@ -1,4 +1,4 @@
-"""Wall time of `python -m runner +experiment=ond_given_detection`, and where it goes.
+"""Wall time of `python -m owl_eval +experiment=ond_given_detection`, and where it goes.
 
 Prints: the whole command, the interpreter + imports alone, and the run's own timers (setup incl.
 MLflow store and run creation, the protocol (agents over the trials), metrics, figures, MLflow logging).
@@ -23,9 +23,9 @@ def timed(cmd: list[str]) -> float:
 
 def main(experiment: str = "ond_given_detection") -> None:
     store = Path(tempfile.mkdtemp())
-    timed([sys.executable, "-m", "runner", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])  # creates the store
-    total = timed([sys.executable, "-m", "runner", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])
-    imports = timed([sys.executable, "-c", "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, runner.app, metrics.ond"])
+    timed([sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])  # creates the store
+    total = timed([sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])
+    imports = timed([sys.executable, "-c", "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, owl_eval.runner.app, owl_eval.metrics.ond"])
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")

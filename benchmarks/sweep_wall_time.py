@@ -3,7 +3,7 @@
     python benchmarks/sweep_wall_time.py [--jobs 12] [--count-jobs 40] [--trials 2]
         [--ray-python /tmp/rayvenv/bin/python --ray-address 127.0.0.1:6379]
 
-Each sweep is the real CLI (``python -m runner -m ...``): 2 agents x jobs/2 seeds of the OND experiment,
+Each sweep is the real CLI (``python -m owl_eval -m ...``): 2 agents x jobs/2 seeds of the OND experiment,
 ``figures=false``, into one fresh SQLite store (created before timing). Prints the wall time of the whole
 command for the basic launcher, joblib with n_jobs=2 and, when a Python with hydra-ray-launcher and a running
 Ray cluster are given, Ray; then a ``--count-jobs`` joblib sweep and what the store holds, read with sqlite3:
@@ -28,7 +28,7 @@ AGENTS = ("ond/knn_novelty", "ond/closed_world")
 
 def sweep(python: str, store: Path, name: str, jobs: int, trials: int, *launcher: str) -> float:
     seeds = ",".join(str(s) for s in range(jobs // len(AGENTS)))
-    cmd = [python, "-m", "runner", "-m", "+experiment=ond_system_detection", f"agent={','.join(AGENTS)}",
+    cmd = [python, "-m", "owl_eval", "-m", "+experiment=ond_system_detection", f"agent={','.join(AGENTS)}",
            f"seed={seeds}", f"protocol.num_trials={trials}", "figures=false", "progress=false",
            f"tracking.store_dir={store}", f"experiment_name={name}", f"hydra.sweep.dir={store / 'sweeps' / name}",
            *launcher]

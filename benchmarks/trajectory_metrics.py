@@ -19,11 +19,11 @@ import scipy.stats as st
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from metrics.traj_context import TrajContext  # noqa: E402
-from metrics.traj_core import check_paths  # noqa: E402
-from metrics.traj_kde import kde_log_probs  # noqa: E402
-from metrics.trajectory import kde_nll  # noqa: E402
-from metrics.traj_table import trajectory_table  # noqa: E402
+from owl_eval.metrics.trajectory.context import TrajContext  # noqa: E402
+from owl_eval.metrics.trajectory.core import check_paths  # noqa: E402
+from owl_eval.metrics.trajectory.kde import kde_log_probs  # noqa: E402
+from owl_eval.metrics.trajectory import kde_nll  # noqa: E402
+from owl_eval.metrics.trajectory.table import trajectory_table  # noqa: E402
 
 
 def make_data(n_s, n_p, n_a, n_o, seed=0):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.continual import ContinualLearner, Finetune, Joint, Replay, ReservoirBuffer
-from agents.continual._linear import SoftmaxRegression
-from runner.domains.continual_digits import PermutedDigits, SplitDigits
+from owl_eval.agents.continual import ContinualLearner, Finetune, Joint, Replay, ReservoirBuffer
+from owl_eval.agents.continual._linear import SoftmaxRegression
+from owl_eval.domains.continual_digits import PermutedDigits, SplitDigits
 
 LEARNERS = {"finetune": Finetune, "replay": Replay, "joint": Joint}
 

@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from agents.rl import BlockInfo, LinearQAgent, QLearningAgent, RandomAgent, RLAgent, TaskSpec  # noqa: E402
-from agents.rl.linear_q import TileCoder  # noqa: E402
-from agents.rl.q_learning import Discretiser  # noqa: E402
-from runner.domains.rl_envs import RLDomain  # noqa: E402
+from owl_eval.agents.lifelong_rl import BlockInfo, LinearQAgent, QLearningAgent, RandomAgent, RLAgent, TaskSpec  # noqa: E402
+from owl_eval.agents.lifelong_rl.linear_q import TileCoder  # noqa: E402
+from owl_eval.agents.lifelong_rl.q_learning import Discretiser  # noqa: E402
+from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 

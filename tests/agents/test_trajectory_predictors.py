@@ -4,11 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.trajectory.base import TrajectoryPredictor, last_position_and_velocity
-from agents.trajectory.constant_velocity import ConstantVelocityPredictor
-from agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
-from agents.trajectory.knn_futures import KnnFuturesPredictor
-from runner.domains.trajectory_scenes import TrajectoryScenes
+from owl_eval.api.trajectory import TrajectoryPredictor, last_position_and_velocity
+from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
+from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
+from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
+from owl_eval.domains.trajectory_scenes import TrajectoryScenes
 
 
 def _line(start, step, n):

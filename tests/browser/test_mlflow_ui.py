@@ -23,7 +23,7 @@ TIMEOUT_MS = 90_000
 def small_sweep(store: dict, name: str, sweep_dir: Path) -> None:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "runner", "-m", "+experiment=ond_system_detection",
+    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection",
            "agent=ond/knn_novelty,ond/closed_world", "seed=0,1", "protocol.num_trials=3", "figures=false",
            "progress=false", f"tracking.uri={store['uri']}", f"tracking.artifact_location={store['artifacts']}",
            f"experiment_name={name}", f"hydra.sweep.dir={sweep_dir}"]

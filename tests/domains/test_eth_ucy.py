@@ -6,7 +6,7 @@ import gzip
 import numpy as np
 import pytest
 
-from runner.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, track_grid, read_tracks
+from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, track_grid, read_tracks
 
 # Frames every 10. Pedestrian 1 walks +1 m per step along x at frames 0..50 (6 steps).
 # Pedestrian 2 is at frames 10, 20, (30 missing), 40, 50, 60 (y = 5).
@@ -126,7 +126,7 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
 
 
 def test_check_reads_every_file_once_and_load_reuses_it(tiny_dir, monkeypatch):
-    import runner.domains.eth_ucy as eth_ucy
+    import owl_eval.domains.eth_ucy as eth_ucy
 
     reads = []
     real = eth_ucy.read_tracks
@@ -157,7 +157,7 @@ def test_a_broken_file_is_one_error_naming_it(tmp_path, content, message):
 
 
 def test_a_link_in_the_data_folder_is_not_followed(tiny_dir, tmp_path_factory):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     secret = tmp_path_factory.mktemp("elsewhere") / "secret.txt"
     secret.write_text(TINY)

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from runner.domains.rl_envs import INSTALL_HINT, RLDomain  # noqa: E402
-from runner.errors import ConfigError  # noqa: E402
+from owl_eval.domains.rl_envs import INSTALL_HINT, RLDomain  # noqa: E402
+from owl_eval.errors import ConfigError  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 
@@ -151,11 +151,11 @@ def test_missing_gymnasium_says_how_to_install(monkeypatch):
 def test_missing_gymnasium_fails_the_cli_build_with_one_line(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from runner.build import build_part
+    from owl_eval.runner.build import build_part
 
     monkeypatch.setitem(sys.modules, "gymnasium", None)
     cfg = OmegaConf.create(
-        {"domain": {"_target_": "runner.domains.rl_envs.RLDomain", "name": "cartpole", "tasks": {"cartpole": {}}}})
+        {"domain": {"_target_": "owl_eval.domains.rl_envs.RLDomain", "name": "cartpole", "tasks": {"cartpole": {}}}})
     with pytest.raises(ValueError) as err:
         build_part(cfg, "domain")
     text = str(err.value)

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.domains import sailon, sailon_files
-from runner.domains.sailon_files import MissingDomainExtra
+from owl_eval.domains import sailon, sailon_files
+from owl_eval.domains.sailon_files import MissingDomainExtra
 
 def needs(package: str):
     return pytest.mark.skipif(importlib.util.find_spec(package) is None,
@@ -143,14 +143,14 @@ def test_missing_extra_is_one_line_naming_the_install(cls, package, monkeypatch)
 def _compose(overrides):
     from hydra import compose, initialize_config_dir
 
-    from runner.paths import CONFIG_DIR
+    from owl_eval.runner.paths import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("config", overrides=overrides)
 
 
 # (known_classes, novel_classes_per_trial, batch_size, pre_novelty, post_novelty, asymptotic_width), as
-# written in conf/domain/<name>.yaml
+# written in owl_eval/conf/domain/<name>.yaml
 DOMAIN_SETTINGS = {"handwriting": (6, 2, 20, 100, 300, 150), "activity": (5, 1, 10, 60, 180, 60),
                    "image_segments": (5, 1, 10, 50, 150, 50)}
 
@@ -164,14 +164,14 @@ def test_experiments_take_the_domain_settings(domain, condition):
     assert got == DOMAIN_SETTINGS[domain]
     assert cfg.protocol.condition == condition and cfg.experiment_name == f"ond_{domain}_{condition}"
     target = {"handwriting": "HandwritingDomain", "activity": "ActivityDomain", "image_segments": "ImageSegmentsDomain"}
-    assert cfg.domain._target_ == f"runner.domains.sailon.{target[domain]}"
+    assert cfg.domain._target_ == f"owl_eval.domains.sailon.{target[domain]}"
     # the command line still wins over the domain's value
     assert _compose([f"+experiment=ond_{domain}_{condition}", "protocol.batch_size=7"]).protocol.batch_size == 7
 
 
 def test_digits_experiments_are_unchanged():
     cfg = _compose(["+experiment=ond_given_detection"])
-    # conf/protocol/ond.yaml and conf/metrics/ond.yaml defaults
+    # owl_eval/conf/protocol/ond.yaml and owl_eval/conf/metrics/ond.yaml defaults
     assert (cfg.protocol.known_classes, cfg.protocol.batch_size, cfg.protocol.pre_novelty, cfg.protocol.post_novelty,
             cfg.metrics.asymptotic_width) == (6, 10, 60, 140, 100)
     # digits' own OND block repeats the protocol/metrics defaults, so the sweep's digits jobs match these runs.
@@ -182,7 +182,7 @@ def test_digits_experiments_are_unchanged():
 def test_sweep_config_lists_every_domain_condition_agent_and_seed():
     from hydra import compose, initialize_config_dir
 
-    from runner.paths import CONFIG_DIR
+    from owl_eval.runner.paths import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["+experiment=ond_all_domains"], return_hydra_config=True)
@@ -190,4 +190,4 @@ def test_sweep_config_lists_every_domain_condition_agent_and_seed():
     assert params == {"domain": ["digits", "handwriting", "activity", "image_segments"], "protocol.condition": ["given", "system"],
                       "agent": ["ond/knn_novelty", "ond/closed_world"], "seed": ["0", "1", "2"]}
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
-    assert cfg.baseline._target_ == "agents.ond.closed_world.ClosedWorldAgent"
+    assert cfg.baseline._target_ == "owl_eval.agents.ond.closed_world.ClosedWorldAgent"

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from metrics.continual import (
+from owl_eval.metrics.continual import (
     SPECS,
     average_accuracy,
     backward_transfer,
@@ -19,8 +19,8 @@ from metrics.continual import (
     from_renate_results,
     micro_average_accuracy,
 )
-from metrics.results import NA
-from metrics.validation import MetricInputError
+from owl_eval.metrics.results import NA
+from owl_eval.metrics.validation import MetricInputError
 
 TOL = 1e-12
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from metrics.l2_log import STANDARD_COLUMNS, EpisodeLog, L2Logger, L2LogError, read_log, write_log
+from owl_eval.formats.l2logger import STANDARD_COLUMNS, EpisodeLog, L2Logger, L2LogError, read_log, write_log
 
 HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward\n"
 
@@ -220,7 +220,7 @@ def test_rows_with_a_missing_and_an_extra_field_do_not_balance_out(tmp_path):
 @pytest.mark.parametrize("field,bad,what", [(5, "task_/../../../x", "task name"), (5, "a b", "task name"),
                                             (2, "..", "worker id"), (2, "w/x", "worker id")])
 def test_unsafe_task_and_worker_names_name_file_line_and_column(tmp_path, field, bad, what):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     path = _two_rows(tmp_path, field, bad)
     with pytest.raises(UnsafePathError) as err:
@@ -230,7 +230,7 @@ def test_unsafe_task_and_worker_names_name_file_line_and_column(tmp_path, field,
 
 
 def test_unsafe_folder_name_is_refused(tmp_path):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     path = _two_rows(tmp_path)
     path.parents[1].rename(path.parents[2] / "-w")
@@ -239,7 +239,7 @@ def test_unsafe_folder_name_is_refused(tmp_path):
 
 
 def test_links_are_never_followed(tmp_path):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     path = _two_rows(tmp_path)
     root = path.parents[2]
@@ -315,7 +315,7 @@ def test_the_log_remembers_exactly_the_files_it_parsed(tmp_path):
 
 
 def test_writers_refuse_what_the_reader_would_refuse(tmp_path):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     with pytest.raises(L2LogError, match=r"column reward, row 1 \(exp_num 1\): inf is not a finite number"):
         write_log(EpisodeLog.from_columns(block_num=[0, 0], block_type="train", task_name="a_b",

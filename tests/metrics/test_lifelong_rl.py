@@ -4,12 +4,12 @@ import math
 import numpy as np
 import pytest
 
-from metrics.lifelong_rl import (LIFETIME_NAMES, SPECS, EpisodeLog, evaluate_log, evaluate_log_results,
+from owl_eval.metrics.lifelong_rl import (LIFETIME_NAMES, SPECS, EpisodeLog, evaluate_log, evaluate_log_results,
                                  performance_maintenance, performance_recovery, recovery_time, sample_efficiency,
                                  saturation, smooth, ste_relative_performance, terminal_performance,
                                  time_to_learn, time_to_saturation, write_log)
-from metrics.results import NA, MetricResults
-from metrics.validation import MetricInputError
+from owl_eval.metrics.results import NA, MetricResults
+from owl_eval.metrics.validation import MetricInputError
 
 
 def make_log(blocks, **kw) -> EpisodeLog:

@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from metrics.lifelong_rl import EpisodeLog, evaluate_log
+from owl_eval.metrics.lifelong_rl import EpisodeLog, evaluate_log
 
 
 def loop_smooth(x):

@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pytest
 
-from metrics.registry import PROTOCOL_MODULES, base_name, is_series_key, spec_for, spec_for_key, specs
-from metrics.results import MetricResults
-from runner.errors import ConfigError
-from runner.selection import check_names, select
-from runner.tracking import metric_key
+from owl_eval.metrics.registry import PROTOCOL_MODULES, base_name, is_series_key, spec_for, spec_for_key, specs
+from owl_eval.metrics.results import MetricResults
+from owl_eval.errors import ConfigError
+from owl_eval.runner.selection import check_names, select
+from owl_eval.runner.tracking import metric_key
 
 PROTOCOLS = sorted(PROTOCOL_MODULES)
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters
@@ -80,10 +80,10 @@ def test_series_are_recognised():
 # -- (2) what evaluate really reports ----------------------------------------------------------------------
 @functools.cache
 def ond_results() -> list[MetricResults]:
-    from agents.ond.closed_world import ClosedWorldAgent
-    from agents.ond.knn_novelty import KnnNoveltyAgent
-    from runner.domains.classification import DigitsDomain
-    from runner.protocols.ond import OndProtocol, evaluate_ond_record
+    from owl_eval.agents.ond.closed_world import ClosedWorldAgent
+    from owl_eval.agents.ond.knn_novelty import KnnNoveltyAgent
+    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.protocols.ond import OndProtocol, evaluate_ond_record
 
     out = []
     for condition, agent in (("system", KnnNoveltyAgent()), ("given", KnnNoveltyAgent()), ("system", ClosedWorldAgent())):
@@ -96,8 +96,8 @@ def ond_results() -> list[MetricResults]:
 
 
 def continual_results() -> list[MetricResults]:
-    from runner.protocols.continual import evaluate_continual_record
-    from runner.protocols.continual_record import ContinualRecord
+    from owl_eval.protocols.continual import evaluate_continual_record
+    from owl_eval.protocols.continual.record import ContinualRecord
 
     A = np.array([[0.9, 0.1, 0.2], [0.6, 0.8, 0.3], [0.5, 0.7, 0.95]])
     full = ContinualRecord("class_incremental", A, np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5)))
@@ -106,9 +106,9 @@ def continual_results() -> list[MetricResults]:
 
 
 def trajectory_results() -> list[MetricResults]:
-    from agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
-    from runner.domains.crowd_sim import CrowdSimDomain
-    from runner.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+    from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
+    from owl_eval.domains.crowd_sim import CrowdSimDomain
+    from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
 
     record = TrajectoryProtocol(num_preds=30).run(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),
                                                   agent=ConstantVelocityNoisePredictor(), rng=np.random.default_rng(4),
@@ -118,9 +118,9 @@ def trajectory_results() -> list[MetricResults]:
 
 def lifelong_rl_results() -> list[MetricResults]:
     pytest.importorskip("gymnasium")
-    from metrics.lifelong_rl import EpisodeLog
-    from runner.protocols.rl_record import RLRecord
-    from runner.protocols.rl_syllabus import evaluate_rl_record
+    from owl_eval.metrics.lifelong_rl import EpisodeLog
+    from owl_eval.protocols.lifelong_rl.record import RLRecord
+    from owl_eval.protocols.lifelong_rl import evaluate_rl_record
 
     rng = np.random.default_rng(5)
     blocks = [("test", "cartpole_default", 3), ("train", "cartpole_default", 20), ("test", "frozen lake@v1", 3),

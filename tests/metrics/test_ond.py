@@ -1,7 +1,7 @@
 """OND program metrics: hand-computed trials, a plain-loop reimplementation, bad input.
 
 Expected values are computed by hand (the arithmetic is in the comments) or by ``loop_program_metrics``
-below, a one-sample-at-a-time reading of METRICS.md section 1 that shares no code with metrics.ond.
+below, a one-sample-at-a-time reading of METRICS.md section 1 that shares no code with owl_eval.metrics.ond.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from metrics.ond import (
+from owl_eval.metrics.ond import (
     DETECTION_THRESHOLD_GRID,
     SPECS,
     OndTrial,
@@ -27,8 +27,8 @@ from metrics.ond import (
     top_k_accuracy,
     topk_correct,
 )
-from metrics.results import NA
-from metrics.validation import MetricInputError
+from owl_eval.metrics.results import NA
+from owl_eval.metrics.validation import MetricInputError
 
 # --------------------------------------------------------------------------------------------------
 # helpers to write trials by hand

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from metrics.ond import OndTrial, program_metrics
-from metrics.open_set import auroc, fpr_at_tpr, oscr
-from metrics.results import NA
+from owl_eval.metrics.ond import OndTrial, program_metrics
+from owl_eval.metrics.open_set import auroc, fpr_at_tpr, oscr
+from owl_eval.metrics.results import NA
 
 
 def trial(gt_class, p_class, trial_id):

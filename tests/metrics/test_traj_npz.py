@@ -1,4 +1,4 @@
-"""Reading .npz files for the streamed trajectory table (metrics.traj_npz): the same arrays as numpy's own
+"""Reading .npz files for the streamed trajectory table (owl_eval.formats.npz): the same arrays as numpy's own
 reader, every member's CRC checked before a memory map is scored, forged headers refused, chunk sizes typed."""
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from metrics import trajectory as T
-from metrics.traj_npz import npz_arrays, verify_npz
-from metrics.validation import MetricInputError
+from owl_eval.metrics import trajectory as T
+from owl_eval.formats.npz import npz_arrays, verify_npz
+from owl_eval.metrics.validation import MetricInputError
 
 
 def _arrays():

@@ -1,4 +1,4 @@
-"""``python -m runner.evaluate +source=accuracy_matrix`` on broken or mistyped Renate results dicts, CSV
+"""``python -m owl_eval.runner.evaluate +source=accuracy_matrix`` on broken or mistyped Renate results dicts, CSV
 matrices and ``source.*`` options: each is one ``error:`` line naming the file and row / column / key (or
 the config key), no run, nothing written outside the store. Includes JSON nested 100 000 deep (a
 RecursionError in the parser), integers beyond float64 and int64, and files that are not UTF-8."""
@@ -62,7 +62,7 @@ def test_matrix_file_error_is_one_line(workspace, name, content, mentions):
     path = workspace.root / "inputs" / name
     path.parent.mkdir()
     path.write_text(content)
-    assert_clean_failure(run_cli("runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace), *mentions)
+    assert_clean_failure(run_cli("owl_eval.runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace), *mentions)
 
 
 FILE_CASES = [
@@ -88,11 +88,11 @@ def test_file_and_option_error_is_one_line(workspace, name, data, args, mentions
     path = workspace.root / "inputs" / name
     path.parent.mkdir()
     path.write_bytes(data)
-    result = run_cli("runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)
 
 
 def test_missing_file_is_one_line(workspace):
     path = workspace.root / "inputs" / "nothere.json"
-    assert_clean_failure(run_cli("runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace),
+    assert_clean_failure(run_cli("owl_eval.runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace),
                          "nothere.json", "file not found")

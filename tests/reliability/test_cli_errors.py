@@ -27,11 +27,11 @@ CASES = [
     ("agent-unknown-param", "runner", [OND, "+agent.bogus=1"], ["agent", "bogus"]),
     ("launcher-unknown", "runner", [OND, "hydra/launcher=nope"], ["hydra/launcher", "nope"]),
     ("unknown-flag", "runner", [OND, "--bogus"], ["--bogus", "key=value"]),
-    ("evaluate-no-source", "runner.evaluate", [], ["source", "sailon"]),
-    ("evaluate-no-path", "runner.evaluate", ["+source=sailon"], ["source.path"]),
-    ("evaluate-unknown-source", "runner.evaluate", ["+source=nope"], ["source", "'nope'"]),
-    ("evaluate-typo-key", "runner.evaluate", ["+source=sailon", "source.pth=x"], ["source.pth"]),
-    ("evaluate-seed", "runner.evaluate", ["+source=sailon", "source.path=x", "seed=x"], ["seed"]),
+    ("evaluate-no-source", "owl_eval.runner.evaluate", [], ["source", "sailon"]),
+    ("evaluate-no-path", "owl_eval.runner.evaluate", ["+source=sailon"], ["source.path"]),
+    ("evaluate-unknown-source", "owl_eval.runner.evaluate", ["+source=nope"], ["source", "'nope'"]),
+    ("evaluate-typo-key", "owl_eval.runner.evaluate", ["+source=sailon", "source.pth=x"], ["source.pth"]),
+    ("evaluate-seed", "owl_eval.runner.evaluate", ["+source=sailon", "source.path=x", "seed=x"], ["seed"]),
 ]
 
 
@@ -64,7 +64,7 @@ def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspac
     assert "top1" in run.data.metrics
     from pathlib import Path
 
-    from runner.protocols.ond_record import OndRecord
+    from owl_eval.protocols.ond.record import OndRecord
 
     fetched = workspace.store / "fetched"
     assert "Traceback" in Path(client.download_artifacts(run.info.run_id, "error.txt", str(fetched))).read_text()

@@ -1,4 +1,4 @@
-"""Catalogue: a wrong config value stops ``python -m runner`` before any MLflow run exists.
+"""Catalogue: a wrong config value stops ``python -m owl_eval`` before any MLflow run exists.
 
 Each case runs the real command line on one bad override and asserts (``assert_clean_failure``): exit code
 != 0, one ``error:`` line naming the key, no traceback, no run created, nothing written outside the store.
@@ -47,11 +47,11 @@ CASES = [
     ("agent_k_over_training_split", [OND, "agent.k_class=100000"], ["agent.k_class", "training samples"]),
     # parts of the wrong protocol
     ("rl_agent_under_ond", [OND, "agent=rl/q_learning"],
-     ["agent (agents.rl.q_learning.QLearningAgent) is not an OND agent", "predict_batch(batch)", "agent=ond/<option>"]),
+     ["agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent", "predict_batch(batch)", "agent=ond/<option>"]),
     ("trajectory_agent_under_continual", [CONTINUAL, "agent=trajectory/knn_futures"],
      ["is not a continual learner", "agent=continual/<option>"]),
     ("baseline_under_continual", [CONTINUAL, "baseline=ond/closed_world"], ["baseline", "choose baseline=none"]),
-    ("trajectory_domain_under_ond", [OND, "domain=crowd_sim"], ["domain (runner.domains.crowd_sim.CrowdSimDomain) is "
+    ("trajectory_domain_under_ond", [OND, "domain=crowd_sim"], ["domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is "
                                                                 "not an OND domain"]),
     # ETH/UCY data paths
     ("eth_ucy_path_not_set", [ETH_UCY], ["domain.path is not set"]),

@@ -1,4 +1,4 @@
-"""``python -m runner.evaluate +source=l2logger`` on broken, hostile or mistyped l2logger logs: each is one
+"""``python -m owl_eval.runner.evaluate +source=l2logger`` on broken, hostile or mistyped l2logger logs: each is one
 ``error:`` line naming the file / row / column (or the config key), no run, nothing written outside the
 store. Includes the path-traversal task name, a symlink loop (must fail fast, not fill the disk) and a
 link to a file outside the log (its content must reach no artifact)."""
@@ -125,7 +125,7 @@ def test_broken_log_is_one_clear_error(workspace, edit, extra, mentions):
     root = write_log(workspace.root / "inputs")
     edit(root, workspace)
     # a link loop must fail fast (it used to fill the disk): a short timeout is part of the check
-    result = run_cli("runner.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false", *extra],
+    result = run_cli("owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false", *extra],
                      workspace, timeout=60)
     assert_clean_failure(result, *mentions)
 
@@ -138,7 +138,7 @@ def test_traversal_task_name_in_an_ste_log_writes_nothing_outside(workspace):
     for rel in (TRAIN, "worker-default/1-test/data-log.tsv"):
         path = ste / rel
         path.write_text(path.read_text().replace("\ttask_a\t", f"\t{hostile}\t"))
-    result = run_cli("runner.evaluate", ["+source=l2logger", f"source.path={root}", f"source.ste_paths=[{ste}]"],
+    result = run_cli("owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", f"source.ste_paths=[{ste}]"],
                      workspace, timeout=60)
     assert_clean_failure(result, str(ste / TRAIN), "line 2", "column task_name", "not a safe name")
     assert not (workspace.root / "x").exists() and not (workspace.root.parent / "x").exists()
@@ -147,7 +147,7 @@ def test_traversal_task_name_in_an_ste_log_writes_nothing_outside(workspace):
 def test_link_to_a_file_outside_the_log_is_an_error_and_leaks_nowhere(workspace):
     root = write_log(workspace.root / "inputs")
     link_outside(root, workspace)
-    result = run_cli("runner.evaluate", ["+source=l2logger", f"source.path={root}"], workspace, timeout=60)
+    result = run_cli("owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}"], workspace, timeout=60)
     assert_clean_failure(result, str(root / "notes.txt"), "symbolic link")
     assert SECRET not in result.stdout + result.stderr
     for folder, _, files in os.walk(workspace.store):

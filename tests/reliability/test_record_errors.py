@@ -1,4 +1,4 @@
-"""``python -m runner.evaluate +source=record`` on damaged, hand-edited or hostile saved records: each is
+"""``python -m owl_eval.runner.evaluate +source=record`` on damaged, hand-edited or hostile saved records: each is
 one ``error:`` line naming the file and the array / index / key (or the config key), no run, nothing
 written outside the store. Includes a symbolic link in the record folder (never followed), a record of an
 unknown protocol, corrupted members (CRC), pickled objects and JSON that is a list or nested 100 000 deep."""
@@ -16,8 +16,8 @@ from tests.reliability.test_trajectories_errors import corrupt_member
 
 
 def ond_record(folder: Path) -> Path:
-    from metrics.ond import OndTrial
-    from runner.protocols.ond_record import OndRecord
+    from owl_eval.metrics.ond import OndTrial
+    from owl_eval.protocols.ond.record import OndRecord
 
     trial = OndTrial(gt_class=np.array([1, 2, 3, 0, 1, 0]), gt_novel=np.array([0, 0, 0, 1, 0, 1]), red_light=3,
                      p_world_changed=np.array([0.1, 0.2, 0.3, 0.4, 0.8, 0.9]),
@@ -30,15 +30,15 @@ def ond_record(folder: Path) -> Path:
 
 
 def continual_record(folder: Path) -> Path:
-    from runner.protocols.continual_record import ContinualRecord
+    from owl_eval.protocols.continual.record import ContinualRecord
 
     return ContinualRecord("class_incremental", np.array([[0.9, 0.1], [0.6, 0.8]]), np.array([0.1, 0.3]),
                            np.array([10, 30]), ((0,), (1,))).save(folder)
 
 
 def trajectory_record(folder: Path) -> Path:
-    from runner.protocols.trajectory_classes import CLASS_NAMES
-    from runner.protocols.trajectory_record import TrajectoryRecord
+    from owl_eval.protocols.trajectory.classes import CLASS_NAMES
+    from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
     a = trajectory_arrays()
     folder.mkdir(parents=True, exist_ok=True)
@@ -137,8 +137,8 @@ def corrupted(build_record, member, at):
 
 def rl_record(meta_text=None, drop_log=False):
     def build(inputs: Path) -> Path:
-        from metrics.l2_log import EpisodeLog, read_log, write_log
-        from runner.protocols.rl_record import RLRecord
+        from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log
+        from owl_eval.protocols.lifelong_rl.record import RLRecord
 
         log = EpisodeLog.from_columns(block_num=[0, 0, 1], block_type=np.array(["train", "train", "test"], dtype=object),
                                       task_name="task_a", reward=[1.0, 2.0, 5.0])
@@ -202,5 +202,5 @@ def test_record_error_is_one_line_and_creates_no_run(workspace, build, args, men
     inputs = workspace.root / "inputs"
     inputs.mkdir()
     path = build(inputs)
-    result = run_cli("runner.evaluate", ["+source=record", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.evaluate", ["+source=record", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)

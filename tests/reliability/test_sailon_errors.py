@@ -1,4 +1,4 @@
-"""Catalogue: bad sail-on-client OND results through ``python -m runner.evaluate +source=sailon``.
+"""Catalogue: bad sail-on-client OND results through ``python -m owl_eval.runner.evaluate +source=sailon``.
 
 Each case copies the hand-written fixture in sail-on-client's layout (tests/fixtures/sailon_client), breaks
 one thing, runs the real command line and checks it fails cleanly (harness.assert_clean_failure): one
@@ -118,7 +118,7 @@ def test_bad_sailon_results_fail_cleanly(workspace, change, extra, mentions):
     root = inputs(workspace)
     if change is not None:
         change(root)
-    assert_clean_failure(run_cli("runner.evaluate", cli_args(root, *extra), workspace), *mentions)
+    assert_clean_failure(run_cli("owl_eval.runner.evaluate", cli_args(root, *extra), workspace), *mentions)
 
 
 def test_ground_truth_that_is_a_symlink_loop_is_an_error(workspace):
@@ -127,7 +127,7 @@ def test_ground_truth_that_is_a_symlink_loop_is_an_error(workspace):
     loop = root / gt(A)
     loop.unlink()
     os.symlink(loop.name, loop)  # points at itself
-    assert_clean_failure(run_cli("runner.evaluate", cli_args(root), workspace), f"{A}_single_df.csv", "symbolic link")
+    assert_clean_failure(run_cli("owl_eval.runner.evaluate", cli_args(root), workspace), f"{A}_single_df.csv", "symbolic link")
 
 
 def test_result_file_linking_outside_the_folder_is_an_error(workspace):
@@ -137,12 +137,12 @@ def test_result_file_linking_outside_the_folder_is_an_error(workspace):
     shutil.copy(root / cls(A), outside)
     (root / cls(A)).unlink()
     os.symlink(outside, root / cls(A))
-    assert_clean_failure(run_cli("runner.evaluate", cli_args(root), workspace), f"{A}_classification.csv", "symbolic link")
+    assert_clean_failure(run_cli("owl_eval.runner.evaluate", cli_args(root), workspace), f"{A}_classification.csv", "symbolic link")
 
 
 def test_the_unbroken_fixture_runs(workspace):
     """The control: the same command line on the fixture as shipped succeeds and creates one run."""
     root = inputs(workspace)
-    result = run_cli("runner.evaluate", cli_args(root), workspace)
+    result = run_cli("owl_eval.runner.evaluate", cli_args(root), workspace)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.runs_after == result.runs_before + 1

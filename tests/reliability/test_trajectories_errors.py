@@ -1,4 +1,4 @@
-"""``python -m runner.evaluate +source=trajectories`` on broken, damaged or mistyped General-Framework
+"""``python -m owl_eval.runner.evaluate +source=trajectories`` on broken, damaged or mistyped General-Framework
 ``.npz`` files: each is one ``error:`` line naming the file, the array (zip member), the axis or index (or
 the config key), no run, nothing written outside the store. Includes a member corrupted after it was
 written (its CRC no longer matches: it used to be memory-mapped and scored), coordinates of 1e308, pickled
@@ -142,5 +142,5 @@ def test_trajectories_error_is_one_line_and_creates_no_run(workspace, write, arg
     inputs.mkdir()
     path = inputs / "preds.npz"
     write(path)
-    result = run_cli("runner.evaluate", ["+source=trajectories", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.evaluate", ["+source=trajectories", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)

@@ -1,4 +1,4 @@
-"""runner.compare: per-group mean, std and 95 % Student-t CI over seeds, checked against hand arithmetic,
+"""owl_eval.runner.compare: per-group mean, std and 95 % Student-t CI over seeds, checked against hand arithmetic,
 then the same through a real SQLite store (parent-run logging, the sweep summary and the command line)."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 import pytest
 from scipy.stats import t
 
-from runner import compare as cmp
-from runner.errors import ConfigError
+from owl_eval.runner import compare as cmp
+from owl_eval.errors import ConfigError
 
 
 def fake_run(agent: str, seed: int, metrics: dict, params: dict | None = None, tags: dict | None = None):
@@ -150,14 +150,14 @@ SEED_OFFSET = [0.0, 0.02, 0.07]  # mean 0.03; deviations -0.03, -0.01, 0.04 -> v
 
 
 def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, name):
-    """A job run as runner.app logs it: tags, the flattened config (a seed copy and a job directory among it)."""
+    """A job run as owl_eval.runner.app logs it: tags, the flattened config (a seed copy and a job directory among it)."""
     from mlflow.entities import Metric, Param, RunTag
 
     tags = {"agent": agent, "domain": domain, "condition": condition, "seed": str(seed), "protocol": "ond",
             "baseline": "ond/closed_world", "owl_eval.kind": "job", "owl_eval.config_hash": uuid.uuid4().hex,
             "mlflow.parentRunId": parent_id}
     params = {"seed": str(seed), "agent._target_": f"agents.{agent.replace('/', '.')}.Agent", "agent.k": "5",
-              "domain._target_": f"runner.domains.{domain}.Domain",
+              "domain._target_": f"owl_eval.domains.{domain}.Domain",
               "domain.ond.known_classes": "6" if domain == "digits" else "5",
               "protocol.known_classes": "6" if domain == "digits" else "5", "protocol.condition": condition,
               "protocol.ste.seed": str(seed), "protocol.log_dir": f"/work/outputs/multiruns/x/{job_num}/l2log",
@@ -177,7 +177,7 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
 def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, capsys):
     """+experiment=ond_all_domains shape: 2 domains x 2 conditions x 2 agents x 3 seeds, swept in the experiment
     file (hydra.sweeper.params), nothing swept on the command line: 8 groups of n = 3 seeds."""
-    from runner.tracking import TrackingSettings
+    from owl_eval.runner.tracking import TrackingSettings
 
     name = f"all-domains-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -230,7 +230,7 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
 
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
-    from runner.tracking import TrackedRun, TrackingSettings
+    from owl_eval.runner.tracking import TrackedRun, TrackingSettings
 
     name = f"compare-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -254,7 +254,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
     assert {r.label for r in only} == {"ond.closed_world"}
-    # a tag value with a quote goes into the search filter quoted (runner.tracking.filter_literal)
+    # a tag value with a quote goes into the search filter quoted (owl_eval.runner.tracking.filter_literal)
     quoted = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
     assert {r.label for r in quoted} == {"ond.closed_world", "ond.knn_novelty"}
     capsys.readouterr()

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from runner.app import run
+from owl_eval.runner.app import run
 
 METRICS = ("average_accuracy", "micro_average_accuracy", "forgetting", "backward_transfer", "forward_transfer",
            "forgetting_avalanche", "forgetting_since_learned", "forward_transfer_avalanche")
@@ -107,7 +107,7 @@ def test_same_config_and_seed_give_identical_numbers(experiment, tmp_path):
 
 
 def test_crashing_learner_leaves_failed_run_with_completed_rows(experiment, client, tmp_path):
-    from agents.continual.crashing import LearnerCrash
+    from owl_eval.agents.continual.crashing import LearnerCrash
 
     with pytest.raises(LearnerCrash):
         run(["+experiment=continual_split_digits", *experiment["overrides"], "agent=continual/crashing",
@@ -118,7 +118,7 @@ def test_crashing_learner_leaves_failed_run_with_completed_rows(experiment, clie
     assert "deliberate crash when learning task 3" in r.data.tags["error"]
     A, b, n = _download_results(client, r.info.run_id, tmp_path)
     assert len(A) == 3 and all(len(row) == 5 for row in A)  # tasks 0, 1, 2 learned and evaluated on all 5
-    from runner.protocols.continual_record import ContinualRecord
+    from owl_eval.protocols.continual.record import ContinualRecord
 
     local = client.download_artifacts(r.info.run_id, "record/continual_record.npz", str(tmp_path))
     assert ContinualRecord.load(local).accuracy.tolist() == A

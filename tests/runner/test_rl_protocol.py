@@ -6,16 +6,16 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from agents.rl import AgentHooks, QLearningAgent  # noqa: E402
-from agents.rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
-from metrics.l2_log import read_log  # noqa: E402
-from runner.domains.rl_envs import RLDomain  # noqa: E402
-from runner.protocols.base import AgentOutputError  # noqa: E402
-from runner.protocols.rl_record import RLRecord  # noqa: E402
-from runner.protocols.rl_syllabus import RLSyllabusProtocol  # noqa: E402
+from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
+from owl_eval.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
+from owl_eval.formats.l2logger import read_log  # noqa: E402
+from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
+from owl_eval.protocols.base import AgentOutputError  # noqa: E402
+from owl_eval.protocols.lifelong_rl.record import RLRecord  # noqa: E402
+from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
-AGENT_CFG = {"_target_": "agents.rl.q_learning.QLearningAgent"}
+AGENT_CFG = {"_target_": "owl_eval.agents.lifelong_rl.q_learning.QLearningAgent"}
 
 
 @pytest.fixture(scope="module")
@@ -167,8 +167,8 @@ class OndLikeAgent:
 
 
 def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, domain):
-    from runner.domains.classification import DigitsDomain
-    from runner.errors import ConfigError
+    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.errors import ConfigError
 
     proto = protocol(tmp_path, CL)
     proto.check(domain=domain, agent=PushRight())  # the right parts pass
@@ -178,7 +178,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
                                      "rl/linear_q, rl/q_learning, rl/random)"),
         (dict(baseline=PushRight()), "baseline (tests.runner.test_rl_protocol.PushRight): the lifelong_rl protocol runs "
                                      "no baseline agent; choose baseline=none"),
-        (dict(domain=DigitsDomain()), "domain (runner.domains.classification.DigitsDomain) is not an RL domain: it has "
+        (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "
                                       "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
                                       "classic_control)"),
     ]
@@ -200,7 +200,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
     ({"low": [0, 0, 0, 1], "high": [1, 1, 1, 1]}, "agent.high[3]: expected more than agent.low[3] (1), got 1"),
 ])
 def test_q_learning_settings_are_typed(kwargs, message):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     with pytest.raises(ConfigError) as err:
         QLearningAgent(**kwargs)

@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from runner.protocols.syllabus import (Block, SyllabusError, ant_a_template, ant_b_template, cl_template,
+from owl_eval.protocols.lifelong_rl.syllabus import (Block, SyllabusError, ant_a_template, ant_b_template, cl_template,
                                        parse_syllabus, validate_against)
 
-CONF = Path(__file__).resolve().parents[2] / "conf"
+CONF = Path(__file__).resolve().parents[2] / "owl_eval" / "conf"
 
 
 def blocks(*rows):
@@ -111,7 +111,7 @@ def test_packaged_syllabus_files_parse(name, kind, trained):
 
 def test_packaged_syllabi_only_name_tasks_and_variants_of_the_domains():
     pytest.importorskip("gymnasium")
-    from runner.domains.rl_envs import RLDomain
+    from owl_eval.domains.rl_envs import RLDomain
 
     tasks = {}
     for d in ("cartpole", "frozenlake"):
@@ -141,7 +141,7 @@ def test_episode_counts_given_as_whole_floats_give_the_same_blocks():
 
 
 def test_task_names_become_paths_so_they_must_be_safe():
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     with pytest.raises(UnsafePathError, match=r"protocol.syllabus.blocks\[0\]: task_variant name '\.\._a' is not a safe name"):
         parse_syllabus({"kind": "CL", "blocks": [{"type": "train", "task": "..", "variant": "a", "episodes": 1}]})

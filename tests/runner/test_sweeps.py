@@ -23,7 +23,7 @@ SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "runner", "-m", "+experiment=ond_system_detection", f"tracking.uri={store['uri']}",
+    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection", f"tracking.uri={store['uri']}",
            f"tracking.artifact_location={store['artifacts']}", f"experiment_name={name}",
            f"hydra.sweep.dir={sweep_dir}", *extra]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -172,7 +172,7 @@ def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_s
     """``hydra/launcher=submitit_local`` (hydra-submitit-launcher, the ``submitit`` extra): each job is its own
     process started by submitit; children nest under the parent and numbers equal an in-process run."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher is not installed")
-    from runner.app import run
+    from owl_eval.runner.app import run
 
     name = f"submitit-{uuid.uuid4().hex[:8]}"
     sweep(mlflow_store, name, tmp_path / "sweep", f"agent={','.join(AGENTS)}", "seed=0,1", *SMALL,
@@ -191,9 +191,9 @@ def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_s
 
 def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
-    from runner.app import run
-    from runner.resume import skip_enabled
-    from runner.tracking import TrackingSettings
+    from owl_eval.runner.app import run
+    from owl_eval.runner.resume import skip_enabled
+    from owl_eval.runner.tracking import TrackingSettings
 
     assert [skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)] \
         == [True, False, True, True, False, False]

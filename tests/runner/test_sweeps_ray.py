@@ -43,7 +43,7 @@ def ray_cluster(tmp_path, start_background, free_port):
 
 
 def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_path):
-    from runner.app import run
+    from owl_eval.runner.app import run
 
     name = f"ray-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_AUTH_MODE": "token"}
@@ -51,7 +51,7 @@ def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_pa
     common = ["+experiment=ond_system_detection", f"tracking.uri={mlflow_store['uri']}",
               f"tracking.artifact_location={mlflow_store['artifacts']}", "protocol.num_trials=2", "figures=false",
               "progress=false"]
-    cmd = [sys.executable, "-m", "runner", "-m", *common, f"experiment_name={name}",
+    cmd = [sys.executable, "-m", "owl_eval", "-m", *common, f"experiment_name={name}",
            "agent=ond/knn_novelty,ond/closed_world", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}",
            "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
            "+hydra.launcher.ray.init.object_store_memory=null"]

@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metrics.results import MetricResults, Series
-from runner.tracking import TrackedRun, TrackingSettings, flatten, metric_key
+from owl_eval.metrics.results import MetricResults, Series
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten, metric_key
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
@@ -127,7 +127,7 @@ def a_file(tmp_path):
     ("uri", "sqlite:///{tmp}/missing/mlflow.db", "tracking.uri: the directory {tmp}/missing of the SQLite database does not exist"),
 ])
 def test_bad_tracking_settings_are_one_config_error_naming_the_key(field, value, expected, a_file, tmp_path):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     fill = lambda v: v.format(file=a_file, tmp=tmp_path) if isinstance(v, str) else v  # noqa: E731
     never_created = tmp_path / "store_not_yet"
@@ -139,7 +139,7 @@ def test_bad_tracking_settings_are_one_config_error_naming_the_key(field, value,
 
 
 def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     for uri in ("http://127.0.0.1:5000", "https://mlflow.example.org", "databricks", "databricks://profile",
                 "file:///tmp/mlruns", "postgresql+psycopg2://u@h:5432/db", "mysql://u@h/db", f"sqlite:///{tmp_path}/m.db"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from runner.app import run
+from owl_eval.runner.app import run
 
 TABLE = ["ade_marginal", "fde_marginal", "min_ade_20_marginal", "min_fde_20_marginal", "miss_rate_marginal",
          "ade_joint", "min_fde_20_joint", "collision_rate_marginal", "auc", "class_ece", "num_scenes"]
@@ -75,10 +75,10 @@ def test_eth_ucy_without_path_names_the_key(experiment, tmp_path):
 
 @pytest.mark.slow
 def test_fitted_predictor_beats_constant_velocity_on_eth_ucy(shared_dir):
-    from agents.trajectory.constant_velocity import ConstantVelocityPredictor
-    from agents.trajectory.knn_futures import KnnFuturesPredictor
-    from runner.domains.eth_ucy import EthUcyDomain
-    from runner.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+    from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
+    from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
+    from owl_eval.domains.eth_ucy import EthUcyDomain
+    from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
 
     dom = EthUcyDomain(str(shared_dir / "data" / "eth_ucy"), test_group="zara1", stride=2)
     scores = {}

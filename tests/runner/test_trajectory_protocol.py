@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agents.trajectory.constant_velocity import ConstantVelocityPredictor
-from runner.domains.crowd_sim import CrowdSimDomain
-from runner.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
-from runner.errors import ConfigError
-from runner.protocols.base import AgentOutputError
-from runner.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
-from runner.protocols.trajectory_record import TrajectoryRecord
+from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
+from owl_eval.domains.crowd_sim import CrowdSimDomain
+from owl_eval.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
+from owl_eval.errors import ConfigError
+from owl_eval.protocols.base import AgentOutputError
+from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
 
 class FixedDomain:
@@ -103,7 +103,7 @@ def test_record_round_trip_in_general_framework_shapes(tmp_path):
     assert back.class_index.tolist() == record.class_index.tolist()  # re-based over the 3 batches
     assert back.class_index[:, 0].max() > 3
     # the saved file streams through the table's npz reader with the same numbers
-    from metrics.trajectory import trajectory_table_npz
+    from owl_eval.metrics.trajectory import trajectory_table_npz
 
     a = evaluate_trajectory_record(back, {"kde": False})
     b = trajectory_table_npz(tmp_path / "trajectory_record.npz", rng=np.random.default_rng(back.metric_seed), kde=False,
@@ -133,7 +133,7 @@ def test_predictor_log_probs_are_used_and_checked():
 
 def test_same_seed_same_record_and_partial_record_on_crash():
     dom = CrowdSimDomain(num_train_scenes=2, num_test_scenes=6, max_agents=4)
-    from agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
+    from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
 
     runs = [TrajectoryProtocol(num_preds=3).run(domain=dom, agent=ConstantVelocityNoisePredictor(),
                                                 rng=np.random.default_rng(9), progress=False) for _ in range(2)]
@@ -199,7 +199,7 @@ def test_check_rejects_a_baseline_and_agents_of_other_protocols(kw, message):
 
 
 def test_check_reads_the_domains_data_through_its_check_hook():
-    from runner.domains.eth_ucy import DataPathError, EthUcyDomain
+    from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain
 
     with pytest.raises(DataPathError, match=r"^domain.path is not set"):
         TrajectoryProtocol().check(domain=EthUcyDomain(None), agent=Returns(_cv))

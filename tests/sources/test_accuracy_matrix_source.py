@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from runner.evaluate import evaluate
-from runner.sources import SourceFormatError
-from runner.sources.accuracy_matrix import AccuracyMatrixSource
+from owl_eval.runner.evaluate import evaluate
+from owl_eval.sources import SourceFormatError
+from owl_eval.sources.accuracy_matrix import AccuracyMatrixSource
 
 A = [[0.9, 0.1, 0.2],
      [0.8, 0.85, 0.3],
@@ -149,7 +149,7 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
 
 
 def test_saved_record_without_init_reads_back(tmp_path):
-    from runner.sources.record import RecordSource
+    from owl_eval.sources.record import RecordSource
 
     path = tmp_path / "matrix.csv"
     path.write_text(CSV)
@@ -191,7 +191,7 @@ def test_non_utf8_file_names_file_and_line(tmp_path):
     ({"scenario": "domain_incremental"}, "source.scenario: expected one of"),
 ])
 def test_config_values_are_typed(tmp_path, options, words):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     path = tmp_path / "matrix.csv"
     path.write_text(CSV)

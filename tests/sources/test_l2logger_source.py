@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from runner.evaluate import evaluate
-from runner.protocols.rl_record import RLRecord
-from runner.sources import SourceFormatError
-from runner.sources.l2logger import L2LoggerSource
+from owl_eval.runner.evaluate import evaluate
+from owl_eval.protocols.lifelong_rl.record import RLRecord
+from owl_eval.sources import SourceFormatError
+from owl_eval.sources.l2logger import L2LoggerSource
 
 HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
 PARAMS = '"{""speed"": 1}"'  # task_params: JSON, quoted as l2logger's csv writer does
@@ -168,7 +168,7 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
     (dict(path=7), "source.path", "7 (int)"),
 ])
 def test_mistyped_options_name_the_key(tmp_path, kw, key, words):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     log = write_log(tmp_path / "logs")
     with pytest.raises(ConfigError) as info:
@@ -185,7 +185,7 @@ def test_one_ste_path_as_a_string_and_several_logs_of_one_task(tmp_path):
 
 
 def test_a_link_anywhere_under_the_given_folders_is_refused(tmp_path):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
 
     log = write_log(tmp_path / "logs")
     ste = write_ste(tmp_path / "ste")
@@ -218,8 +218,8 @@ def test_saved_record_holds_exactly_the_parsed_files(tmp_path):
 
 
 def test_saving_refuses_unsafe_names_and_links_and_writes_nothing(tmp_path):
-    from metrics.l2_log import EpisodeLog
-    from runner.errors import UnsafePathError
+    from owl_eval.formats.l2logger import EpisodeLog
+    from owl_eval.errors import UnsafePathError
 
     log = write_log(tmp_path / "logs")
     ste = write_ste(tmp_path / "ste")
@@ -263,7 +263,7 @@ def test_loading_a_broken_record_file_names_it(tmp_path, meta, words):
 @pytest.mark.parametrize("info", ["[1]", '{"identity": IDENTITY, "log_dir": "../../.."}',
                                   '{"identity": IDENTITY, "log_dir": 5}', "\udcff"])
 def test_a_broken_stored_ste_entry_counts_as_absent(tmp_path, info):
-    from runner.protocols.rl_ste import INFO_FILE, SteStore
+    from owl_eval.protocols.lifelong_rl.ste import INFO_FILE, SteStore
 
     store = SteStore(tmp_path / "ste", seed=0, episodes=4, agent_cfg=None)
     identity = store.identity("cartpole", "default", {"length": 1.0})

@@ -7,17 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from metrics.l2_log import read_log
-from metrics.ond import OndTrial
-from runner.errors import ConfigError
-from runner.evaluate import evaluate
-from runner.protocols.continual_record import ContinualRecord
-from runner.protocols.ond_record import OndRecord
-from runner.protocols.rl_record import RLRecord
-from runner.protocols.trajectory_classes import CLASS_NAMES
-from runner.protocols.trajectory_record import TrajectoryRecord
-from runner.sources import SourceFormatError
-from runner.sources.record import RecordSource
+from owl_eval.formats.l2logger import read_log
+from owl_eval.metrics.ond import OndTrial
+from owl_eval.errors import ConfigError
+from owl_eval.runner.evaluate import evaluate
+from owl_eval.protocols.continual.record import ContinualRecord
+from owl_eval.protocols.ond.record import OndRecord
+from owl_eval.protocols.lifelong_rl.record import RLRecord
+from owl_eval.protocols.trajectory.classes import CLASS_NAMES
+from owl_eval.protocols.trajectory.record import TrajectoryRecord
+from owl_eval.sources import SourceFormatError
+from owl_eval.sources.record import RecordSource
 
 
 def ond_record(directory):
@@ -35,7 +35,7 @@ def ond_record(directory):
 
 def test_ond_record_rescored_with_another_threshold(tmp_path):
     path = ond_record(tmp_path)
-    at_05 = RecordSource(path=str(path)).load()  # defaults of conf/metrics/ond.yaml: threshold 0.5
+    at_05 = RecordSource(path=str(path)).load()  # defaults of owl_eval/conf/metrics/ond.yaml: threshold 0.5
     assert at_05.tags["record_kind"] == "ond"
     # M1 = first detection - red light: 4 - 3 = 1 at threshold 0.5, 5 - 3 = 2 at 0.85
     assert at_05.protocol.evaluate(at_05.record, {})["m1_mean_fn_cdt"] == 1.0
@@ -77,7 +77,7 @@ def test_trajectory_record_rescored_with_another_miss_threshold(tmp_path):
 
 
 def write_l2log(base):
-    from metrics.l2_log import EpisodeLog, write_log
+    from owl_eval.formats.l2logger import EpisodeLog, write_log
 
     log = EpisodeLog.from_columns(block_num=[0, 0, 0, 1, 1], block_type=np.array(["train"] * 3 + ["test"] * 2, dtype=object),
                                   task_name="task_a", reward=[1.0, 2.0, 3.0, 5.0, 7.0])
@@ -155,7 +155,7 @@ def test_broken_record_creates_no_run(tmp_path, experiment, client):
 
 
 def test_links_unknown_protocols_and_damage_are_refused(tmp_path):
-    from runner.errors import UnsafePathError
+    from owl_eval.errors import UnsafePathError
     from tests.metrics.test_traj_npz import _corrupt
 
     ond_record(tmp_path / "linked")
@@ -186,4 +186,4 @@ def test_trajectory_record_with_far_predictions_names_array_and_index(tmp_path):
 def test_settings_are_the_protocol_defaults_under_the_given_ones(tmp_path):
     data = RecordSource(path=str(ond_record(tmp_path))).load()
     typed = data.protocol.metric_options({"threshold": 0.85}, record=data.record)
-    assert typed["threshold"] == 0.85 and typed["asymptotic_width"] == 100  # the rest from conf/metrics/ond.yaml
+    assert typed["threshold"] == 0.85 and typed["asymptotic_width"] == 100  # the rest from owl_eval/conf/metrics/ond.yaml

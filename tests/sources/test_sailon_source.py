@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runner.evaluate import evaluate
-from runner.sources import SourceFormatError
-from runner.sources.sailon import SailonSource
+from owl_eval.runner.evaluate import evaluate
+from owl_eval.sources import SourceFormatError
+from owl_eval.sources.sailon import SailonSource
 
 GT = """id,detection,classification
 a.png,0,0

@@ -6,9 +6,9 @@ import math
 import numpy as np
 import pytest
 
-from runner.evaluate import evaluate
-from runner.sources import SourceFormatError
-from runner.sources.trajectories import TrajectoriesSource
+from owl_eval.runner.evaluate import evaluate
+from owl_eval.sources import SourceFormatError
+from owl_eval.sources.trajectories import TrajectoriesSource
 
 NAN = np.nan
 
@@ -217,7 +217,7 @@ def test_corrupted_member_is_one_error_naming_the_member(tmp_path):
     ("seed", -3, "source.seed: expected an integer >= 0"), ("true_key", 5, "source.true_key: expected a non-empty string"),
 ])
 def test_options_are_typed(tmp_path, option, value, words):
-    from runner.errors import ConfigError
+    from owl_eval.errors import ConfigError
 
     with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
         TrajectoriesSource(path=str(write(tmp_path)), **{option: value}).load()

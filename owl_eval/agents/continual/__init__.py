@@ -1,0 +1,14 @@
+"""Baseline continual learners (all seeded from the generator given to ``setup``).
+
+- :class:`Finetune`: one linear classifier trained on each task in turn (lower bound).
+- :class:`Replay`: the same plus a reservoir buffer of past samples mixed into training.
+- :class:`Joint`: retrained from scratch on all data seen so far (upper bound).
+
+The interface is :class:`ContinualLearner` (:mod:`owl_eval.api.continual`, re-exported here).
+"""
+from owl_eval.api.continual import ContinualLearner
+from owl_eval.agents.continual.finetune import Finetune
+from owl_eval.agents.continual.joint import Joint
+from owl_eval.agents.continual.replay import Replay, ReservoirBuffer
+
+__all__ = ["ContinualLearner", "Finetune", "Joint", "Replay", "ReservoirBuffer"]

@@ -1,0 +1,150 @@
+"""Arrays of an ``.npz`` read without pickles, every member's CRC-32 checked, large members memory-mapped.
+
+``np.load(path, mmap_mode="r")`` reads every member of an .npz fully into memory, so uncompressed
+(stored) members are mapped here directly from the zip file, and chunks of scenes are read from the
+maps. A map bypasses zipfile's CRC check, so a flipped byte inside a member would be scored as if it
+were data (an ADE of 0.84 became 47.96): :func:`verify_npz` first reads every member once through
+zipfile, which checks its CRC-32, and a bad member is one error naming the file and the member. The
+check is a sequential read of the file (measured: 0.07 s for a 210 MB file in the page cache).
+
+Every malformed member (bad CRC, truncated, not a ``.npy``, a header that does not match the member's
+size, Python objects) is a :class:`~owl_eval.errors.MetricInputError` naming the file and the member.
+"""
+from __future__ import annotations
+
+import struct
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from owl_eval.errors import MetricInputError
+from owl_eval.json_input import parse_json
+
+READ_BLOCK = 1 << 22  # bytes per read of the CRC check
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
+               NotImplementedError, RuntimeError, struct.error)
+
+
+def _open_zip(path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except _ZIP_ERRORS as exc:
+        raise MetricInputError(f"{path}: not a readable .npz (zip) file ({exc})") from None
+
+
+def verify_npz(path) -> None:
+    """Read every member of the zip once; zipfile checks each member's CRC-32 at its end.
+
+    A corrupted, truncated, encrypted or undecodable member is one error naming ``path`` and the member.
+    """
+    with _open_zip(path) as zf:
+        for info in zf.infolist():
+            try:
+                with zf.open(info) as member:
+                    while member.read(READ_BLOCK):
+                        pass
+            except _ZIP_ERRORS as exc:
+                raise MetricInputError(f"{path}: member {info.filename!r} is corrupted ({exc}); the file was damaged "
+                                       "after it was written (copy or download it again)") from None
+
+
+def _header(fh, path, member: str):
+    """``(shape, fortran_order, dtype)`` of the .npy header at the stream's position."""
+    version = np.lib.format.read_magic(fh)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(fh)
+    else:
+        raise MetricInputError(f"{path}: member {member!r} is a .npy of format version {version}, expected 1.0 or 2.0")
+    if dtype.hasobject:
+        raise MetricInputError(f"{path}: member {member!r} holds Python objects (dtype {dtype}); refusing to unpickle: "
+                               "save numeric arrays (float, int or bool)")
+    return shape, fortran, dtype
+
+
+def _size_error(path, member, shape, dtype, need, have):
+    return MetricInputError(f"{path}: member {member!r} has a header for shape {shape} of {dtype} ({need} bytes) "
+                            f"but holds {have} bytes of data")
+
+
+def _stored_array(path, fh, info, name):
+    fh.seek(info.header_offset)
+    head = fh.read(30)
+    if len(head) != 30 or head[:4] != b"PK\x03\x04":
+        raise MetricInputError(f"{path}: member {info.filename!r} has a bad local header")
+    n_name, n_extra = struct.unpack("<HH", head[26:30])
+    start = info.header_offset + 30 + n_name + n_extra
+    fh.seek(start)
+    shape, fortran, dtype = _header(fh, path, info.filename)
+    offset = fh.tell()
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize  # Python ints: a forged shape cannot overflow
+    have = info.file_size - (offset - start)
+    if need != have:
+        raise _size_error(path, info.filename, shape, dtype, need, have)
+    if need == 0:
+        return np.zeros(shape, dtype=dtype, order="F" if fortran else "C")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+
+
+def _compressed_array(path, zf, info):
+    with zf.open(info) as member:
+        shape, fortran, dtype = _header(member, path, info.filename)
+        need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        have = info.file_size - member.tell()
+        if need != have:
+            raise _size_error(path, info.filename, shape, dtype, need, have)
+        data = member.read(need)
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")  # read-only, as the maps
+
+
+def npz_arrays(path, *, verify: bool = True) -> dict:
+    """The arrays of an .npz by name: memory-mapped for stored members, loaded for compressed ones.
+
+    ``verify`` (default) checks every member's CRC first (:func:`verify_npz`). Members whose name does
+    not end in ``.npy`` are not arrays and are left out. No pickles are ever loaded.
+    """
+    path = Path(path)
+    if verify:
+        verify_npz(path)
+    out = {}
+    with _open_zip(path) as zf, open(path, "rb") as fh:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            name = info.filename[:-4]
+            try:
+                if info.compress_type == zipfile.ZIP_STORED:
+                    out[name] = _stored_array(path, fh, info, name)
+                else:
+                    out[name] = _compressed_array(path, zf, info)
+            except MetricInputError:
+                raise
+            except _ZIP_ERRORS as exc:
+                raise MetricInputError(f"{path}: member {info.filename!r} is not a readable .npy array ({exc})") from None
+    return out
+
+
+KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "floats", "U": "strings", "S": "strings"}
+
+
+def member(arrays, name: str, path, *, kinds: str = "biuf", ndim: int | None = None) -> np.ndarray:
+    """``arrays[name]`` read into memory (a writable copy), checked: present, of a dtype kind in ``kinds``
+    (``"biuf"`` numbers, ``"US"`` strings) and with ``ndim`` axes; else one error naming file and member."""
+    if name not in arrays:
+        raise MetricInputError(f"{path}: array {name!r} not found; the file has {sorted(arrays)[:30]}")
+    arr = np.array(arrays[name])
+    if arr.dtype.kind not in kinds:
+        wanted = " or ".join(dict.fromkeys(KIND_NAMES[k] for k in kinds))
+        raise MetricInputError(f"{path}: array {name!r} has dtype {arr.dtype}, expected {wanted}")
+    if ndim is not None and arr.ndim != ndim:
+        raise MetricInputError(f"{path}: array {name!r} has {arr.ndim} axes {arr.shape}, expected {ndim}")
+    return arr
+
+
+def json_member(arrays, name: str, path) -> dict:
+    """The JSON object stored as the 0-d string member ``name`` (a record's ``meta_json``)."""
+    text = member(arrays, name, path, kinds="U", ndim=0).item()
+    return parse_json(text, where=f"{path}: array {name!r}", error=MetricInputError, expect_object="record settings")

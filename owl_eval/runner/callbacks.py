@@ -1,0 +1,185 @@
+"""Hydra callback that gives a multirun one parent MLflow run, with a nested child run per job.
+
+on_multirun_start creates the parent and hands its id to the jobs (environment variable, inherited by
+joblib/loky and submitit workers and a Ray cluster the launcher starts; jobs on an existing Ray cluster or
+elsewhere find it by the sweep-dir tag). on_job_end marks the parent FAILED when a job failed (the basic
+sweeper skips on_multirun_end then); on_multirun_end logs the comparison of the jobs over seeds
+(``owl_eval.runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
+the logic lives in plain functions that tests call directly. When the launcher itself dies mid-sweep,
+``abort_open_sweep`` (called by the CLI) ends the parent FAILED; if even that never runs (kill -9), the
+next launch into the store ends it KILLED (``owl_eval.runner.liveness``).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from owl_eval.runner.compare import summarize_sweep
+from owl_eval.errors import LaunchAborted
+from owl_eval.runner.liveness import owner_tags, reap_quietly
+from owl_eval.runner.resolvers import register_resolvers
+from owl_eval.runner.tracking import (
+    delete_run_permanently,
+    RUN_KIND_TAG,
+    SWEEP_DIR_TAG,
+    TrackingSettings,
+    filter_literal,
+    get_or_create_experiment,
+    make_client,
+)
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object
+
+log = logging.getLogger(__name__)
+
+# Launchers pickle the Hydra context (holding this callback) into their workers, so importing this module
+# there registers ${owl_eval.unique:} before a worker resolves its job directory.
+register_resolvers()
+
+SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
+REAPED_TAG = "owl_eval.reaped"                      # on a sweep parent: runs of dead processes it marked KILLED
+
+# The sweep parent this process opened (on_multirun_start) and has not closed yet: abort_open_sweep's target.
+_open_sweep: dict[str, Any] = {}
+
+
+def _settings(config: DictConfig) -> TrackingSettings:
+    return TrackingSettings.from_config(OmegaConf.to_container(config.tracking, resolve=True))
+
+
+def _sweep_dir(config: DictConfig) -> str:
+    return str(Path(str(config.hydra.sweep.dir)).resolve())
+
+
+def sweep_dir_digest(sweep_dir: str) -> str:
+    """Hex digest of a sweep directory: the tag jobs search their parent by (any character is safe)."""
+    return hashlib.sha256(str(sweep_dir).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+
+
+def start_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, experiment: str,
+                       overrides: list[str]) -> str:
+    """Create the sweep's parent run; first end KILLED the runs dead processes of this host left RUNNING
+    (logged, and listed on the new parent as ``owl_eval.reaped``)."""
+    uri = settings.resolved_uri(launch_dir)
+    client = make_client(uri)
+    experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
+    reaped = reap_quietly(client, experiment_id, found_by=f"the launch of sweep {sweep_dir} (process {os.getpid()})")
+    name = f"sweep-{experiment or 'owl-eval'}-{time.strftime('%Y%m%d-%H%M%S')}"
+    tags = {RUN_KIND_TAG: "sweep", SWEEP_DIR_TAG: sweep_dir[:5000], SWEEP_DIR_DIGEST_TAG: sweep_dir_digest(sweep_dir),
+            "experiment": experiment or ""} | owner_tags()
+    if reaped:
+        log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
+        tags[REAPED_TAG] = ",".join(reaped)[:5000]
+    run = client.create_run(experiment_id, run_name=name, tags=tags)
+    client.log_param(run.info.run_id, "sweep.overrides", " ".join(overrides)[:6000])
+    return run.info.run_id
+
+
+def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str) -> str | None:
+    uri = settings.resolved_uri(launch_dir)
+    client = make_client(uri)
+    exp = client.get_experiment_by_name(settings.experiment_name)
+    if exp is None:
+        return None
+    digest = filter_literal(sweep_dir_digest(sweep_dir), what="hydra.sweep.dir")
+    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_DIR_DIGEST_TAG}` = {digest}",
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if runs:
+        log.info("sweep parent run %s found by its sweep-dir tag", runs[0].info.run_id)
+    return runs[0].info.run_id if runs else None
+
+
+def mark_parent(settings: TrackingSettings, launch_dir: str, run_id: str, status: str) -> None:
+    """End the parent with ``status``; FAILED is never overwritten by FINISHED."""
+    client = make_client(settings.resolved_uri(launch_dir))
+    current = client.get_run(run_id).info.status
+    if current == "FAILED" and status != "FAILED":
+        return
+    client.set_terminated(run_id, status=status)
+
+
+def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bool = False) -> None:
+    """End the sweep parent this process opened, when the launcher itself crashed (a killed joblib worker
+    raises TerminatedWorkerError in the launching process, and Hydra never calls on_multirun_end): tag
+    ``error`` = ``reason``, status FAILED (or ``status``, e.g. KILLED for Ctrl-C). A no-op when this process
+    has no open sweep; calling it twice does nothing more. ``delete_if_empty``: a sweep stopped by a config
+    or input error before any job created a run leaves no run at all (the parent is deleted)."""
+    if not _open_sweep:
+        return
+    sweep = dict(_open_sweep)
+    _open_sweep.clear()
+    os.environ.pop(sweep["env_var"], None)
+    try:
+        client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        parent = client.get_run(sweep["run_id"])
+        # A job that failed has already marked the parent FAILED (on_job_end): an empty parent goes anyway.
+        if delete_if_empty and not client.search_runs(
+                [parent.info.experiment_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep['run_id']}'",
+                max_results=1):
+            delete_run_permanently(client, sweep["run_id"])
+            log.info("sweep parent run %s deleted: the sweep stopped before any job ran (%s)", sweep["run_id"], reason)
+            return
+        if parent.info.status != "RUNNING":
+            return
+        client.set_tag(sweep["run_id"], "error", str(reason)[:5000])
+        client.set_terminated(sweep["run_id"], status=status)
+        log.error("sweep parent run %s ended %s: %s", sweep["run_id"], status, reason)
+    except Exception as exc:  # noqa: BLE001 - already failing; the next launch's reaper is the fallback
+        log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
+
+
+class MlflowSweepCallback(Callback):
+    def __init__(self, env_var: str = "OWL_EVAL_PARENT_RUN_ID"):
+        self.env_var = env_var
+
+    def _parent(self, config: DictConfig) -> tuple[TrackingSettings, str, str | None]:
+        settings = _settings(config)
+        launch_dir = str(config.hydra.runtime.cwd)
+        run_id = os.environ.get(self.env_var) or find_sweep_parent(settings, launch_dir, _sweep_dir(config))
+        return settings, launch_dir, run_id
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            settings = _settings(config)
+        except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
+            raise LaunchAborted(exc) from exc
+        run_id = start_sweep_parent(settings, str(config.hydra.runtime.cwd), _sweep_dir(config),
+                                    experiment=str(config.get("experiment_name", "")),
+                                    overrides=list(config.hydra.overrides.task))
+        os.environ[self.env_var] = run_id
+        _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id,
+                           env_var=self.env_var)
+        log.info("MLflow sweep parent run %s", run_id)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        from hydra.core.utils import JobStatus
+
+        if job_return.status != JobStatus.FAILED:
+            return
+        settings, launch_dir, run_id = self._parent(config)
+        if run_id:
+            mark_parent(settings, launch_dir, run_id, "FAILED")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        settings, launch_dir, run_id = self._parent(config)
+        if run_id:
+            try:
+                params = config.hydra.sweeper.get("params")
+                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
+                                sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+            except Exception:  # the comparison is a bonus; never lose the sweep's status over it
+                log.exception("comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it", run_id, run_id)
+            mark_parent(settings, launch_dir, run_id, "FINISHED")
+        os.environ.pop(self.env_var, None)
+        _open_sweep.clear()

@@ -1,0 +1,35 @@
+"""``python -m owl_eval +experiment=NAME``: one evaluation (or a sweep with ``-m``), logged to MLflow."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from owl_eval.runner.paths import CONFIG_DIR  # noqa: E402
+from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from owl_eval.runner.app import run_job
+    from owl_eval.runner.console import user_facing
+
+    return user_facing(run_job, cfg)
+
+
+def cli() -> None:
+    from owl_eval.runner.options import checked_cli
+
+    checked_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

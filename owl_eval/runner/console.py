@@ -1,0 +1,161 @@
+"""What a user sees when something goes wrong: one ``error:`` line on stderr, never a traceback.
+
+The traceback still goes to the job's log file (and, for a run that exists, to its ``error.txt``
+artifact); ``HYDRA_FULL_ERROR=1`` shows it on the console too. This covers errors raised inside a job
+(:func:`user_facing`) and errors Hydra raises before or around the jobs - an override that does not
+parse, a key that is not in the config, a sweep whose job failed (:func:`install_one_line_errors`).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from owl_eval.errors import LaunchAborted
+
+log = logging.getLogger("runner")
+
+# Errors caused by the config or the input: the message is the whole story.
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
+USER_ERRORS = (ValueError, ImportError, OSError, UnicodeError, RecursionError, OverflowError, OmegaConfBaseException,
+               HydraException)
+
+
+def full_errors_wanted() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several)."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted (Ctrl-C)"
+    if isinstance(exc, RecursionError):
+        return f"input nested too deeply to read ({exc})"
+    text = str(exc).strip() or type(exc).__name__
+    parts = [p.strip() for p in text.splitlines() if p.strip()]
+    if isinstance(exc, OmegaConfBaseException):
+        # OmegaConf appends "full_key: ..., object_type=..." lines; the key is the useful part.
+        key = next((p.split(":", 1)[1].strip() for p in parts if p.startswith("full_key:")), "")
+        parts = [p for p in parts if not p.startswith(("full_key:", "object_type=", "reference_type="))]
+        if key and key not in parts[0]:
+            parts[0] = f"{key}: {parts[0]}"
+    message = "; ".join(parts)
+    cause = exc.__cause__
+    if isinstance(exc, HydraException) and cause is not None and str(cause).strip():
+        # "Could not override 'x'" alone does not say why; the cause's first line does.
+        message += f" ({str(cause).strip().splitlines()[0]})"
+    if not isinstance(exc, USER_ERRORS):
+        message = f"{type(exc).__name__}: {message}"
+    return message
+
+
+def job_log_file() -> Path | None:
+    """The current Hydra job's log file, if there is one."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None
+
+
+def log_to_files(message: str, exc: BaseException) -> None:
+    """The message and full traceback into the log files only (Hydra's console handler prints to stdout)."""
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, (type(exc), exc, exc.__traceback__))
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handle(record)
+            handler.flush()
+
+
+def save_traceback(exc: BaseException) -> Path:
+    """An unexpected error outside any job (no log file): its traceback goes to a temporary file."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"owl-eval-error-{os.getpid()}.txt"
+    path.write_text("".join(traceback.format_exception(exc)))
+    return path
+
+
+def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: str | None = None) -> None:
+    """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, else 1); ``job`` names the sweep
+    job that failed."""
+    message = one_line(exc) if job is None else f"{job}: {one_line(exc)}"
+    if where_traceback and not isinstance(exc, USER_ERRORS + (KeyboardInterrupt,)):
+        message += f" (traceback in {where_traceback})"
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(130 if isinstance(exc, KeyboardInterrupt) else 1)
+
+
+def user_facing(job, cfg):
+    """Run ``job(cfg)`` in a single (non-sweep) run: any failure ends with one ``error:`` line. In a
+    sweep the exception propagates, so Hydra marks the job failed (and the parent run FAILED)."""
+    from owl_eval.runner.app import hydra_runtime
+
+    try:
+        return job(cfg)
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        hc = hydra_runtime()
+        if full_errors_wanted() or (hc is not None and str(hc.mode) == "RunMode.MULTIRUN"):
+            raise
+        log_to_files(f"{type(exc).__name__}: {exc}", exc)
+        where = job_log_file()
+        error_exit(exc, where_traceback=str(where) if where else None)
+
+
+class _FailedJobNote:
+    """Stands in for stderr while Hydra runs: Hydra writes "Error executing job with overrides: [...]" on a
+    line of its own before re-raising a sweep job's error; we keep the overrides for the one error line."""
+
+    PREFIX = "Error executing job with overrides: "
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.overrides: str | None = None
+
+    def write(self, text: str) -> int:
+        if text.startswith(self.PREFIX):
+            self.overrides = text[len(self.PREFIX):].strip()
+            return len(text)
+        return self.stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def install_one_line_errors() -> None:
+    """Make Hydra report any error (config composition, overrides, a failed sweep job) as one
+    ``error:`` line instead of its multi-line message or traceback. Hydra 1.3 wraps every entry point in
+    ``hydra._internal.utils.run_and_report``; we replace it (idempotent)."""
+    import hydra._internal.utils as hydra_utils
+
+    original = getattr(hydra_utils.run_and_report, "__wrapped_original__", hydra_utils.run_and_report)
+
+    def run_and_report(func):
+        if full_errors_wanted():
+            return original(func)
+        note = _FailedJobNote(sys.stderr)
+        sys.stderr = note
+        try:
+            return func()
+        except SystemExit:
+            raise
+        except LaunchAborted as aborted:
+            error_exit(aborted.error)
+        except BaseException as exc:
+            log_to_files(f"{type(exc).__name__}: {exc}", exc)
+            where = job_log_file()
+            if where is None and not isinstance(exc, USER_ERRORS):
+                where = save_traceback(exc)
+            error_exit(exc, where_traceback=str(where) if where else None,
+                       job=f"the sweep's job with overrides {note.overrides}" if note.overrides else None)
+        finally:
+            if sys.stderr is note:
+                sys.stderr = note.stream
+
+    run_and_report.__wrapped_original__ = original  # type: ignore[attr-defined]
+    hydra_utils.run_and_report = run_and_report

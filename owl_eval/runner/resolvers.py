@@ -1,0 +1,29 @@
+"""OmegaConf resolvers the packaged configs use.
+
+``${owl_eval.unique:}``: a short random token (6 hex digits) that makes run and sweep directories unique
+(``owl_eval/conf/hydra/default.yaml``): two sweeps started in the same second no longer share a directory. It is
+registered with ``use_cache=True``, like Hydra's own ``now``: the first resolution is stored in the
+config, and Hydra copies that cache into every job's config (``load_sweep_config``), so all jobs of one
+sweep resolve the same directory, on every launcher.
+
+Registered at import of ``owl_eval.runner.callbacks`` (the sweep callback every Hydra run instantiates, and that
+launchers pickle into their workers along with the Hydra context), and by the entry points.
+"""
+from __future__ import annotations
+
+import secrets
+
+from omegaconf import OmegaConf
+
+UNIQUE_RESOLVER = "owl_eval.unique"
+
+
+def unique_token() -> str:
+    """Six random hex digits (16.7 million values): a collision needs two launches in the same second."""
+    return secrets.token_hex(3)
+
+
+def register_resolvers() -> None:
+    """Register the resolvers once per process (a second call is a no-op)."""
+    if not OmegaConf.has_resolver(UNIQUE_RESOLVER):
+        OmegaConf.register_new_resolver(UNIQUE_RESOLVER, unique_token, use_cache=True)

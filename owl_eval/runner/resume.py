@@ -1,0 +1,124 @@
+"""Resuming an interrupted sweep: a job whose exact config already has a FINISHED run, or a run in
+flight, is skipped.
+
+"Exact config" is the ``owl_eval.config_hash`` tag (the resolved config without the tracking node) in
+the same experiment. The hash covers the config, not the code: after changing an agent's code, re-run
+with ``tracking.skip_finished=false``. A skipped job creates no run; it records the run it reused on the
+sweep's parent (tag ``owl_eval.reused.<run_id>``) so the sweep's comparison still counts it.
+
+In flight: a RUNNING job run of the same config whose process is alive (``owl_eval.runner.liveness``: same host,
+pid and start time checked; another host's run is assumed alive) is taken too, so the same sweep
+launched twice at once runs each config once. The exact race (both launches check before either has
+created its run) is settled after creation by :func:`yield_to_earlier_claim`: the later run deletes
+itself. Order of claims: start time, then run id.
+"""
+from __future__ import annotations
+
+import logging
+
+from owl_eval.runner.compare import REUSED_TAG_PREFIX
+from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
+from owl_eval.runner.tracking import (
+    CONFIG_HASH_TAG,
+    RUN_KIND_TAG,
+    TrackingSettings,
+    filter_literal,
+    make_client,
+)
+
+log = logging.getLogger(__name__)
+
+PARENT_TAG = "mlflow.parentRunId"
+
+
+def skip_enabled(settings: TrackingSettings, multirun: bool) -> bool:
+    """``tracking.skip_finished``: true / false, or null (the default) = skip in sweeps, re-run single jobs."""
+    flag = getattr(settings, "skip_finished", None)
+    return multirun if flag is None else bool(flag)
+
+
+def _claims(client, experiment_id: str, config_hash: str) -> list:
+    """Active (not deleted) job runs of this config that are FINISHED or RUNNING, oldest first."""
+    query = (f"tags.`{CONFIG_HASH_TAG}` = {filter_literal(config_hash, what='owl_eval.config_hash')}"
+             f" and tags.`{RUN_KIND_TAG}` = 'job'")  # MLflow's IN works on run ids only: status is checked here
+    runs = client.search_runs([experiment_id], filter_string=query, max_results=1000)
+    return sorted((r for r in runs if r.info.status in ("FINISHED", "RUNNING")), key=_order)
+
+
+def _order(run) -> tuple[int, str]:
+    return (run.info.start_time or 0, run.info.run_id)
+
+
+def _live(run) -> bool:
+    return run.info.status == "FINISHED" or owner_alive(run.data.tags)
+
+
+def find_finished_run(client, experiment_name: str, config_hash: str):
+    """The latest FINISHED job run of this config in the experiment, or None."""
+    exp = client.get_experiment_by_name(experiment_name)
+    if exp is None:
+        return None
+    finished = [r for r in _claims(client, exp.experiment_id, config_hash) if r.info.status == "FINISHED"]
+    return finished[-1] if finished else None
+
+
+def find_claim(client, experiment_id: str, config_hash: str):
+    """The run that has this config: the latest FINISHED one, else the earliest RUNNING one whose process
+    is alive, else None."""
+    claims = _claims(client, experiment_id, config_hash)
+    finished = [r for r in claims if r.info.status == "FINISHED"]
+    if finished:
+        return finished[-1]
+    running = [r for r in claims if _live(r)]
+    return running[0] if running else None
+
+
+def _record_on_parent(client, parent_run_id: str | None, run_id: str, job_label: str) -> None:
+    if parent_run_id:
+        client.set_tag(parent_run_id, f"{REUSED_TAG_PREFIX}{run_id}", job_label)
+
+
+def reuse_finished(settings: TrackingSettings, launch_dir: str, config_hash: str, *, parent_run_id: str | None,
+                   job_label: str) -> dict[str, float] | None:
+    """The metrics of the run that already has this config (FINISHED, or RUNNING in a live process: then
+    its metrics so far, possibly none), noted on the parent; None to run the job."""
+    client = make_client(settings.resolved_uri(launch_dir))
+    exp = client.get_experiment_by_name(settings.experiment_name)
+    found = find_claim(client, exp.experiment_id, config_hash) if exp is not None else None
+    if found is None:
+        return None
+    if found.info.status == "FINISHED":
+        log.info("skipped %s: config %s already FINISHED in MLflow run %s (%s); tracking.skip_finished=false re-runs it",
+                 job_label, config_hash, found.info.run_id, found.info.run_name)
+    else:
+        tags = found.data.tags
+        log.info("skipped %s: config %s is running in run %s (%s, process %s on %s); tracking.skip_finished=false "
+                 "runs it anyway", job_label, config_hash, found.info.run_id, found.info.run_name,
+                 tags.get(PID_TAG, "?"), tags.get(HOST_TAG, "?"))
+    _record_on_parent(client, parent_run_id, found.info.run_id, job_label)
+    return dict(found.data.metrics)
+
+
+def yield_to_earlier_claim(settings: TrackingSettings, launch_dir: str, run_id: str, config_hash: str, *,
+                           job_label: str = "job") -> str | None:
+    """Settle the race of two launches that both found no claim and both created a run of this config.
+
+    Call right after creating the run (``run_id``). If another active job run of the same config, FINISHED
+    or RUNNING in a live process, was created earlier (start time, then run id), this run is ended KILLED
+    and deleted, the other run is recorded on this run's sweep parent, and its id is returned: the caller
+    stops without running. Otherwise None: this run is the config's claim, go on.
+    """
+    client = make_client(settings.resolved_uri(launch_dir))
+    mine = client.get_run(run_id)
+    claims = _claims(client, mine.info.experiment_id, config_hash)
+    earlier = [r for r in claims if r.info.run_id != run_id and _order(r) < _order(mine) and _live(r)]
+    if not earlier:
+        return None
+    finished = [r for r in earlier if r.info.status == "FINISHED"]
+    winner = finished[-1] if finished else earlier[0]
+    client.set_terminated(run_id, status="KILLED")
+    client.delete_run(run_id)
+    _record_on_parent(client, mine.data.tags.get(PARENT_TAG), winner.info.run_id, job_label)
+    log.info("run %s deleted: config %s was claimed first by run %s (%s)", run_id, config_hash,
+             winner.info.run_id, winner.info.status)
+    return winner.info.run_id

@@ -1,0 +1,391 @@
+"""The only module that talks to MLflow.
+
+One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eval.runner.callbacks``) and a
+nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
+10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+os.environ.setdefault("DO_NOT_TRACK", "true")
+
+import numpy as np  # noqa: E402
+
+from owl_eval.metrics.registry import metric_key  # noqa: E402,F401  (re-exported: older callers import it here)
+from owl_eval.metrics.results import MetricResults  # noqa: E402
+
+# MLflow's log_batch limits per request.
+MAX_METRICS_PER_BATCH = 1000
+MAX_PARAMS_PER_BATCH = 100
+MAX_TAGS_PER_BATCH = 100
+MAX_PARAM_LENGTH = 6000
+
+SWEEP_DIR_TAG = "owl_eval.sweep_dir"
+CONFIG_HASH_TAG = "owl_eval.config_hash"
+RUN_KIND_TAG = "owl_eval.kind"
+
+def filter_literal(value: str, *, what: str) -> str:
+    """``value`` as a string literal of an MLflow search filter: single quotes, or double quotes when it
+    holds a single quote (MLflow's filter grammar has no escape character). A value holding both kinds of
+    quote cannot be searched for: one :class:`~owl_eval.errors.ConfigError` naming ``what``."""
+    from owl_eval.errors import ConfigError
+
+    text = str(value)
+    if "'" not in text:
+        return f"'{text}'"
+    if '"' not in text:
+        return f'"{text}"'
+    raise ConfigError(f"{what}: {text!r} holds both ' and \" quotes, which an MLflow search filter cannot express; "
+                      "rename it")
+
+
+_KNOWN_URI = re.compile(r"^(sqlite:///.+|file:.+|https?://[^/\s]+.*|databricks(-uc)?(://.*)?|(postgresql|mysql)(\+\w+)?://.+)$")
+_URI_EXPECTED = ("expected sqlite:///<path>, file:<path>, http(s)://<host>:<port>, databricks[://<profile>], "
+                 "postgresql://... or mysql://... (for a local folder use tracking.store_dir=<dir>)")
+
+
+def _unusable_dir(path: Path) -> str | None:
+    """Why ``path`` cannot be (or become) a writable directory, or None; looks, never creates."""
+    if path.exists():
+        if not path.is_dir():
+            return f"{path} is a file, expected a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else f"{path} is not writable"
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{path} cannot be created: {ancestor} is a file"
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        return f"{path} cannot be created: {ancestor} is not writable"
+    return None
+
+
+@dataclass
+class TrackingSettings:
+    """Where runs go. ``uri`` None means the default SQLite store ``<store_dir>/mlflow.db``.
+
+    ``store_dir`` None means ``<launch directory>/outputs``; artifacts of a SQLite store go to
+    ``<db directory>/mlartifacts`` (absolute, so Ray or Slurm workers write to the same place).
+    Every value is checked on construction (:meth:`validate`): a bad one is one
+    :class:`~owl_eval.errors.ConfigError` naming its ``tracking.*`` key, before any folder or run exists.
+    """
+
+    uri: str | None = None
+    store_dir: str | None = None
+    experiment_name: str = "owl-eval"
+    artifact_location: str | None = None
+    log_record: bool = True
+    # Series longer than this are logged as bin means (the full series goes to a CSV artifact); None = all.
+    max_series_points: int | None = 2000
+    # Skip a job whose config already has a FINISHED run in the experiment: None = in sweeps only.
+    skip_finished: bool | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.experiment_name, int) and not isinstance(self.experiment_name, bool):
+            self.experiment_name = str(self.experiment_name)  # experiment_name=2024 on the command line
+        self.validate()
+
+    @classmethod
+    def from_config(cls, node) -> "TrackingSettings":
+        """From the resolved ``tracking`` config node (a mapping); an unknown key is a ConfigError naming
+        the closest valid one, a bad value one naming its key (:meth:`validate`)."""
+        from dataclasses import fields
+
+        from owl_eval.errors import ConfigError
+        from owl_eval.typed import check_keys
+
+        if not isinstance(node, Mapping):
+            raise ConfigError(f"tracking: expected a config node (tracking=mlflow), got {node!r}")
+        values = {k: v for k, v in dict(node).items() if k != "_target_"}
+        check_keys(values, [f.name for f in fields(cls)], "tracking")
+        return cls(**values)
+
+    def validate(self) -> None:
+        """Raise one ConfigError, message starting with the key, for the first bad value."""
+        from owl_eval.errors import ConfigError
+
+        def bad(key: str, value, expected: str):
+            raise ConfigError(f"tracking.{key}: {value!r} is not {expected}")
+
+        if self.uri is not None and not isinstance(self.uri, str):
+            bad("uri", self.uri, "a string")
+        if self.uri:
+            if not _KNOWN_URI.match(self.uri):
+                raise ConfigError(f"tracking.uri: {self.uri!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}")
+            if self.uri.startswith("sqlite:///"):
+                db = Path(self.uri[len("sqlite:///"):]).expanduser()
+                if db.is_dir():
+                    raise ConfigError(f"tracking.uri: {db} is a directory, expected the SQLite database file")
+                if not db.parent.is_dir():
+                    raise ConfigError(f"tracking.uri: the directory {db.parent} of the SQLite database does not exist")
+        if self.store_dir is not None:
+            if not isinstance(self.store_dir, (str, os.PathLike)) or not str(self.store_dir).strip():
+                bad("store_dir", self.store_dir, "a directory path or null")
+            problem = _unusable_dir(Path(self.store_dir).expanduser().absolute())
+            if problem:
+                raise ConfigError(f"tracking.store_dir: {problem}")
+        if not isinstance(self.experiment_name, str) or not self.experiment_name.strip():
+            raise ConfigError(f"tracking.experiment_name: {self.experiment_name!r} is not a usable MLflow experiment "
+                              "name; expected a non-blank string (set experiment_name=<name>)")
+        if self.artifact_location is not None and (not isinstance(self.artifact_location, (str, os.PathLike))
+                                                   or not str(self.artifact_location).strip()):
+            bad("artifact_location", self.artifact_location, "a path, a URI or null")
+        if not isinstance(self.log_record, bool):
+            bad("log_record", self.log_record, "true or false")
+        points = self.max_series_points
+        if points is not None and (isinstance(points, bool) or not isinstance(points, int) or points < 1):
+            bad("max_series_points", points, "a positive integer or null")
+        if self.skip_finished is not None and not isinstance(self.skip_finished, bool):
+            bad("skip_finished", self.skip_finished, "true, false or null")
+
+    def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
+        from owl_eval.errors import ConfigError
+
+        self.validate()  # cheap; settings may have been changed after construction
+        if self.uri:
+            return self.uri
+        store = Path(self.store_dir) if self.store_dir else Path(launch_dir or os.getcwd()) / "outputs"
+        store = store.expanduser().resolve()
+        try:
+            store.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # e.g. the default <launch dir>/outputs is a file
+            raise ConfigError(f"tracking.store_dir: cannot create {store}: {exc.strerror or exc}") from exc
+        return f"sqlite:///{store / 'mlflow.db'}"
+
+    def resolved_artifact_location(self, uri: str) -> str | None:
+        if self.artifact_location:
+            return Path(self.artifact_location).expanduser().resolve().as_uri()
+        if uri.startswith("sqlite:///"):
+            return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
+        return None  # a tracking server chooses its own artifact store
+
+
+def make_client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except Exception:
+        # Another parallel job created it first.
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+def delete_run_permanently(client, run_id: str) -> None:
+    """Delete a run that should never have existed (a sweep stopped by a config error before any job ran):
+    soft-delete it, then remove its rows where the store allows it, as ``mlflow gc`` does (SQL stores)."""
+    client.delete_run(run_id)
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    hard_delete = getattr(store, "_hard_delete_run", None)  # MLflow's own gc uses it; absent on REST stores
+    if callable(hard_delete):
+        hard_delete(run_id)
+
+
+def flatten(mapping: Mapping, prefix: str = "") -> dict[str, str]:
+    """Flatten a nested config into ``a.b.c -> str(value)``; lists keep their index (``a.0``)."""
+    out: dict[str, str] = {}
+    items = mapping.items() if isinstance(mapping, Mapping) else enumerate(mapping)
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) or (isinstance(value, list) and value and all(isinstance(v, (Mapping, list)) for v in value)):
+            out.update(flatten(value, name + "."))
+        else:
+            text = "null" if value is None else str(value)
+            out[name] = text[:MAX_PARAM_LENGTH]
+    return out
+
+
+def git_commit(directory: str | os.PathLike | None = None) -> str:
+    where = Path(directory) if directory else Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() if out.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def bin_means(steps: np.ndarray, values: np.ndarray, num_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """``num_bins`` consecutive bins of near-equal size: the first step of each bin and the mean of its
+    finite values (NaN for a bin without one)."""
+    edges = np.linspace(0, len(steps), num_bins + 1).astype(np.int64)[:-1]
+    finite = np.isfinite(values)
+    sums = np.add.reduceat(np.where(finite, values, 0.0), edges)
+    counts = np.add.reduceat(finite.astype(np.int64), edges)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return steps[edges], np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+
+
+def series_csv(series) -> str:
+    rows = "\n".join(f"{s},{v!r}" for s, v in zip(series.steps.tolist(), series.values.tolist()))
+    return "step,value\n" + rows + "\n"
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+class TrackedRun:
+    """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
+
+    Use as a context manager: leaving it normally ends the run FINISHED, an exception ends it FAILED
+    (KILLED for Ctrl-C) after logging the traceback as an artifact and the error as a tag; nothing logged
+    before is lost, because every ``log_*`` call is sent at once. A new run carries its owner's pid, host
+    and process start time (``owl_eval.runner.liveness``), so a later launch can tell when its process died.
+    """
+
+    def __init__(self, client, run_id: str, max_series_points: int | None = 2000):
+        self.client = client
+        self.run_id = run_id
+        self.max_series_points = max_series_points
+        self._ended = False
+
+    @classmethod
+    def start(cls, settings: TrackingSettings, *, run_name: str, tags: Mapping[str, str] | None = None,
+              parent_run_id: str | None = None, launch_dir=None) -> "TrackedRun":
+        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+        from owl_eval.runner.liveness import owner_tags, reap_quietly
+
+        uri = settings.resolved_uri(launch_dir)
+        client = make_client(uri)
+        experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
+        # Runs left RUNNING by dead processes of this host are ended KILLED before this one starts.
+        reap_quietly(client, experiment_id, found_by=f"the start of run {run_name!r} (process {os.getpid()})")
+        all_tags = {k: str(v) for k, v in (tags or {}).items()} | owner_tags()
+        if parent_run_id:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
+        return cls(client, run.info.run_id, max_series_points=settings.max_series_points)
+
+    # -- logging -------------------------------------------------------------------------------------
+    def log_params(self, params: Mapping[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)) for k, v in params.items()]
+        for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(self.run_id, params=chunk)
+
+    def set_tags(self, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)) for k, v in tags.items()]
+        for chunk in _chunks(items, MAX_TAGS_PER_BATCH):
+            self.client.log_batch(self.run_id, tags=chunk)
+
+    def log_metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(metric_key(k), float(v), now, int(step)) for k, v in values.items()]
+        self._send_metrics(items)
+
+    def log_series(self, name: str, steps: np.ndarray, values: np.ndarray) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        key = metric_key(name)
+        items = [Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v)]
+        self._send_metrics(items)
+
+    def _send_metrics(self, items: list) -> None:
+        for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
+            self.client.log_batch(self.run_id, metrics=chunk)
+
+    def log_results(self, results: MetricResults) -> None:
+        """Scalars at step 0, series with their steps, and every N/A reason as a tag and a JSON artifact."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
+        downsampled: dict[str, str] = {}
+        for name, series in results.series.items():
+            # A series may not share its key with a scalar: MLflow would hold two values at step 0.
+            key = metric_key(name if name not in results.values else f"{name}_by_step")
+            steps, values = series.steps, series.values
+            if self.max_series_points and len(steps) > self.max_series_points:
+                # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
+                steps, values = bin_means(steps, values, self.max_series_points)
+                downsampled[key] = f"mean over {len(series.steps) / len(steps):.1f} steps per point; full series in series/{key.replace('/', '_')}.csv"
+                self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
+            items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
+        self._send_metrics(items)
+        if downsampled:
+            self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
+        if results.na:
+            self.set_tags({f"na.{metric_key(k)}"[:250]: reason[:5000] for k, reason in results.na.items()})
+            self.log_dict(results.na, "metrics_na.json")
+
+    def log_dict(self, data, artifact_file: str) -> None:
+        self.client.log_dict(self.run_id, data, artifact_file)
+
+    def log_text(self, text: str, artifact_file: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_file)
+
+    def log_figures(self, figures: Mapping[str, object], folder: str = "plots") -> None:
+        import matplotlib.pyplot as plt
+
+        for name, fig in figures.items():
+            try:
+                self.client.log_figure(self.run_id, fig, f"{folder}/{name}.png")
+            finally:
+                plt.close(fig)
+
+    def log_artifact(self, local_path: str | os.PathLike, artifact_path: str | None = None) -> None:
+        path = Path(local_path)
+        if path.is_dir():
+            self.client.log_artifacts(self.run_id, str(path), artifact_path)
+        else:
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_files(self, writer, artifact_path: str) -> None:
+        """Call ``writer(tmpdir)`` to write files, then upload the folder under ``artifact_path``."""
+        with tempfile.TemporaryDirectory() as tmp:
+            writer(Path(tmp))
+            self.client.log_artifacts(self.run_id, tmp, artifact_path)
+
+    # -- ending ----------------------------------------------------------------------------------------
+    def end(self, status: str = "FINISHED") -> None:
+        if not self._ended:
+            self.client.set_terminated(self.run_id, status=status)
+            self._ended = True
+
+    def fail(self, exc: BaseException) -> None:
+        """End the run after ``exc``: KILLED for Ctrl-C (KeyboardInterrupt), FAILED for anything else; the
+        error as a tag and the traceback as ``error.txt`` either way."""
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        try:
+            error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
+            self.set_tags({"error": error[:5000]})
+            self.log_text("".join(traceback.format_exception(exc)), "error.txt")
+        finally:
+            self.end("KILLED" if interrupted else "FAILED")
+
+    def __enter__(self) -> "TrackedRun":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc is None:
+            self.end("FINISHED")
+        else:
+            self.fail(exc)
+        return False
