@@ -212,7 +212,11 @@ def _empty_blocks() -> dict:
 def evaluate_log_results(log, **options) -> MetricResults:
     """:func:`evaluate_log` flattened: lifetime values under their names, per-task values as
     ``task/<task>/<metric>``, N/A reasons in ``na``, and the per-episode series (step = exp_num)."""
-    res = evaluate_log(log, **options)
+    return results_from_evaluated(evaluate_log(log, **options))
+
+
+def results_from_evaluated(res: dict) -> MetricResults:
+    """The output of :func:`evaluate_log` as :class:`MetricResults` (see :func:`evaluate_log_results`)."""
     out = MetricResults()
     for k, v in res["lifetime"].items():
         out.set(k, v)
