@@ -119,7 +119,7 @@ def trajectory_results() -> list[MetricResults]:
 
 def lifelong_rl_results() -> list[MetricResults]:
     pytest.importorskip("gymnasium")
-    from owl_eval.metrics.lifelong_rl import EpisodeLog
+    from owl_eval.formats.l2logger import EpisodeLog
     from owl_eval.protocols.lifelong_rl.record import RLRecord
 
     rng = np.random.default_rng(5)
