@@ -76,8 +76,6 @@ def score_record(record, options: TrajectoryMetricOptions) -> MetricResults:
 
 def score_file(record, options: TrajectoryMetricOptions) -> MetricResults:
     """The metric table of a validated file, streamed in chunks of the source's ``chunk_size`` scenes."""
-    from owl_eval.metrics.trajectory.table import trajectory_table_npz
-
     kwargs = {k: v for k, v in table_options(options).items() if k != "chunk_size"}
     results = trajectory_table_npz(record.path, rng=np.random.default_rng(record.seed), chunk_size=record.chunk_size,
                                    true_key=record.keys["true"], pred_key=record.keys["pred"],
@@ -110,6 +108,16 @@ def set_class_metrics(results: MetricResults, p_true, p_pred, class_names, optio
         results.set("tnr_pr", tnr_pr(p_true, p_pred, positive_class=names.index(positive)))
     else:
         results.set("tnr_pr", NA(f"metrics.tnr_pr_positive={positive!r} is not one of the classes {names}"))
+
+
+def trajectory_table_npz(path, *, rng, chunk_size=256, **kwargs) -> MetricResults:
+    """The trajectory table of the arrays of an .npz (``Path_true``, ``Path_pred``, ``Pred_steps``, ...),
+    streamed in chunks of ``chunk_size`` scenes from its memory maps (see
+    :func:`owl_eval.metrics.trajectory.table.trajectory_table_stream` for the keywords)."""
+    from owl_eval.formats.npz import npz_arrays
+    from owl_eval.metrics.trajectory.table import trajectory_table_stream
+
+    return trajectory_table_stream(npz_arrays(path), rng=rng, chunk_size=chunk_size, path=path, **kwargs)
 
 
 # ----------------------------------------------------------------------------------------- figure data

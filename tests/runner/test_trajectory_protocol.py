@@ -104,7 +104,7 @@ def test_record_round_trip_in_general_framework_shapes(tmp_path):
     assert back.class_index.tolist() == record.class_index.tolist()  # re-based over the 3 batches
     assert back.class_index[:, 0].max() > 3
     # the saved file streams through the table's npz reader with the same numbers
-    from owl_eval.metrics.trajectory import trajectory_table_npz
+    from owl_eval.evaluation.trajectory import trajectory_table_npz
 
     a = evaluation_for("trajectory").evaluate(back, {"kde": False})
     b = trajectory_table_npz(tmp_path / "trajectory_record.npz", rng=np.random.default_rng(back.metric_seed), kde=False,

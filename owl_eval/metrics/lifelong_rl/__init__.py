@@ -25,7 +25,7 @@ from owl_eval.metrics.lifelong_rl.smoothing import smooth, window_lengths
 from owl_eval.metrics.lifelong_rl.ste import curve_saturations, sample_efficiency, ste_relative_performance, time_to_learn
 from owl_eval.metrics.lifelong_rl.transfer import maintenance_values, performance_maintenance, transfer_values
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
-from owl_eval.metrics.validation import check_option
+from owl_eval.metrics.validation import MetricInputError, check_option
 
 PROTOCOL = "lifelong_rl"
 _INF = math.inf
@@ -83,7 +83,7 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
     check_option("preset", preset, ("l2metrics",))
     check_option("aggregation", aggregation, ("mean", "median"))
     if not 0 < learn_threshold:
-        raise L2LogError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
+        raise MetricInputError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
     p, values, ste_train, rng = prepare(
         log, tuple(ste_logs), perf_measure=perf_measure, variant_mode=variant_mode, smoothing=smoothing,
         smoothing_fraction=smoothing_fraction, window_length=window_length, max_window=max_window,
