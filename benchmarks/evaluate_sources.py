@@ -60,12 +60,15 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     start = time.perf_counter()
     data = L2LoggerSource(path=str(log_dir), ste_paths=[str(ste_root)]).load()
     read = time.perf_counter() - start
-    settings = yaml.safe_load((ROOT / "conf" / "metrics" / "lifelong_rl.yaml").read_text())
+    settings = yaml.safe_load((ROOT / "owl_eval" / "conf" / "metrics" / "lifelong_rl.yaml").read_text())
+    evaluation = evaluation_for(data.protocol)
+    options = evaluation.options(settings, record=data.record)
     start = time.perf_counter()
-    results = evaluation_for(data.protocol).evaluate(data.record, settings)
+    scored = evaluation.score(data.record, options)  # the metrics and the figures' values, computed once
+    results = scored.results
     metrics = time.perf_counter() - start
     start = time.perf_counter()
-    (lambda e: e.figures(e.score(data.record, e.options(settings, record=data.record)), None))(evaluation_for(data.protocol))
+    evaluation.figures(scored, options)
     figures = time.perf_counter() - start
     points = sum(len(s.steps) for s in results.series.values())
     print(f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "

@@ -9,7 +9,7 @@ TNR-PR. Names are configurable; other arrays in the file are ignored.
 The file is never unpickled and never loaded whole: every member's CRC-32 is checked first (a member
 damaged after it was written is an error naming it, never scored), uncompressed members are memory-mapped
 (:func:`owl_eval.formats.npz.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
-table is streamed the same way (:func:`owl_eval.metrics.trajectory.table.trajectory_table_npz`), so memory stays bounded
+table is streamed the same way (:func:`owl_eval.evaluation.trajectory.trajectory_table_npz`), so memory stays bounded
 by the chunk. Validation reads the file once before any MLflow run exists; the metrics read it again.
 Positions at counted steps must be finite and within +-1e12 m (:mod:`owl_eval.sources.trajectory_checks`):
 larger values are export errors and overflow the squared distances. Every ``source.*`` option is typed
@@ -136,7 +136,7 @@ class TrajectoriesSource:
         return p_true, p_pred, class_names
 
     def _open(self) -> dict:
-        from owl_eval.metrics.trajectory.table import npz_arrays
+        from owl_eval.formats.npz import npz_arrays
 
         try:  # every member's CRC is checked first: a corrupted member is an error, never scored
             return npz_arrays(self.path)

@@ -8,6 +8,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
 from owl_eval.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
+from owl_eval.evaluation import evaluation_for  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
