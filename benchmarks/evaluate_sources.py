@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from owl_eval.evaluation import evaluation_for
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -59,12 +60,15 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     start = time.perf_counter()
     data = L2LoggerSource(path=str(log_dir), ste_paths=[str(ste_root)]).load()
     read = time.perf_counter() - start
-    settings = yaml.safe_load((ROOT / "conf" / "metrics" / "lifelong_rl.yaml").read_text())
+    settings = yaml.safe_load((ROOT / "owl_eval" / "conf" / "metrics" / "lifelong_rl.yaml").read_text())
+    evaluation = evaluation_for(data.protocol)
+    options = evaluation.options(settings, record=data.record)
     start = time.perf_counter()
-    results = data.protocol.evaluate(data.record, settings)
+    scored = evaluation.score(data.record, options)  # the metrics and the figures' values, computed once
+    results = scored.results
     metrics = time.perf_counter() - start
     start = time.perf_counter()
-    data.protocol.figures(data.record, results, settings)
+    evaluation.figures(scored, options)
     figures = time.perf_counter() - start
     points = sum(len(s.steps) for s in results.series.values())
     print(f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "
@@ -91,7 +95,7 @@ def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) ->
     data = SailonSource(path=str(tmp / "sailon"), sum_tolerance=1e-5).load()
     read = time.perf_counter() - start
     start = time.perf_counter()
-    data.protocol.evaluate(data.record, {"threshold": 0.5, "threshold_grid": True})
+    evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5, "threshold_grid": True})
     metrics = time.perf_counter() - start
     print(f"sailon: read+validate {read:.2f} s, metrics {metrics:.2f} s")
     evaluate(["+source=sailon", f"source.path={tmp / 'sailon'}", "source.sum_tolerance=1e-5", f"tracking.store_dir={tmp / 'store'}"],

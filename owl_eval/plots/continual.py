@@ -68,12 +68,11 @@ def metric_series(results: MetricResults, prefix: str = "by_task/"):
     return fig
 
 
-def continual_figures(record, results: MetricResults) -> dict:
-    if record.num_completed == 0:
-        return {}
-    title = f"Accuracy matrix ({record.domain}, {record.scenario})" if record.domain else "Accuracy matrix"
+def continual_figures(data: dict, results: MetricResults) -> dict:
+    """Every continual figure from the evaluation's ``figure_data`` (the matrix, ``b``, the task classes,
+    the title) and the (selected) results."""
     return {
-        "accuracy_matrix": accuracy_heatmap(record.accuracy, record.init_accuracy, title=title),
-        "task_accuracy": task_accuracy_curves(record.accuracy, record.init_accuracy, record.task_classes),
+        "accuracy_matrix": accuracy_heatmap(data["accuracy"], data["init_accuracy"], title=data["title"]),
+        "task_accuracy": task_accuracy_curves(data["accuracy"], data["init_accuracy"], data["task_classes"]),
         "metrics_by_task": metric_series(results),
     }

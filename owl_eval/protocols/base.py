@@ -1,22 +1,18 @@
 """What every protocol provides to the runner.
 
 A protocol is built from config (``_target_``), then the runner calls, in order:
-``run(domain=..., agent=..., baseline=..., rng=...)`` -> a record (plain numpy arrays in a small
-dataclass, saveable), ``evaluate(record, settings)`` -> :class:`metrics.MetricResults`, and
-``figures(record, results, settings)`` -> ``{name: matplotlib Figure}``. If ``run`` raises (a crashing agent),
-the runner asks ``record_so_far()`` for what was completed and logs its metrics before marking the
-MLflow run FAILED.
+``check(domain=..., agent=..., baseline=...)`` before any run exists, then ``run(domain=..., agent=...,
+baseline=..., rng=...)`` -> a record (plain numpy arrays in a small dataclass with its own ``save(directory)``).
+Scoring the record is not the protocol's job: the evaluation of the protocol's ``name``
+(:func:`owl_eval.evaluation.evaluation_for`) does it. If ``run`` raises (a crashing agent), the runner asks
+``record_so_far()`` for what was completed and logs its metrics before marking the MLflow run FAILED.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from owl_eval.metrics.results import MetricResults
 
 
 class AgentOutputError(ValueError):
@@ -36,30 +32,15 @@ class Protocol(ABC):
         """Everything that can be checked before a run exists: the agent's (and baseline's) interface, the
         domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
 
-    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
-        """The ``metrics`` config node, validated and typed (unknown keys, wrong types and ranges are a
-        ``owl_eval.errors.ConfigError`` naming ``metrics.<key>``); ``record`` when the data are already known
-        (a source), so settings that depend on them are checked too. Called before any run exists.
-        The default types the node of the protocol's ``name`` (:mod:`owl_eval.protocols.metric_options`)."""
-        from owl_eval.protocols.metric_options import metric_options
-
-        return metric_options(self.name, settings, record=record)
-
     def record_so_far(self) -> Any | None:
         """The record of the completed part of an interrupted ``run`` (None if nothing completed)."""
         return None
 
-    @abstractmethod
-    def evaluate(self, record: Any, settings: Mapping[str, Any]) -> MetricResults:
-        """Compute every metric of the protocol from the record."""
-
-    def figures(self, record: Any, results: MetricResults, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def evaluation_context(self) -> dict[str, Any]:
+        """What the protocol knows about its data before the run, for checking the metric settings
+        (``num_preds``, ``class_names``, ``columns``) and drawing the figures (``plot_scenes``)."""
         return {}
 
     def tags(self) -> dict[str, str]:
         """Protocol-specific run tags (e.g. the OND condition)."""
         return {}
-
-    def save_record(self, record: Any, directory: Path) -> None:
-        """Write the record into ``directory`` (npz / TSV / CSV / JSON, never pickle)."""
-        record.save(directory)

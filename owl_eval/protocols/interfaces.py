@@ -33,7 +33,7 @@ def class_name(obj: object) -> str:
 
 def choices(group: str, prefix: str = "", extra: Sequence[str] = ()) -> str:
     """``group=<prefix>/<option> (a, b, ...)``: the config options of ``group`` under ``prefix``."""
-    from owl_eval.runner.options import group_options
+    from owl_eval.paths import group_options
 
     found = [o for o in group_options(group) if not prefix or o.startswith(prefix + "/")]
     options = [*found, *extra]

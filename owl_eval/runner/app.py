@@ -6,7 +6,6 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 from owl_eval.runner.build import build_part
 from owl_eval.runner.prepare import JobSwitches, job_switches, resolve_config, tracking_settings
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
-from owl_eval.runner.selection import select
+from owl_eval.evaluation import Scored, evaluation_for
+from owl_eval.evaluation.selection import select
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,8 @@ class PreparedJob:
     domain: Any
     agent: Any
     baseline: Any
-    metric_options: dict
+    evaluation: Any  # owl_eval.evaluation.Evaluation of the protocol
+    metric_options: Any  # its typed options (owl_eval.evaluation.options)
     names: dict
 
 
@@ -106,9 +107,11 @@ def prepare_job(cfg: DictConfig) -> PreparedJob:
     agent = build_part(cfg, "agent")
     baseline = build_part(cfg, "baseline") if cfg.get("baseline") else None
     protocol.check(domain=domain, agent=agent, baseline=baseline)
-    metric_options = protocol.metric_options(resolved.get("metrics") or {})
+    evaluation = evaluation_for(protocol.name, protocol.evaluation_context())
+    metric_options = evaluation.options(resolved.get("metrics") or {})
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
-    return PreparedJob(resolved, settings, switches, protocol, domain, agent, baseline, metric_options, names)
+    return PreparedJob(resolved, settings, switches, protocol, domain, agent, baseline, evaluation, metric_options,
+                       names)
 
 
 def _run_job(cfg: DictConfig) -> dict[str, float]:
@@ -160,12 +163,12 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
                 partial = protocol.record_so_far()
                 if partial is not None:
                     run.set_tags({"partial_record": "true"})
-                    log_outcome(run, protocol, partial, job.metric_options, settings, figures=False)
+                    log_outcome(run, job.evaluation, partial, job.metric_options, settings, figures=False)
                 raise
             run_seconds = time.perf_counter() - t0
             run.set_tags(protocol.tags())  # what actually happened (e.g. which references were reused)
             timings: dict[str, float] = {}
-            results = log_outcome(run, protocol, record, job.metric_options, settings, figures=job.switches.figures,
+            results = log_outcome(run, job.evaluation, record, job.metric_options, settings, figures=job.switches.figures,
                                   timings=timings)
             run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds, **timings,
                              "time/total_s": time.perf_counter() - started})
@@ -174,24 +177,24 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
     return dict(results.values)
 
 
-def log_outcome(run: TrackedRun, protocol, record, metric_settings: Mapping[str, Any], settings: TrackingSettings, *,
+def log_outcome(run: TrackedRun, evaluation, record, options, settings: TrackingSettings, *,
                 figures: bool, timings: dict[str, float] | None = None):
-    """Metrics (and figures and the record) of a complete or partial record, with the checked metric
-    settings (``Protocol.metric_options``); ``timings`` gets the seconds spent on metrics, figures and
+    """Metrics (and figures and the record) of a complete or partial record, scored by the protocol's
+    ``evaluation`` with its checked ``options``; ``timings`` gets the seconds spent on metrics, figures and
     MLflow logging."""
     timings = {} if timings is None else timings
     clock = time.perf_counter()
-    results = finite_only(protocol.evaluate(record, metric_settings))
-    results = select(results, protocol.name, metric_settings.get("names"))
+    scored = evaluation.score(record, options, figures=figures)
+    results = select(finite_only(scored.results), evaluation.name, options.names)
     timings["time/metrics_s"] = time.perf_counter() - clock
     clock = time.perf_counter()
     run.log_results(results)
     if settings.log_record:
-        run.log_files(lambda folder: protocol.save_record(record, folder), "record")
+        run.log_files(record.save, "record")
     logging_seconds = time.perf_counter() - clock
     if figures:
         clock = time.perf_counter()
-        made = protocol.figures(record, results, metric_settings)
+        made = evaluation.figures(Scored(results, scored.figure_data), options)
         timings["time/figures_s"] = time.perf_counter() - clock
         clock = time.perf_counter()
         run.log_figures(made)

@@ -18,7 +18,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 from owl_eval.errors import ConfigError  # noqa: E402
-from owl_eval.runner.paths import CONFIG_DIR  # noqa: E402
+from owl_eval.paths import CONFIG_DIR  # noqa: E402
 from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
 
 register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
@@ -34,6 +34,7 @@ def evaluate_job(cfg: DictConfig) -> dict[str, float]:
 
 
 def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
+    from owl_eval.evaluation import evaluation_for
     from owl_eval.runner.app import config_hash, find_parent_run, hydra_runtime, log_outcome
     from owl_eval.runner.build import build_part
     from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
@@ -51,11 +52,12 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     switches = job_switches(cfg)
     source = build_part(cfg, "source")
     data = source.load()  # validate everything before any run exists
-    metric_options = data.protocol.metric_options(resolved.get("metrics") or {}, record=data.record)
+    evaluation = evaluation_for(data.protocol)
+    metric_options = evaluation.options(resolved.get("metrics") or {}, record=data.record)
     read_seconds = time.perf_counter() - started
-    tags = {RUN_KIND_TAG: "evaluate", "protocol": data.protocol.name, "git_commit": git_commit(launch_dir),
+    tags = {RUN_KIND_TAG: "evaluate", "protocol": data.protocol, "git_commit": git_commit(launch_dir),
             CONFIG_HASH_TAG: config_hash(cfg), "experiment": str(cfg.get("experiment_name", ""))}
-    tags |= data.protocol.tags() | data.tags
+    tags |= data.tags
     run_name = f"evaluate-{tags.get('source', 'source')}-{tags.get('session', tags.get('agent', ''))}".rstrip("-")
     run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=find_parent_run(settings, launch_dir),
                            launch_dir=launch_dir)
@@ -63,7 +65,7 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
         run.log_params(flatten(resolved))
         run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
         timings: dict[str, float] = {}
-        results = log_outcome(run, data.protocol, data.record, metric_options, settings, figures=switches.figures,
+        results = log_outcome(run, evaluation, data.record, metric_options, settings, figures=switches.figures,
                               timings=timings)
         run.log_metrics({"time/read_s": read_seconds, **timings, "time/total_s": time.perf_counter() - started})
     log.info("evaluated %s into MLflow run %s", tags.get("source"), run.run_id)

@@ -8,15 +8,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from owl_eval.runner.paths import CONFIG_DIR
+from owl_eval.paths import CONFIG_DIR, group_options  # noqa: F401  (group_options re-exported)
 
 GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source", "syllabus")
 _CHOICE = re.compile(r"^(?:\+|\+\+|~)?(?P<group>[a-z_]+)=(?P<value>[^=]*)$")
 
 
-def group_options(group: str, config_dir: Path = CONFIG_DIR) -> list[str]:
-    root = config_dir / group
-    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
 
 
 def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> str | None:

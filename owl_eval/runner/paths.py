@@ -1,5 +1,2 @@
-"""Where the packaged configs live: ``owl_eval/conf/``, package data, so a wheel works outside the checkout."""
-from pathlib import Path
-
-PACKAGE_DIR = Path(__file__).resolve().parent.parent
-CONFIG_DIR = PACKAGE_DIR / "conf"
+"""Kept for the runner's imports: the config locations live in :mod:`owl_eval.paths` (below every layer)."""
+from owl_eval.paths import CONFIG_DIR, PACKAGE_DIR  # noqa: F401

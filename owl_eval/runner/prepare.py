@@ -1,6 +1,6 @@
 """The checks every job makes before an MLflow run exists: the config resolves, the tracking settings
 and the top-level switches are of the right type. Protocol, domain, agent and metric settings are checked
-by the protocol itself (``Protocol.check`` and ``Protocol.metric_options``)."""
+by the protocol and its evaluation (``Protocol.check`` and ``Evaluation.options``)."""
 from __future__ import annotations
 
 import dataclasses

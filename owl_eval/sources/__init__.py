@@ -1,7 +1,8 @@
 """Readers for results produced elsewhere (and for our own saved records): ``python -m owl_eval.runner.evaluate``.
 
 Each source validates everything it reads before anything is logged, and returns the protocol that
-scores it with the record to score (:class:`SourceData`).
+scores it, by name, with the record to score (:class:`SourceData`); the evaluation of that protocol
+(:func:`owl_eval.evaluation.evaluation_for`) scores it like a live run's record.
 """
 from __future__ import annotations
 
@@ -13,6 +14,6 @@ from owl_eval.errors import SourceFormatError  # noqa: F401  (re-exported: every
 
 @dataclass
 class SourceData:
-    protocol: Any  # a owl_eval.protocols.base.Protocol used for evaluate/figures/save_record
-    record: Any
+    protocol: str  # the name of the protocol whose evaluation scores the record ("ond", "continual", ...)
+    record: Any  # has save(directory): what is logged as the run's record
     tags: dict[str, str] = field(default_factory=dict)

@@ -19,14 +19,12 @@ not numbers in [0, 1], test sizes that are not whole numbers in 1..2**53 (1e19 i
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from owl_eval.metrics.continual import continual_metrics
-from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.json_input import json_type, parse_json
-from owl_eval.protocols.continual import SERIES_PREFIX, ContinualProtocol, evaluate_continual_record
 from owl_eval.protocols.continual.record import RENATE_FILE, SCENARIOS, ContinualRecord
 from owl_eval.errors import ConfigError
 from owl_eval.safe_paths import read_text
@@ -70,12 +68,13 @@ class AccuracyMatrixSource:
         T = A.shape[0]
         b = self._merge(b, self.init_accuracy, "accuracy_init", "source.init_accuracy", T, whole=False)
         n = self._merge(n, self.num_instances, "num_instances", "source.num_instances", T, whole=True)
-        record = ContinualRecord(scenario=self.scenario, accuracy=A,
-                                 init_accuracy=np.full(T, np.nan) if b is None else b,
-                                 num_instances=np.zeros(T, np.int64) if n is None else n.astype(np.int64),
-                                 task_classes=tuple(() for _ in range(T)), domain=self.domain)
-        return SourceData(protocol=GivenMatrixProtocol(self.scenario, has_init=b is not None, has_sizes=n is not None),
-                          record=record, tags={"source": "accuracy_matrix", "format": kind, "tasks": str(T),
+        record = GivenMatrixRecord(scenario=self.scenario, accuracy=A,
+                                   init_accuracy=np.full(T, np.nan) if b is None else b,
+                                   num_instances=np.zeros(T, np.int64) if n is None else n.astype(np.int64),
+                                   task_classes=tuple(() for _ in range(T)), domain=self.domain,
+                                   has_init=b is not None, has_sizes=n is not None)
+        return SourceData(protocol="continual", record=record,
+                          tags={"scenario": self.scenario, "source": "accuracy_matrix", "format": kind, "tasks": str(T),
                                                "file": self.path.name})
 
     def _text(self) -> str:
@@ -206,36 +205,21 @@ def _show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class GivenMatrixProtocol(ContinualProtocol):
-    """The continual protocol's metrics and figures for a matrix produced elsewhere, where ``b`` and ``n``
-    may be unknown (the record then holds NaN / 0 placeholders and those metrics are N/A)."""
+@dataclass
+class GivenMatrixRecord(ContinualRecord):
+    """A matrix produced elsewhere, where ``b`` and ``n`` may be unknown: the record then holds NaN / 0
+    placeholders and the metrics that need them are N/A (:mod:`owl_eval.evaluation.continual`)."""
 
-    def __init__(self, scenario: str = "class_incremental", *, has_init: bool = True, has_sizes: bool = True):
-        super().__init__(scenario)
-        self.has_init, self.has_sizes = has_init, has_sizes
+    has_init: bool = True
+    has_sizes: bool = True
 
-    def save_record(self, record: ContinualRecord, directory) -> None:
-        record.save(directory)
+    def save(self, directory) -> Path:
+        path = super().save(directory)
         if not (self.has_init and self.has_sizes):  # Renate's dict without the placeholders of unknown values
-            results = record.renate_results()
+            results = self.renate_results()
             if not self.has_init:
                 del results["accuracy_init"]
             if not self.has_sizes:
                 del results["num_instances"]
             (Path(directory) / RENATE_FILE).write_text(json.dumps(results))
-
-    def evaluate(self, record: ContinualRecord, settings) -> MetricResults:
-        if self.has_init and self.has_sizes:
-            return evaluate_continual_record(record)
-        A = np.asarray(record.accuracy, dtype=np.float64)
-        k = record.num_completed
-        out = MetricResults()
-        out.set("tasks_completed", k)
-        metrics = continual_metrics(A[:k, :k], init_accuracy=record.init_accuracy[:k] if self.has_init else None,
-                                    num_instances=record.num_instances[:k] if self.has_sizes else None)
-        out.update(MetricResults(values=metrics.values, na=metrics.na))
-        for name, series in metrics.series.items():
-            out.series[SERIES_PREFIX + name] = series
-        for i in range(record.num_tasks):
-            out.series[f"task/{i}/accuracy"] = Series(np.arange(k), A[:, i])
-        return out
+        return path

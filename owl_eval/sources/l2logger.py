@@ -12,14 +12,10 @@ error), and the record keeps exactly the files the reader parsed (see :class:`RL
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from owl_eval.formats.l2logger import EpisodeLog, L2LogError, read_log
-from owl_eval.metrics.results import MetricResults
 from owl_eval.errors import ConfigError
-from owl_eval.protocols.base import Protocol
 from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.safe_paths import list_files
 from owl_eval.sources import SourceData, SourceFormatError
@@ -72,8 +68,8 @@ class L2LoggerSource:
                 ste_logs[name], ste_dirs[name] = ste, d
         record = RLRecord(log=log, kind=str(log.scenario_info.get("scenario_type", "custom")), log_dir=scenario,
                           ste_logs=ste_logs, ste_dirs=ste_dirs, ste_status={k: "given" for k in ste_logs})
-        return SourceData(protocol=L2LogProtocol(), record=record,
-                          tags={"source": "l2logger", "log": scenario.name, "episodes": str(len(log)),
+        return SourceData(protocol="lifelong_rl", record=record,
+                          tags={"rl_mode": "given", "source": "l2logger", "log": scenario.name, "episodes": str(len(log)),
                                 "ste_logs": ",".join(ste_logs) or "none"})
 
     def _key(self, task: str) -> str:
@@ -115,28 +111,3 @@ def ste_dirs_under(path: Path) -> list[Path]:
         return [path]
     found = sorted({(path / rel).parent for rel in listing if rel.rsplit("/", 1)[-1] == INFO_FILE})
     return found or [path]
-
-
-class L2LogProtocol(Protocol):
-    """The lifelong-RL protocol's metrics and figures for a log read from disk (no agent to run)."""
-
-    name = "lifelong_rl"
-
-    def run(self, **kwargs):
-        raise RuntimeError("an l2logger source has no agent to run; use owl_eval.runner.evaluate")
-
-    def tags(self) -> dict[str, str]:
-        return {"rl_mode": "given"}
-
-    def evaluate(self, record: RLRecord, settings: Mapping[str, Any]) -> MetricResults:
-        from owl_eval.protocols.lifelong_rl import evaluate_rl_record
-
-        return evaluate_rl_record(record, settings)
-
-    def figures(self, record: RLRecord, results: MetricResults, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from owl_eval.plots.lifelong_rl import rl_figures
-        from owl_eval.protocols.lifelong_rl import metric_options
-
-        if "reward" not in record.log.columns:  # the RL figures plot the reward column
-            return {}
-        return rl_figures(record, metric_options(settings))

@@ -4,9 +4,9 @@ The kind is detected from the file name (``source.path`` may be the file or the 
 ``ond_record.npz``, ``continual_record.npz``, ``trajectory_record.npz``, ``rl_record.json`` (a lifelong-RL
 record folder: ``l2log/`` and ``ste/``), ``trajectory_source.json`` (a trajectories-source run: the file it
 names is read again), or a bare l2logger log directory. The metric settings are the protocol's
-defaults (``owl_eval/conf/metrics/<protocol>.yaml``) with whatever the command line gives under ``metrics``:
-``+metrics.threshold=0.7`` (or ``+metrics=ond metrics.threshold=0.7``). A key the protocol does not know
-is an error before any run is created (the protocol's ``metric_options``).
+defaults (the typed options of :mod:`owl_eval.evaluation.options`, equal to ``owl_eval/conf/metrics/<protocol>.yaml``)
+with whatever the command line gives under ``metrics``: ``+metrics.threshold=0.7`` (or ``+metrics=ond
+metrics.threshold=0.7``). A key the protocol does not know is an error before any run is created.
 
 A record is user data once downloaded: a folder is listed without following links (a link anywhere in it
 is an error), every ``.npz`` member's CRC, dtype and shape is checked, values are checked as the matching
@@ -19,14 +19,10 @@ import re
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from owl_eval.metrics.validation import MetricInputError
 from owl_eval.json_input import parse_json
 from owl_eval.errors import ConfigError, UnsafePathError
-from owl_eval.runner.paths import CONFIG_DIR
 from owl_eval.safe_paths import list_files, read_text, regular_file
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.sources.record_checks import check_continual, check_trajectory
@@ -74,9 +70,8 @@ class RecordSource:
             raise SourceFormatError(str(exc) if str(file) in str(exc) else f"{file}: {exc}") from None
         except READ_ERRORS as exc:
             raise SourceFormatError(f"{file}: not a readable owl-eval record ({type(exc).__name__}: {str(exc)[:300]})") from None
-        # Unknown or ill-typed metric settings are refused by the protocol's metric_options (before any run).
-        data.protocol = WithDefaultSettings(data.protocol, metric_defaults(data.protocol.name))
-        data.tags = data.tags | {"source": "record", "record_kind": data.protocol.name, "file": file.name}
+        # Unknown or ill-typed metric settings are refused by the evaluation's options (before any run).
+        data.tags = data.tags | {"source": "record", "record_kind": data.protocol, "file": file.name}
         return data
 
     def _find(self) -> Path:
@@ -109,30 +104,27 @@ class RecordSource:
     def _load(self, file: Path) -> SourceData:
         name = file.name if file.is_file() else ""
         if name == "ond_record.npz":
-            from owl_eval.protocols.ond import OndProtocol
             from owl_eval.protocols.ond.record import OndRecord
 
             record = OndRecord.load(file)
-            return SourceData(OndProtocol(condition=record.condition), record, {"trials": str(len(record.trials))})
+            return SourceData("ond", record, {"condition": record.condition, "trials": str(len(record.trials))})
         if name == "continual_record.npz":
             return load_continual(file)
         if name == "trajectory_record.npz":
-            from owl_eval.protocols.trajectory import TrajectoryProtocol
             from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
             record = TrajectoryRecord.load(file)
             check_trajectory(file, record)
-            return SourceData(TrajectoryProtocol(num_preds=record.path_pred.shape[1]), record,
-                              {"scenes": str(record.num_scenes)})
+            return SourceData("trajectory", record, {"scenes": str(record.num_scenes)})
         if name == "trajectory_source.json":
             return self._trajectories_again(file)
-        from owl_eval.sources.l2logger import L2LoggerSource, L2LogProtocol
+        from owl_eval.sources.l2logger import L2LoggerSource
 
         if name == "rl_record.json":
             from owl_eval.protocols.lifelong_rl.record import RLRecord
 
             record = RLRecord.load(file)  # lists the record folder without links, checks every name
-            return SourceData(L2LogProtocol(), record, {"episodes": str(len(record.log))})
+            return SourceData("lifelong_rl", record, {"rl_mode": "given", "episodes": str(len(record.log))})
         perf = str(self.given.get("perf_measure", "reward"))
         return L2LoggerSource(str(file), perf_measure=perf, variant_mode=str(self.given.get("variant_mode", "aware"))).load()
 
@@ -163,51 +155,16 @@ def read_json_object(file: Path) -> dict:
                       expect_object="record settings")
 
 
-def metric_defaults(protocol: str) -> dict:
-    """The protocol's metrics config (``owl_eval/conf/metrics/<protocol>.yaml``) as a plain dict."""
-    return yaml.safe_load((Path(CONFIG_DIR) / "metrics" / f"{protocol}.yaml").read_text()) or {}
-
-
-class WithDefaultSettings:
-    """A protocol whose evaluate/figures see the protocol's default metric settings under the given ones."""
-
-    def __init__(self, protocol, defaults: Mapping[str, Any]):
-        self.inner, self.defaults = protocol, dict(defaults)
-        self.name = protocol.name
-
-    def _settings(self, settings: Mapping[str, Any]) -> dict:
-        return self.defaults | dict(settings or {})
-
-    def metric_options(self, settings, *, record=None):
-        """The protocol's typed settings of the defaults overlaid with the given ones (unknown keys refused)."""
-        return self.inner.metric_options(self._settings(settings), record=record)
-
-    def evaluate(self, record, settings):
-        return self.inner.evaluate(record, self._settings(settings))
-
-    def figures(self, record, results, settings):
-        return self.inner.figures(record, results, self._settings(settings))
-
-    def tags(self):
-        return self.inner.tags()
-
-    def save_record(self, record, directory):
-        return self.inner.save_record(record, directory)
-
-    def __getattr__(self, name):  # anything else (check, record_so_far, ...) is the protocol's own
-        if name == "inner":
-            raise AttributeError(name)
-        return getattr(self.inner, name)
-
-
 # --------------------------------------------------------------------------------- continual
 
 
 def load_continual(file: Path) -> SourceData:
     from owl_eval.protocols.continual.record import ContinualRecord
-    from owl_eval.sources.accuracy_matrix import GivenMatrixProtocol
+    from owl_eval.sources.accuracy_matrix import GivenMatrixRecord
 
     record = ContinualRecord.load(file)
     has_init, has_sizes = check_continual(file, record)
-    protocol = GivenMatrixProtocol(record.scenario, has_init=has_init, has_sizes=has_sizes)
-    return SourceData(protocol, record, {"tasks": str(record.num_tasks), "scenario": record.scenario})
+    record = GivenMatrixRecord(**{f: getattr(record, f) for f in ("scenario", "accuracy", "init_accuracy",
+                                                                  "num_instances", "task_classes", "domain")},
+                               has_init=has_init, has_sizes=has_sizes)
+    return SourceData("continual", record, {"scenario": record.scenario, "tasks": str(record.num_tasks)})

@@ -47,7 +47,6 @@ import numpy as np
 
 from owl_eval.metrics.ond import OndTrial
 from owl_eval.errors import ConfigError
-from owl_eval.protocols.ond import OndProtocol
 from owl_eval.protocols.ond.record import OndRecord
 from owl_eval.safe_paths import check_name, list_files, read_text
 from owl_eval.sources import SourceData, SourceFormatError
@@ -164,8 +163,8 @@ class SailonSource:
         num_known = width[0] - 1
         record = OndRecord(condition=self.condition, known_classes=np.arange(num_known), novel_classes=np.zeros(0, np.int64),
                            class_names=tuple(str(c) for c in range(num_known)), trials=trials, baseline_trials=baseline)
-        return SourceData(protocol=OndProtocol(condition=self.condition), record=record,
-                          tags={"source": "sailon", "session": session, "tests": str(len(trials)),
+        return SourceData(protocol="ond", record=record,
+                          tags={"condition": self.condition, "source": "sailon", "session": session, "tests": str(len(trials)),
                                 "baseline_session": self.baseline_session or "none", "class_index": self.class_index})
 
     def _only_session(self, test_id: str) -> str:

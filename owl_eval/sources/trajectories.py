@@ -9,7 +9,7 @@ TNR-PR. Names are configurable; other arrays in the file are ignored.
 The file is never unpickled and never loaded whole: every member's CRC-32 is checked first (a member
 damaged after it was written is an error naming it, never scored), uncompressed members are memory-mapped
 (:func:`owl_eval.formats.npz.npz_arrays`), validated ``source.chunk_size`` scenes at a time, and the metric
-table is streamed the same way (:func:`owl_eval.metrics.trajectory.table.trajectory_table_npz`), so memory stays bounded
+table is streamed the same way (:func:`owl_eval.evaluation.trajectory.trajectory_table_npz`), so memory stays bounded
 by the chunk. Validation reads the file once before any MLflow run exists; the metrics read it again.
 Positions at counted steps must be finite and within +-1e12 m (:mod:`owl_eval.sources.trajectory_checks`):
 larger values are export errors and overflow the squared distances. Every ``source.*`` option is typed
@@ -19,17 +19,12 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from owl_eval.metrics.results import NA, MetricResults
 from owl_eval.metrics.validation import MetricInputError
-from owl_eval.protocols.base import Protocol
-from owl_eval.protocols.trajectory import TABLE_OPTIONS, set_class_metrics
 from owl_eval.errors import UnsafePathError
 from owl_eval.safe_paths import regular_file
 from owl_eval.sources import SourceData, SourceFormatError
@@ -60,6 +55,12 @@ class TrajectoryFile:
         return {"path": str(self.path), "arrays": self.keys, "num_scenes": self.num_scenes, "num_preds": self.num_preds,
                 "num_agents": self.num_agents, "pred_len": self.pred_len, "num_valid_agents": self.num_valid_agents, "seed": self.seed,
                 "class_names": list(self.class_names)}
+
+    def save(self, directory) -> Path:
+        """The input file is the record (possibly gigabytes): log where it is and what was read, not a copy."""
+        path = Path(directory) / SUMMARY_FILE
+        path.write_text(json.dumps(self.summary(), indent=2))
+        return path
 
 
 class TrajectoriesSource:
@@ -109,7 +110,7 @@ class TrajectoriesSource:
         p_true, p_pred, class_names = self._read_classes(arrays, n_s)
         info = TrajectoryFile(self.path.resolve(), keys, n_s, n_p, n_a, n_o, valid_agents, self.seed, self.chunk_size,
                               p_true, p_pred, class_names)
-        return SourceData(protocol=TrajectoryFileProtocol(), record=info,
+        return SourceData(protocol="trajectory", record=info,
                           tags={"source": "trajectories", "file": self.path.name, "scenes": str(n_s),
                                 "log_probs": keys["log_probs"] or "kde"})
 
@@ -135,7 +136,7 @@ class TrajectoriesSource:
         return p_true, p_pred, class_names
 
     def _open(self) -> dict:
-        from owl_eval.metrics.trajectory.table import npz_arrays
+        from owl_eval.formats.npz import npz_arrays
 
         try:  # every member's CRC is checked first: a corrupted member is an error, never scored
             return npz_arrays(self.path)
@@ -197,39 +198,3 @@ class TrajectoriesSource:
             if lp is not None:
                 check_log_probs(self.path, keys["log_probs"], lp[sl], agents, offset=lo)
         return valid_agents
-
-class TrajectoryFileProtocol(Protocol):
-    """The trajectory metric table of a validated file, streamed in chunks (no agent to run)."""
-
-    name = "trajectory"
-
-    def run(self, **kwargs):
-        raise RuntimeError("a trajectories source has no agent to run; use owl_eval.runner.evaluate")
-
-    def evaluate(self, record: TrajectoryFile, settings: Mapping[str, Any]) -> MetricResults:
-        from owl_eval.metrics.trajectory.table import trajectory_table_npz
-
-        options = {k: settings[k] for k in TABLE_OPTIONS if k != "chunk_size" and settings.get(k) is not None}
-        if "k_values" in options:
-            options["k_values"] = tuple(int(k) for k in options["k_values"])
-        results = trajectory_table_npz(record.path, rng=np.random.default_rng(record.seed), chunk_size=record.chunk_size,
-                                       true_key=record.keys["true"], pred_key=record.keys["pred"],
-                                       mask_key=record.keys["mask"], log_prob_key=record.keys["log_probs"], **options)
-        results.set("num_scenes", record.num_scenes)
-        results.set("num_agents", record.num_valid_agents)
-        if record.p_true is None:
-            for key in ("auc", "class_ece", "tnr_pr"):
-                results.set(key, NA("the file has no class outputs (P_true, P_pred)"))
-        else:
-            set_class_metrics(results, record.p_true, record.p_pred, record.class_names, settings,
-                              empty_reason="no scene in the file")
-        return results
-
-    def figures(self, record: TrajectoryFile, results: MetricResults, settings) -> dict[str, Any]:
-        from owl_eval.plots.trajectory import error_by_step_from_series
-
-        return {"error_vs_horizon": error_by_step_from_series(results)} if results.series else {}
-
-    def save_record(self, record: TrajectoryFile, directory: Path) -> None:
-        # The input file is the record (possibly gigabytes): log where it is and what was read, not a copy.
-        (Path(directory) / SUMMARY_FILE).write_text(json.dumps(record.summary(), indent=2))

@@ -4,10 +4,11 @@ import math
 import numpy as np
 import pytest
 
-from owl_eval.metrics.lifelong_rl import (LIFETIME_NAMES, SPECS, EpisodeLog, evaluate_log, evaluate_log_results,
+from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log
+from owl_eval.metrics.lifelong_rl import (LIFETIME_NAMES, SPECS, evaluate_log, evaluate_log_results,
                                  performance_maintenance, performance_recovery, recovery_time, sample_efficiency,
                                  saturation, smooth, ste_relative_performance, terminal_performance,
-                                 time_to_learn, time_to_saturation, write_log)
+                                 time_to_learn, time_to_saturation)
 from owl_eval.metrics.results import NA, MetricResults
 from owl_eval.metrics.validation import MetricInputError
 
@@ -227,7 +228,7 @@ def test_empty_after_filtering_is_all_na():
 
 
 def test_results_flattening_and_specs(tmp_path):
-    out = write_log(make_log(HAND), tmp_path, "hand")
+    out = read_log(write_log(make_log(HAND), tmp_path, "hand"), perf_measure="reward", raw=True, columns=["reward"])
     res = evaluate_log_results(out, normalization="none")
     assert isinstance(res, MetricResults)
     assert res.values["forward_transfer_ratio"] == pytest.approx(1.25)
@@ -237,7 +238,7 @@ def test_results_flattening_and_specs(tmp_path):
     assert s.steps.tolist() == list(range(len(s.steps))) and s.values[:2].tolist() == [2.0, 2.0]
     assert {sp.name for sp in SPECS} == set(LIFETIME_NAMES)
     assert all(sp.protocol == "lifelong_rl" for sp in SPECS)
-    # directory and in-memory log give the same numbers
+    # the log written and read back gives the numbers of the in-memory log
     direct = evaluate_log(make_log(HAND), normalization="none")["lifetime"]
     from_dir = evaluate_log(out, normalization="none")["lifetime"]
     for k, v in direct.items():
@@ -250,3 +251,11 @@ def test_bad_options_are_clear_errors():
         evaluate_log(log, normalization="zscore")
     with pytest.raises(MetricInputError, match="perf_measure"):
         evaluate_log(log, perf_measure="score")
+
+
+def test_metrics_read_no_files(tmp_path):
+    """A log directory is read by owl_eval.formats.l2logger, never by the metrics: a path is refused."""
+    out = write_log(make_log(HAND), tmp_path, "hand")
+    with pytest.raises(MetricInputError, match=r"^log: expected an EpisodeLog \(read a log directory with "
+                                               r"owl_eval.formats.l2logger.read_log first\), got PosixPath"):
+        evaluate_log(out)

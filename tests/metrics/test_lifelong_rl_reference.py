@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from owl_eval.metrics.lifelong_rl import EpisodeLog, evaluate_log
+from owl_eval.formats.l2logger import EpisodeLog
+from owl_eval.metrics.lifelong_rl import evaluate_log
 
 
 def loop_smooth(x):

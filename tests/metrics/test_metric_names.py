@@ -18,6 +18,7 @@ from owl_eval.metrics.results import MetricResults
 from owl_eval.errors import ConfigError
 from owl_eval.runner.selection import check_names, select
 from owl_eval.runner.tracking import metric_key
+from owl_eval.evaluation import evaluation_for
 
 PROTOCOLS = sorted(PROTOCOL_MODULES)
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters
@@ -83,7 +84,7 @@ def ond_results() -> list[MetricResults]:
     from owl_eval.agents.ond.closed_world import ClosedWorldAgent
     from owl_eval.agents.ond.knn_novelty import KnnNoveltyAgent
     from owl_eval.domains.classification import DigitsDomain
-    from owl_eval.protocols.ond import OndProtocol, evaluate_ond_record
+    from owl_eval.protocols.ond import OndProtocol
 
     out = []
     for condition, agent in (("system", KnnNoveltyAgent()), ("given", KnnNoveltyAgent()), ("system", ClosedWorldAgent())):
@@ -91,36 +92,35 @@ def ond_results() -> list[MetricResults]:
                                pre_novelty=20, post_novelty=30, batch_size=10)
         record = protocol.run(domain=DigitsDomain(), agent=agent, baseline=ClosedWorldAgent(),
                               rng=np.random.default_rng(3), progress=False)
-        out.append(evaluate_ond_record(record, {"threshold": 0.5, "asymptotic_width": 20, "threshold_grid": True}))
+        out.append(evaluation_for("ond").evaluate(record, {"threshold": 0.5, "asymptotic_width": 20, "threshold_grid": True}))
     return out
 
 
 def continual_results() -> list[MetricResults]:
-    from owl_eval.protocols.continual import evaluate_continual_record
+
     from owl_eval.protocols.continual.record import ContinualRecord
 
     A = np.array([[0.9, 0.1, 0.2], [0.6, 0.8, 0.3], [0.5, 0.7, 0.95]])
     full = ContinualRecord("class_incremental", A, np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5)))
     partial = ContinualRecord("class_incremental", A[:0], np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5)))
-    return [evaluate_continual_record(full), evaluate_continual_record(partial)]
+    return [evaluation_for("continual").evaluate(full), evaluation_for("continual").evaluate(partial)]
 
 
 def trajectory_results() -> list[MetricResults]:
     from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
     from owl_eval.domains.crowd_sim import CrowdSimDomain
-    from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+    from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     record = TrajectoryProtocol(num_preds=30).run(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),
                                                   agent=ConstantVelocityNoisePredictor(), rng=np.random.default_rng(4),
                                                   progress=False)
-    return [evaluate_trajectory_record(record, {"k_values": [5, 20]})]
+    return [evaluation_for("trajectory").evaluate(record, {"k_values": [5, 20]})]
 
 
 def lifelong_rl_results() -> list[MetricResults]:
     pytest.importorskip("gymnasium")
-    from owl_eval.metrics.lifelong_rl import EpisodeLog
+    from owl_eval.formats.l2logger import EpisodeLog
     from owl_eval.protocols.lifelong_rl.record import RLRecord
-    from owl_eval.protocols.lifelong_rl import evaluate_rl_record
 
     rng = np.random.default_rng(5)
     blocks = [("test", "cartpole_default", 3), ("train", "cartpole_default", 20), ("test", "frozen lake@v1", 3),
@@ -139,7 +139,7 @@ def lifelong_rl_results() -> list[MetricResults]:
 
     record = RLRecord(log=log_of(blocks), ste_logs={"cartpole_default": log_of([("train", "cartpole_default", 30)])},
                       ste_status={"cartpole_default": "reused", "frozen lake@v1": "missing"}, timings={"syllabus_s": 1.5})
-    return [evaluate_rl_record(record, {})]
+    return [evaluation_for("lifelong_rl").evaluate(record, {})]
 
 
 RECORDS = {"ond": ond_results, "continual": continual_results, "trajectory": trajectory_results,

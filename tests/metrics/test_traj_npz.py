@@ -12,6 +12,7 @@ import pytest
 from owl_eval.metrics import trajectory as T
 from owl_eval.formats.npz import npz_arrays, verify_npz
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.evaluation.trajectory import trajectory_table_npz
 
 
 def _arrays():
@@ -55,10 +56,10 @@ def test_corrupted_member_is_refused_not_scored(tmp_path):
     pred = np.zeros((4, 3, 2, 5, 2))
     pred[..., 0] = 1.0
     np.savez(path, Path_true=np.zeros((4, 1, 2, 5, 2)), Path_pred=pred, Pred_steps=np.ones((4, 2, 5), bool))
-    assert T.trajectory_table_npz(path, rng=np.random.default_rng(0), kde=False)["ade_marginal"] == 1.0
+    assert trajectory_table_npz(path, rng=np.random.default_rng(0), kde=False)["ade_marginal"] == 1.0
     _corrupt(path, "Path_pred.npy")
     with pytest.raises(MetricInputError, match=r"preds.npz: member 'Path_pred.npy' is corrupted \(Bad CRC-32"):
-        T.trajectory_table_npz(path, rng=np.random.default_rng(0), kde=False)
+        trajectory_table_npz(path, rng=np.random.default_rng(0), kde=False)
     with pytest.raises(MetricInputError, match="'Path_pred.npy' is corrupted"):
         verify_npz(path)
     assert set(npz_arrays(path, verify=False)) == {"Path_true", "Path_pred", "Pred_steps"}  # the check is the CRC
@@ -88,4 +89,4 @@ def test_chunk_size_must_be_a_positive_integer(tmp_path, chunk_size):
     with pytest.raises(MetricInputError, match="chunk_size: expected a positive integer"):
         T.trajectory_table(true, pred, mask, rng=np.random.default_rng(0), kde=False, chunk_size=chunk_size)
     with pytest.raises(MetricInputError, match="chunk_size: expected a positive integer"):
-        T.trajectory_table_npz(tmp_path / "a.npz", rng=np.random.default_rng(0), kde=False, chunk_size=chunk_size)
+        trajectory_table_npz(tmp_path / "a.npz", rng=np.random.default_rng(0), kde=False, chunk_size=chunk_size)

@@ -10,6 +10,7 @@ from owl_eval.metrics import trajectory as T
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.trajectory.table import REGISTRY, table_metric
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.evaluation.trajectory import trajectory_table_npz
 
 
 # ---------------------------------------------------------------- data and plain-loop references
@@ -306,7 +307,7 @@ def test_chunked_npz_equals_in_memory(tmp_path):
     np.savez(path, Path_true=true[:, None], Path_pred=pred, Pred_steps=mask)
     kw = dict(k_values=(5, 50), step_count="agent")
     full = T.trajectory_table(true, pred, mask, rng=np.random.default_rng(1), chunk_size=None, **kw)
-    streamed = T.trajectory_table_npz(path, rng=np.random.default_rng(1), chunk_size=3, **kw)
+    streamed = trajectory_table_npz(path, rng=np.random.default_rng(1), chunk_size=3, **kw)
     assert set(full.values) == set(streamed.values) and full.na == streamed.na
     for k, v in full.values.items():
         assert streamed.values[k] == pytest.approx(v, rel=1e-12, abs=1e-12), k
@@ -314,7 +315,7 @@ def test_chunked_npz_equals_in_memory(tmp_path):
         np.testing.assert_allclose(streamed.series[k].values, s.values, rtol=1e-12)
     np.savez_compressed(tmp_path / "c.npz", Path_true=true[:, None], Path_pred=pred, Pred_steps=mask,
                         LP=lp_rng.normal(size=(11, 31, 3)))
-    res = T.trajectory_table_npz(tmp_path / "c.npz", rng=np.random.default_rng(1), chunk_size=4, log_prob_key="LP")
+    res = trajectory_table_npz(tmp_path / "c.npz", rng=np.random.default_rng(1), chunk_size=4, log_prob_key="LP")
     assert res["kde_nll_na_count"] == 0
 
 

@@ -13,8 +13,9 @@ from owl_eval.domains.classification import DigitsDomain
 from owl_eval.domains.continual_digits import ContinualTask, SplitDigits
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.continual import ContinualProtocol, evaluate_continual_record
+from owl_eval.protocols.continual import ContinualProtocol
 from owl_eval.protocols.continual.record import ContinualRecord
+from owl_eval.evaluation import evaluation_for
 
 TRAIN_SIZES = (5, 7, 4)
 TEST_SIZES = (3, 6, 5)
@@ -270,7 +271,7 @@ def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
     assert partial.num_completed == 2 and not partial.complete
     np.testing.assert_array_equal(partial.accuracy, full.accuracy[:2])  # the spy is deterministic
     np.testing.assert_array_equal(partial.init_accuracy, full.init_accuracy)
-    results = evaluate_continual_record(partial)
+    results = evaluation_for("continual").evaluate(partial)
     assert results["tasks_completed"] == 2
     A, b, n = partial.accuracy.tolist(), partial.init_accuracy.tolist(), TEST_SIZES
     for name, value in plain_renate(A, b, n, 1).items():
@@ -297,7 +298,7 @@ def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
         proto.run(domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=0), rng=np.random.default_rng(0), progress=False)
     empty = proto.record_so_far()
     assert empty.num_completed == 0 and empty.init_accuracy.shape == (3,)
-    results = evaluate_continual_record(empty)
+    results = evaluation_for("continual").evaluate(empty)
     assert results["tasks_completed"] == 0
     for spec in SPECS:
         assert "no task was learned" in results[spec.name].reason

@@ -9,13 +9,21 @@ import yaml
 
 from owl_eval.errors import ConfigError
 from owl_eval.runner.paths import CONFIG_DIR
-from owl_eval.protocols.metric_options import OPTIONS, parse
+from owl_eval.evaluation import evaluation_for
+from owl_eval.evaluation.options import OPTIONS, parse
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
 
 def yaml_node(protocol: str) -> dict:
-    return yaml.safe_load((CONFIG_DIR / "metrics" / f"{protocol}.yaml").read_text())
+    """The YAML's settings, without its ``_target_``."""
+    node = yaml.safe_load((CONFIG_DIR / "metrics" / f"{protocol}.yaml").read_text())
+    return {k: v for k, v in node.items() if k != "_target_"}
+
+
+def hook(protocol):
+    """The evaluation of a live protocol, with what the protocol knows about its data."""
+    return evaluation_for(protocol.name, protocol.evaluation_context())
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -23,6 +31,19 @@ def test_defaults_are_the_yaml_values_and_every_yaml_key_is_a_field(protocol):
     node = yaml_node(protocol)
     assert parse(protocol, {}).as_dict() == node  # nothing given: the YAML's values, key for key
     assert parse(protocol, node).as_dict() == node  # the YAML itself passes unchanged
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_yaml_target_is_the_protocols_options_class_and_builds_it(protocol):
+    from hydra.utils import instantiate
+
+    full = yaml.safe_load((CONFIG_DIR / "metrics" / f"{protocol}.yaml").read_text())
+    assert full["_target_"] == f"owl_eval.evaluation.options.{OPTIONS[protocol].__name__}"
+    assert parse(protocol, full) == OPTIONS[protocol]()  # the node with its _target_ parses to the defaults
+    assert instantiate(full) == OPTIONS[protocol]()  # and Hydra builds the same dataclass from it
+    other = next(p for p in PROTOCOLS if p != protocol)
+    with pytest.raises(ConfigError, match=r"^metrics._target_: expected owl_eval.evaluation.options."):
+        parse(protocol, full | {"_target_": f"owl_eval.evaluation.options.{OPTIONS[other].__name__}"})
 
 
 def test_values_are_typed_as_a_careful_user_means_them():
@@ -113,28 +134,28 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
     from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     protocol = TrajectoryProtocol(num_preds=20)
-    assert protocol.metric_options({"k_values": [1, 20]})["k_values"] == [1, 20]
+    assert hook(protocol).options({"k_values": [1, 20]}).k_values == [1, 20]
     with pytest.raises(ConfigError) as err:
-        protocol.metric_options({"k_values": [1000]})
+        hook(protocol).options({"k_values": [1000]})
     assert str(err.value) == ("metrics.k_values: K=1000 exceeds the 20 predictions per agent (protocol.num_preds); "
                               "expected values in 1..20, e.g. metrics.k_values=[20]")
     # a source: the number of predictions comes from the record (General-Framework arrays, N_P = 6)
     record = SimpleNamespace(path_pred=np.zeros((2, 6, 3, 12, 2)))
     with pytest.raises(ConfigError) as err:
-        protocol.metric_options({}, record=record)
+        hook(protocol).options({}, record=record)
     assert str(err.value) == ("metrics.k_values: K=20 exceeds the 6 predictions per agent (in the data); "
                               "expected values in 1..6, e.g. metrics.k_values=[6]")
-    assert protocol.metric_options({"k_values": [6]}, record=record)["k_values"] == [6]
+    assert hook(protocol).options({"k_values": [6]}, record=record).k_values == [6]
     file_like = SimpleNamespace(num_preds=3)  # owl_eval.sources.trajectories.TrajectoryFile
     with pytest.raises(ConfigError, match="K=20 exceeds the 3 predictions"):
-        protocol.metric_options({}, record=file_like)
+        hook(protocol).options({}, record=file_like)
 
 
 def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
     from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     with pytest.raises(ConfigError) as err:
-        TrajectoryProtocol().metric_options({"tnr_pr_positive": "forward"})
+        hook(TrajectoryProtocol()).options({"tnr_pr_positive": "forward"})
     assert str(err.value) == ("metrics.tnr_pr_positive: expected one of the classes ['straight', 'left', 'right', "
                               "'stop'], got 'forward'")
 
@@ -144,12 +165,12 @@ def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
     from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol
 
     protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
-    assert protocol.metric_options({"perf_measure": "episode_step_count"})["perf_measure"] == "episode_step_count"
+    assert hook(protocol).options({"perf_measure": "episode_step_count"}).perf_measure == "episode_step_count"
     with pytest.raises(ConfigError, match=r"metrics.perf_measure: expected a performance column of the log "
                                           r"\['episode_step_count', 'reward'\], got 'score'"):
-        protocol.metric_options({"perf_measure": "score"})
+        hook(protocol).options({"perf_measure": "score"})
     record = SimpleNamespace(log=SimpleNamespace(columns={"reward": None, "score": None}))
-    assert protocol.metric_options({"perf_measure": "score"}, record=record)["perf_measure"] == "score"
+    assert hook(protocol).options({"perf_measure": "score"}, record=record).perf_measure == "score"
 
 
 @pytest.mark.parametrize("protocol_name", PROTOCOLS)
@@ -166,9 +187,9 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
     else:
         protocol = {"ond": OndProtocol, "continual": ContinualProtocol, "trajectory": TrajectoryProtocol}[protocol_name]()
     node = yaml_node(protocol_name)
-    assert protocol.metric_options(node) == node and "names" in protocol.metric_options({})
+    assert hook(protocol).options(node).as_dict() == node and "names" in hook(protocol).options({}).as_dict()
     with pytest.raises(ConfigError, match=r"^metrics.bogus: unknown key"):
-        protocol.metric_options({"bogus": 1})
+        hook(protocol).options({"bogus": 1})
 
 
 def test_typed_options_give_the_numbers_of_the_raw_yaml():
@@ -181,5 +202,5 @@ def test_typed_options_give_the_numbers_of_the_raw_yaml():
                            batch_size=10)
     record = protocol.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)
     raw = yaml_node("ond") | {"threshold": 0.4}
-    typed = protocol.metric_options({"threshold": "0.4"})
-    assert protocol.evaluate(record, typed).values == protocol.evaluate(record, raw).values
+    typed = hook(protocol).options({"threshold": "0.4"})
+    assert hook(protocol).evaluate(record, typed).values == hook(protocol).evaluate(record, raw).values

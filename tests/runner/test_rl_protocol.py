@@ -8,6 +8,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
 from owl_eval.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
+from owl_eval.evaluation import evaluation_for  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
@@ -101,7 +102,7 @@ def test_crash_keeps_the_logged_episodes(tmp_path, domain):
     # blocks: 0 train 8, 1 test 2, 2 train 8, ...; the 11th training episode is the 3rd of block 2 and
     # crashes before it is logged: 8 + 2 + 2 rows
     assert partial.log["block_num"].tolist() == [0] * 8 + [1] * 2 + [2] * 2
-    results = p.evaluate(partial, {})
+    results = evaluation_for("lifelong_rl").evaluate(partial, {})
     assert results["episodes"] == 12 and "saturation" in results.values
 
 
@@ -133,7 +134,7 @@ def test_ste_mode_and_reuse(tmp_path, domain):
     third = other.run(domain=domain, agent=QLearningAgent(alpha=0.3), rng=np.random.default_rng(0), progress=False)
     assert third.ste_status == {"frozenlake_plain": "missing", "frozenlake_mirrored": "missing"}
     assert "protocol.mode=ste" in third.ste_reasons["frozenlake_plain"]
-    results = other.evaluate(third, {})
+    results = evaluation_for("lifelong_rl").evaluate(third, {})
     assert "protocol.mode=ste" in results.na["task/frozenlake_plain/ste_rel_perf"]
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from owl_eval.runner.app import run
+from owl_eval.evaluation import evaluation_for
 
 TABLE = ["ade_marginal", "fde_marginal", "min_ade_20_marginal", "min_fde_20_marginal", "miss_rate_marginal",
          "ade_joint", "min_fde_20_joint", "collision_rate_marginal", "auc", "class_ece", "num_scenes"]
@@ -78,11 +79,11 @@ def test_fitted_predictor_beats_constant_velocity_on_eth_ucy(shared_dir):
     from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
     from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
     from owl_eval.domains.eth_ucy import EthUcyDomain
-    from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+    from owl_eval.protocols.trajectory import TrajectoryProtocol
 
     dom = EthUcyDomain(str(shared_dir / "data" / "eth_ucy"), test_group="zara1", stride=2)
     scores = {}
     for name, agent in (("cv", ConstantVelocityPredictor()), ("knn", KnnFuturesPredictor())):
         record = TrajectoryProtocol(num_preds=20).run(domain=dom, agent=agent, rng=np.random.default_rng(0), progress=False)
-        scores[name] = evaluate_trajectory_record(record, {"kde": False}).values["min_ade_20_marginal"]
+        scores[name] = evaluation_for("trajectory").evaluate(record, {"kde": False}).values["min_ade_20_marginal"]
     assert scores["knn"] < 0.8 * scores["cv"], scores

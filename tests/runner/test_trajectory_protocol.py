@@ -9,8 +9,9 @@ from owl_eval.domains.crowd_sim import CrowdSimDomain
 from owl_eval.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.trajectory import TrajectoryProtocol, evaluate_trajectory_record
+from owl_eval.protocols.trajectory import TrajectoryProtocol
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
+from owl_eval.evaluation import evaluation_for
 
 
 class FixedDomain:
@@ -78,7 +79,7 @@ def test_turn_classes_and_probabilities_by_hand():
     np.testing.assert_array_equal(record.p_true, np.eye(4)[[0, 1, 2]])
     # constant velocity predicts "straight" twice for everyone: (2 + 0.5) / (2 + 4 * 0.5) = 0.625, others 0.125
     np.testing.assert_allclose(record.p_pred, np.tile([0.625, 0.125, 0.125, 0.125], (3, 1)))
-    res = evaluate_trajectory_record(record, {"k_values": [20], "kde": False})
+    res = evaluation_for("trajectory").evaluate(record, {"k_values": [20], "kde": False})
     # ADE by hand: agent (0,0) exact = 0; (0,1) CV (3,5),(4,5) vs (2,6),(2,7): sqrt2, sqrt8; (1,0) CV (0,3),(0,4)
     # vs (1,2),(2,2): sqrt2, sqrt8 -> mean over 3 agents of (sqrt2 + sqrt8)/2 for two of them
     expected = (0 + 2 * (np.sqrt(2) + np.sqrt(8)) / 2) / 3
@@ -103,9 +104,9 @@ def test_record_round_trip_in_general_framework_shapes(tmp_path):
     assert back.class_index.tolist() == record.class_index.tolist()  # re-based over the 3 batches
     assert back.class_index[:, 0].max() > 3
     # the saved file streams through the table's npz reader with the same numbers
-    from owl_eval.metrics.trajectory import trajectory_table_npz
+    from owl_eval.evaluation.trajectory import trajectory_table_npz
 
-    a = evaluate_trajectory_record(back, {"kde": False})
+    a = evaluation_for("trajectory").evaluate(back, {"kde": False})
     b = trajectory_table_npz(tmp_path / "trajectory_record.npz", rng=np.random.default_rng(back.metric_seed), kde=False,
                              chunk_size=2)
     assert a.values["min_ade_20_marginal"] == pytest.approx(b.values["min_ade_20_marginal"], rel=1e-12)
@@ -120,7 +121,7 @@ def test_predictor_log_probs_are_used_and_checked():
     proto = TrajectoryProtocol(num_preds=2)
     record = proto.run(domain=FixedDomain(_scenes()), agent=WithLogProb(_cv), rng=np.random.default_rng(0), progress=False)
     assert record.log_probs.shape == (2, 3, 2)
-    res = evaluate_trajectory_record(record, {"kde": True})
+    res = evaluation_for("trajectory").evaluate(record, {"kde": True})
     assert res.values["kde_nll_marginal"] == pytest.approx(2.0)  # -log p(truth) = 2 for every agent
 
     class BadLogProb(Returns):

@@ -8,6 +8,7 @@ import pytest
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.accuracy_matrix import AccuracyMatrixSource
+from owl_eval.evaluation import evaluation_for
 
 A = [[0.9, 0.1, 0.2],
      [0.8, 0.85, 0.3],
@@ -32,7 +33,7 @@ def write_json(tmp_path, **results):
 
 def scores(path, **kw):
     data = AccuracyMatrixSource(path=str(path), **kw).load()
-    return data, data.protocol.evaluate(data.record, {})
+    return data, evaluation_for(data.protocol).evaluate(data.record, {})
 
 
 def assert_renate_values(results, *, micro=True, forward=True):
@@ -154,13 +155,13 @@ def test_saved_record_without_init_reads_back(tmp_path):
     path = tmp_path / "matrix.csv"
     path.write_text(CSV)
     data = AccuracyMatrixSource(path=str(path), num_instances=N).load()
-    data.protocol.save_record(data.record, tmp_path / "record")
+    data.record.save(tmp_path / "record")
     saved = json.loads((tmp_path / "record" / "renate_results.json").read_text())
     assert "accuracy_init" not in saved and saved["num_instances"] == N  # no NaN placeholders in Renate's dict
     again = AccuracyMatrixSource(path=str(tmp_path / "record" / "renate_results.json")).load()
-    assert_renate_values(again.protocol.evaluate(again.record, {}), forward=False)
+    assert_renate_values(evaluation_for(again.protocol).evaluate(again.record, {}), forward=False)
     rescored = RecordSource(path=str(tmp_path / "record")).load()
-    assert_renate_values(rescored.protocol.evaluate(rescored.record, {}), forward=False)
+    assert_renate_values(evaluation_for(rescored.protocol).evaluate(rescored.record, {}), forward=False)
 
 
 @pytest.mark.parametrize("text, words", [

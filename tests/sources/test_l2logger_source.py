@@ -11,6 +11,7 @@ from owl_eval.runner.evaluate import evaluate
 from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.l2logger import L2LoggerSource
+from owl_eval.evaluation import evaluation_for
 
 HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
 PARAMS = '"{""speed"": 1}"'  # task_params: JSON, quoted as l2logger's csv writer does
@@ -58,7 +59,7 @@ def test_hand_computed_metrics_with_ste(tmp_path):
     data = L2LoggerSource(path=str(tmp_path / "logs"), ste_paths=[str(ste)]).load()
     assert len(data.record.log) == 16 and list(data.record.ste_logs) == ["task_a"]
     assert data.record.log_dir == log
-    r = data.protocol.evaluate(data.record, PLAIN)
+    r = evaluation_for(data.protocol).evaluate(data.record, PLAIN)
     # task a (names lower-cased on read): train 1,2,3,4 -> average 2.5, saturation (max) 4; evaluations 4, 3 -> 3.5
     assert r["task/task_a/avg_train_perf"] == pytest.approx(2.5)
     assert r["task/task_a/avg_eval_perf"] == pytest.approx(3.5)

@@ -18,6 +18,7 @@ from owl_eval.protocols.trajectory.classes import CLASS_NAMES
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.record import RecordSource
+from owl_eval.evaluation import evaluation_for
 
 
 def ond_record(directory):
@@ -38,22 +39,22 @@ def test_ond_record_rescored_with_another_threshold(tmp_path):
     at_05 = RecordSource(path=str(path)).load()  # defaults of owl_eval/conf/metrics/ond.yaml: threshold 0.5
     assert at_05.tags["record_kind"] == "ond"
     # M1 = first detection - red light: 4 - 3 = 1 at threshold 0.5, 5 - 3 = 2 at 0.85
-    assert at_05.protocol.evaluate(at_05.record, {})["m1_mean_fn_cdt"] == 1.0
+    assert evaluation_for(at_05.protocol).evaluate(at_05.record, {})["m1_mean_fn_cdt"] == 1.0
     at_085 = RecordSource(path=str(tmp_path), metrics={"threshold": 0.85}).load()  # the folder works too
-    assert at_085.protocol.evaluate(at_085.record, {"threshold": 0.85})["m1_mean_fn_cdt"] == 2.0
+    assert evaluation_for(at_085.protocol).evaluate(at_085.record, {"threshold": 0.85})["m1_mean_fn_cdt"] == 2.0
 
 
 def test_continual_record_full_and_with_unknown_init(tmp_path):
     A = np.array([[0.9, 0.1], [0.6, 0.8]])
     ContinualRecord("class_incremental", A, np.array([0.1, 0.3]), np.array([10, 30]), ((0,), (1,))).save(tmp_path / "a")
     data = RecordSource(path=str(tmp_path / "a")).load()
-    r = data.protocol.evaluate(data.record, {})
+    r = evaluation_for(data.protocol).evaluate(data.record, {})
     # forward transfer at t = 1: A[0][1] - b_1 = 0.1 - 0.3; micro: (10 * 0.6 + 30 * 0.8) / 40 = 0.75
     assert r["forward_transfer"] == pytest.approx(-0.2) and r["micro_average_accuracy"] == pytest.approx(0.75)
     # what the accuracy_matrix source saves when b and n were not given: NaN / 0 placeholders
     ContinualRecord("class_incremental", A, np.full(2, np.nan), np.zeros(2, np.int64), ((), ())).save(tmp_path / "b")
     data = RecordSource(path=str(tmp_path / "b" / "continual_record.npz")).load()
-    r = data.protocol.evaluate(data.record, {})
+    r = evaluation_for(data.protocol).evaluate(data.record, {})
     assert r["average_accuracy"] == pytest.approx(0.7) and "init_accuracy" in r.na["forward_transfer"]
 
 
@@ -71,9 +72,9 @@ def test_trajectory_record_rescored_with_another_miss_threshold(tmp_path):
     path = trajectory_record(tmp_path, true, pred, np.ones((1, 1, 1), bool))
     data = RecordSource(path=str(path)).load()
     settings = {"kde": False}
-    assert data.protocol.evaluate(data.record, settings)["ade_marginal"] == pytest.approx(2.0)  # (1 + 3) / 2
-    assert data.protocol.evaluate(data.record, settings | {"miss_threshold": 0.5})["miss_rate_marginal"] == 1.0
-    assert data.protocol.evaluate(data.record, settings | {"miss_threshold": 2.0})["miss_rate_marginal"] == 0.0
+    assert evaluation_for(data.protocol).evaluate(data.record, settings)["ade_marginal"] == pytest.approx(2.0)  # (1 + 3) / 2
+    assert evaluation_for(data.protocol).evaluate(data.record, settings | {"miss_threshold": 0.5})["miss_rate_marginal"] == 1.0
+    assert evaluation_for(data.protocol).evaluate(data.record, settings | {"miss_threshold": 2.0})["miss_rate_marginal"] == 0.0
 
 
 def write_l2log(base):
@@ -89,10 +90,10 @@ def test_rl_record_folder_and_bare_l2logger_directory(tmp_path):
     RLRecord(log=read_log(log_dir), log_dir=log_dir).save(tmp_path / "record")
     for path in (tmp_path / "record", log_dir):
         data = RecordSource(path=str(path)).load()
-        r = data.protocol.evaluate(data.record, {"smoothing": "none", "normalization": "none"})
+        r = evaluation_for(data.protocol).evaluate(data.record, {"smoothing": "none", "normalization": "none"})
         # training 1, 2, 3 -> 2; evaluation 5, 7 -> 6
         assert r["avg_train_perf"] == pytest.approx(2.0) and r["avg_eval_perf"] == pytest.approx(6.0)
-        assert data.protocol.name == "lifelong_rl"
+        assert data.protocol == "lifelong_rl"
 
 
 def test_trajectories_source_summary_is_read_again(tmp_path):
@@ -102,7 +103,7 @@ def test_trajectories_source_summary_is_read_again(tmp_path):
                                                                 "mask": "Pred_steps", "log_probs": None}, "seed": 0}
     (tmp_path / "trajectory_source.json").write_text(json.dumps(summary))
     data = RecordSource(path=str(tmp_path)).load()
-    assert data.protocol.evaluate(data.record, {"kde": False})["ade_marginal"] == pytest.approx(2.0)
+    assert evaluation_for(data.protocol).evaluate(data.record, {"kde": False})["ade_marginal"] == pytest.approx(2.0)
 
 
 def test_bad_records_give_one_clear_error(tmp_path):
@@ -121,7 +122,7 @@ def test_bad_records_give_one_clear_error(tmp_path):
     path = ond_record(tmp_path / "empty")
     data = RecordSource(path=str(path), metrics={"treshold": 0.7}).load()
     with pytest.raises(ConfigError, match=r"metrics.treshold"):  # refused by the protocol's metric_options
-        data.protocol.metric_options({"treshold": 0.7}, record=data.record)
+        evaluation_for(data.protocol).options({"treshold": 0.7}, record=data.record)
     ContinualRecord("class_incremental", np.array([[0.9, 0.1], [0.6, math.nan]]), np.zeros(2), np.ones(2, np.int64),
                     ((), ())).save(tmp_path / "empty")
     with pytest.raises(SourceFormatError, match="holds several records"):
@@ -185,5 +186,5 @@ def test_trajectory_record_with_far_predictions_names_array_and_index(tmp_path):
 
 def test_settings_are_the_protocol_defaults_under_the_given_ones(tmp_path):
     data = RecordSource(path=str(ond_record(tmp_path))).load()
-    typed = data.protocol.metric_options({"threshold": 0.85}, record=data.record)
-    assert typed["threshold"] == 0.85 and typed["asymptotic_width"] == 100  # the rest from owl_eval/conf/metrics/ond.yaml
+    typed = evaluation_for(data.protocol).options({"threshold": 0.85}, record=data.record)
+    assert typed.threshold == 0.85 and typed.asymptotic_width == 100  # the rest from owl_eval/conf/metrics/ond.yaml

@@ -11,6 +11,7 @@ import pytest
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.sailon import SailonSource
+from owl_eval.evaluation import evaluation_for
 
 GT = """id,detection,classification
 a.png,0,0
@@ -51,7 +52,7 @@ def test_reads_and_scores_hand_computed_values(tmp_path):
     np.testing.assert_array_equal(trial.gt_class, [1, 2, 3, 0, 1, 0])
     np.testing.assert_array_equal(trial.gt_novel, [0, 0, 0, 1, 0, 1])
     assert trial.red_light == 3 and trial.batch_size == 2
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     # Detection: first P >= 0.5 at index 4 >= red light 3: correctly detected, M1 = 4 - 3 = 1.
     assert results["m1_mean_fn_cdt"] == 1.0 and results["m2_cdt_pct"] == 100.0 and results["m21_fp_pct"] == 0.0
     # Top-1: a right, b wrong (col 3 vs label 2), c right, d right (unknown), e wrong (unknown vs 1),
@@ -67,7 +68,7 @@ def test_result_rows_in_another_order_and_unknown_last(tmp_path):
     detection = "\n".join(DETECTION.strip().splitlines()[::-1]) + "\n"
     root = write_fixture(tmp_path, classification=shuffled, detection=detection)
     data = SailonSource(path=str(root), unknown_column="last", class_index=OLD).load()
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     assert results["top1"] == pytest.approx(0.5) and results["m1_mean_fn_cdt"] == 1.0
 
 
@@ -77,7 +78,7 @@ def test_baseline_session_gives_m3_to_m6(tmp_path):
     # Baseline: always class 1 (column 1): right on a and e only; pre-novelty accuracy 1/3.
     (root / f"B.{TEST}_classification.csv").write_text("".join(f"{i},0,1,0,0\n" for i in "abcdef" for i in [f"{i}.png"]))
     data = SailonSource(path=str(root), session="S1", baseline_session="B", class_index=OLD).load()
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     # M3 = 100 * P_post,agent / P_pre,baseline = 100 * (1/3) / (1/3) = 100.
     assert results["m3_nrp_top1"] == pytest.approx(100.0)
     # M5 = P_post,agent / (P_post,agent + P_post,baseline) = (1/3) / (1/3 + 1/3) = 0.5.
@@ -157,7 +158,7 @@ def test_package_fixture_hand_computed_values():
     np.testing.assert_array_equal(a.gt_novel, [0, 0, 0, 0, 0, 1, 0, 1])
     assert (a.red_light, b.red_light, c.red_light) == (5, 3, None)
     assert (a.batch_size, b.batch_size, c.batch_size) == (4, 3, 2)
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     # Detection (first P >= 0.5): 101 at row 6 >= red light 5 -> detected, 6 - 5 = 1 late; 102 at row 1 < 3 ->
     # early (false positive); 103 never (no novelty, no false positive).
     assert results["m1_mean_fn_cdt"] == 1.0  # mean over the one detected trial
@@ -190,7 +191,7 @@ def test_package_convention_with_the_unknown_column_last(tmp_path):
         scores.write_text("".join(",".join([f[0], *f[2:], f[1]]) + "\n" for f in moved))
     data = SailonSource(path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"), unknown_column="last").load()
     np.testing.assert_array_equal(data.record.trials[0].gt_class, [1, 2, 3, 1, 2, 0, 3, 0])
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     assert results["top1"] == pytest.approx((4 / 8 + 3 / 6 + 3 / 4) / 3)
     assert results["top3_pre"] == pytest.approx((4 / 5 + 2 / 3 + 3 / 4) / 3)
     assert results["m1_mean_fn_cdt"] == 1.0 and results["m2_cdt_pct"] == 50.0
@@ -206,7 +207,7 @@ def test_sum_tolerance_is_honoured(tmp_path):
     data = SailonSource(**paths, sum_tolerance=1e-4).load()
     row = data.record.trials[0].p_class[0]
     assert abs(row.sum() - 1) <= 1e-12 and row[1] == pytest.approx(0.60005 / 1.00005)
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     assert results["top1"] == pytest.approx((4 / 8 + 3 / 6 + 3 / 4) / 3)
     with pytest.raises(SourceFormatError, match=r"_classification\.csv, row 1 .*sum to 1\.00005.*source\.sum_tolerance=1e-06"):
         SailonSource(**paths).load()
@@ -277,7 +278,7 @@ def test_activity_recognition_layout_with_a_novel_column(tmp_path):
     (trial,) = data.record.trials
     np.testing.assert_array_equal(trial.gt_class, [1, 2, 0, 2, 0])  # c < K -> c + 1, c == K -> 0
     assert trial.red_light == 2
-    results = data.protocol.evaluate(data.record, {"threshold": 0.5})
+    results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     # top-1 (argmax column == class as written): v1 yes, v2 no (col 0 vs 1), v3 yes, v4 yes, v5 no (col 0 vs 2).
     assert results["top1"] == pytest.approx(3 / 5)
     assert results["top1_pre"] == pytest.approx(1 / 2) and results["top1_post"] == pytest.approx(2 / 3)

@@ -9,6 +9,7 @@ import pytest
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.trajectories import TrajectoriesSource
+from owl_eval.evaluation import evaluation_for
 
 NAN = np.nan
 
@@ -72,7 +73,7 @@ SETTINGS = {"k_values": [20], "miss_threshold": 0.5, "kde": True}
 def test_hand_computed_table_any_chunk_size(tmp_path, chunk_size, compressed):
     data = TrajectoriesSource(path=str(write(tmp_path, compressed=compressed)), chunk_size=chunk_size).load()
     assert data.record.num_valid_agents == 3 and data.tags["log_probs"] == "Log_probs"
-    results = data.protocol.evaluate(data.record, SETTINGS)
+    results = evaluation_for(data.protocol).evaluate(data.record, SETTINGS)
     assert results["ade_marginal"] == pytest.approx(ADE)
     assert results["min_ade_20_marginal"] == pytest.approx(MIN_ADE)
     assert results["ade_joint"] == pytest.approx(ADE_JOINT)
@@ -83,7 +84,7 @@ def test_hand_computed_table_any_chunk_size(tmp_path, chunk_size, compressed):
 
 def test_without_log_probs_uses_kde_or_skips_it(tmp_path):
     data = TrajectoriesSource(path=str(write(tmp_path)), log_probs=None).load()
-    results = data.protocol.evaluate(data.record, SETTINGS | {"kde": False})
+    results = evaluation_for(data.protocol).evaluate(data.record, SETTINGS | {"kde": False})
     assert results["ade_marginal"] == pytest.approx(ADE)
     assert "ml_ade_marginal" not in results
 
@@ -170,14 +171,14 @@ CLASSES = {"P_true": np.array([[1.0, 0.0], [0.0, 1.0]]), "Class_names": np.array
 def test_class_outputs_are_scored(tmp_path, p_pred, expected_auc, expected_tnr):
     data = TrajectoriesSource(path=str(write(tmp_path, **CLASSES, P_pred=np.array(p_pred)))).load()
     assert data.record.class_names == ("go", "stop")
-    results = data.protocol.evaluate(data.record, SETTINGS | {"tnr_pr_positive": "go"})
+    results = evaluation_for(data.protocol).evaluate(data.record, SETTINGS | {"tnr_pr_positive": "go"})
     assert results["auc"] == pytest.approx(expected_auc) and results["tnr_pr"] == pytest.approx(expected_tnr)
     assert "class_ece" in results
 
 
 def test_without_class_outputs_class_metrics_are_na(tmp_path):
     results = TrajectoriesSource(path=str(write(tmp_path))).load()
-    results = results.protocol.evaluate(results.record, SETTINGS)
+    results = evaluation_for(results.protocol).evaluate(results.record, SETTINGS)
     assert "no class outputs" in results.na["auc"]
 
 
@@ -200,7 +201,7 @@ def test_far_but_plausible_coordinates_are_scored(tmp_path):
     shifted = {k: (v + 1e11 if k in ("Path_true", "Path_pred") else v) for k, v in a.items()}
     np.savez(tmp_path / "far.npz", **shifted)
     results = TrajectoriesSource(path=str(tmp_path / "far.npz")).load()
-    assert results.protocol.evaluate(results.record, SETTINGS | {"kde": False})["ade_marginal"] == pytest.approx(ADE, abs=1e-4)
+    assert evaluation_for(results.protocol).evaluate(results.record, SETTINGS | {"kde": False})["ade_marginal"] == pytest.approx(ADE, abs=1e-4)
 
 
 def test_corrupted_member_is_one_error_naming_the_member(tmp_path):

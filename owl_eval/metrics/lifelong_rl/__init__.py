@@ -2,14 +2,13 @@
 
 Public entry points:
 
-- :func:`evaluate_log` — every block, task and lifetime metric of one log (a directory in the l2logger
-  layout or an :class:`EpisodeLog`), with optional single-task-expert (STE) logs;
+- :func:`evaluate_log` — every block, task and lifetime metric of one log (an ``EpisodeLog``, read by
+  :mod:`owl_eval.formats.l2logger`: metrics read no files), with optional single-task-expert (STE) logs;
 - :func:`evaluate_log_results` — the same flattened into :class:`MetricResults`;
 - pure array functions: :func:`smooth`, :func:`saturation`, :func:`time_to_saturation`,
   :func:`terminal_performance`, :func:`recovery_time`, :func:`performance_recovery`,
   :func:`performance_maintenance`, :func:`transfer_values`, :func:`ste_relative_performance`,
   :func:`sample_efficiency`, :func:`time_to_learn`;
-- log I/O: :func:`read_log`, :func:`write_log`, :class:`L2Logger`, :class:`EpisodeLog`.
 
 Defaults reproduce l2metrics 3.1 (``preset="l2metrics"``); see shared/METRICS.md section 4.
 """
@@ -22,12 +21,11 @@ import numpy as np
 from owl_eval.metrics.lifelong_rl.blocks import (_segment_rows, performance_recovery, recovery_time, saturation, terminal_performance,
                               time_to_saturation)
 from owl_eval.metrics.lifelong_rl.pipeline import block_table, prepare, runtime_seconds
-from owl_eval.formats.l2logger import EpisodeLog, L2Logger, L2LogError, read_log, write_log
 from owl_eval.metrics.lifelong_rl.smoothing import smooth, window_lengths
 from owl_eval.metrics.lifelong_rl.ste import curve_saturations, sample_efficiency, ste_relative_performance, time_to_learn
 from owl_eval.metrics.lifelong_rl.transfer import maintenance_values, performance_maintenance, transfer_values
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
-from owl_eval.metrics.validation import check_option
+from owl_eval.metrics.validation import MetricInputError, check_option
 
 PROTOCOL = "lifelong_rl"
 _INF = math.inf
@@ -60,7 +58,7 @@ __all__ = [
     "SPECS", "LIFETIME_NAMES", "evaluate_log", "evaluate_log_results", "smooth", "saturation",
     "time_to_saturation", "terminal_performance", "recovery_time", "performance_recovery",
     "performance_maintenance", "maintenance_values", "transfer_values", "ste_relative_performance",
-    "sample_efficiency", "time_to_learn", "read_log", "write_log", "L2Logger", "EpisodeLog", "L2LogError",
+    "sample_efficiency", "time_to_learn",
 ]
 
 
@@ -71,7 +69,7 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
                  learn_threshold: float = 0.9, variant_mode: str = "aware", series: bool = True) -> dict:
     """Block, task and lifetime lifelong-RL metrics of one log, as l2metrics 3.1 ``MetricsReport`` computes them.
 
-    ``log``: a log directory (l2logger layout) or an :class:`EpisodeLog`; ``ste_logs``: STE logs (dirs or
+    ``log``: an ``EpisodeLog`` (``owl_eval.formats.l2logger.read_log`` reads a directory); ``ste_logs``: STE logs (
     EpisodeLogs, each training exactly one task). Options mirror l2metrics' (``smoothing`` = its
     ``smoothing_method``, ``window_length``, ``normalization`` = ``normalization_method``, ``aggregation`` =
     ``aggregation_method``, ``variant_mode``, ``clamp_outliers``, ``data_range``); ``smoothing_fraction``
@@ -85,7 +83,7 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
     check_option("preset", preset, ("l2metrics",))
     check_option("aggregation", aggregation, ("mean", "median"))
     if not 0 < learn_threshold:
-        raise L2LogError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
+        raise MetricInputError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
     p, values, ste_train, rng = prepare(
         log, tuple(ste_logs), perf_measure=perf_measure, variant_mode=variant_mode, smoothing=smoothing,
         smoothing_fraction=smoothing_fraction, window_length=window_length, max_window=max_window,
@@ -212,7 +210,11 @@ def _empty_blocks() -> dict:
 def evaluate_log_results(log, **options) -> MetricResults:
     """:func:`evaluate_log` flattened: lifetime values under their names, per-task values as
     ``task/<task>/<metric>``, N/A reasons in ``na``, and the per-episode series (step = exp_num)."""
-    res = evaluate_log(log, **options)
+    return results_from_evaluated(evaluate_log(log, **options))
+
+
+def results_from_evaluated(res: dict) -> MetricResults:
+    """The output of :func:`evaluate_log` as :class:`MetricResults` (see :func:`evaluate_log_results`)."""
     out = MetricResults()
     for k, v in res["lifetime"].items():
         out.set(k, v)

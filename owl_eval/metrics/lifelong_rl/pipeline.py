@@ -8,13 +8,11 @@ compute block, task and lifetime metrics on the processed values.
 from __future__ import annotations
 
 from datetime import datetime
-from pathlib import Path
 
 import numpy as np
 
 from owl_eval.metrics.lifelong_rl.blocks import (episode_means, performance_recovery, recovery_segments, run_starts,
                               saturation_segments, segment_sum, terminal_segments)
-from owl_eval.formats.l2logger import EpisodeLog, TIMESTAMP_FORMAT, read_log
 from owl_eval.metrics.lifelong_rl.smoothing import WINDOWS, smooth_segments, window_lengths
 from owl_eval.metrics.validation import MetricInputError, check_option
 
@@ -24,7 +22,7 @@ NORM_SCALE, NORM_OFFSET = 100, 1  # l2metrics Normalizer: values to [1, 101]
 class _Prepared:
     """A filtered log with integer-coded categorical columns and its regime table."""
 
-    def __init__(self, log: EpisodeLog, perf: str, variant_mode: str, *, regimes_before_nan: bool = False):
+    def __init__(self, log, perf: str, variant_mode: str, *, regimes_before_nan: bool = False):
         if perf not in log.columns:
             raise MetricInputError(f"perf_measure: column {perf!r} not in the log (columns: {sorted(log.columns)})")
         keep = log["exp_status"] == "complete"
@@ -56,6 +54,10 @@ class _Prepared:
         self.regime = np.repeat(np.arange(len(s)), self.r_len)
 
 
+# l2logger's timestamp format (owl_eval.formats.l2logger.TIMESTAMP_FORMAT; tests/test_layers.py checks they agree)
+TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S.%f"
+
+
 def _codes(arr, fn=None):
     """Integer codes of an object array through its run heads; returns (codes, category list)."""
     starts = run_starts(arr)
@@ -66,11 +68,11 @@ def _codes(arr, fn=None):
 
 
 def _load(log, perf):
-    if isinstance(log, EpisodeLog):
+    """Metrics read no files: a log is an ``EpisodeLog`` (or anything with its ``columns`` mapping)."""
+    if isinstance(getattr(log, "columns", None), dict):
         return log
-    if isinstance(log, (str, Path)):
-        return read_log(log, perf_measure=perf, raw=True, columns=[perf])
-    raise MetricInputError(f"log: expected a log directory or an EpisodeLog, got {type(log).__name__}")
+    raise MetricInputError(f"log: expected an EpisodeLog (read a log directory with "
+                           f"owl_eval.formats.l2logger.read_log first), got {type(log).__name__}")
 
 
 def prepare(log, ste_logs, *, perf_measure, variant_mode, smoothing, smoothing_fraction, window_length,

@@ -36,12 +36,12 @@ from owl_eval.metrics.trajectory.classification import auc, class_ece, classific
 from owl_eval.metrics.trajectory.context import OVERFLOW_REASON, TrajContext, finalize_ece, finalize_kde_ratio, finalize_ratio
 from owl_eval.metrics.trajectory.core import check_paths, draw_subset, step_errors
 from owl_eval.metrics.trajectory.kde import kde_log_probs as _kde_log_probs
-from owl_eval.metrics.trajectory.table import REGISTRY, specs_for, table_metric, trajectory_table, trajectory_table_npz
+from owl_eval.metrics.trajectory.table import REGISTRY, specs_for, table_metric, trajectory_table, trajectory_table_stream
 
 __all__ = [
     "ade", "fde", "min_ade", "min_fde", "miss_rate", "ml_ade", "ml_fde", "kde_nll", "kde_ece", "brier_min_fde",
     "collision_rate", "displacement_by_step", "kde_log_probs", "auc", "class_ece", "tnr_pr", "classification_table",
-    "trajectory_table", "trajectory_table_npz", "table_metric", "specs_for", "REGISTRY", "SPECS",
+    "trajectory_table", "trajectory_table_stream", "table_metric", "specs_for", "REGISTRY", "SPECS",
 ]
 
 

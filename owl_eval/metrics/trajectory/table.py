@@ -32,7 +32,6 @@ from owl_eval.metrics.results import NA, MetricResults, MetricSpec
 from owl_eval.metrics.trajectory.context import (TrajContext, finalize_count, finalize_ece, finalize_horizon, finalize_kde_ratio,
                                   finalize_ratio)
 from owl_eval.metrics.trajectory.core import STEP_COUNTS, check_paths, draw_subset
-from owl_eval.formats.npz import npz_arrays  # noqa: F401  (re-exported: the source and older callers use it here)
 from owl_eval.metrics.validation import MetricInputError, check_option
 
 INF = math.inf
@@ -214,15 +213,16 @@ def trajectory_table(true, pred, mask, *, rng, log_probs=None, joint_log_probs=N
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
 
 
-def trajectory_table_npz(path, *, rng, chunk_size=256, true_key="Path_true", pred_key="Path_pred",
-                         mask_key="Pred_steps", log_prob_key=None, **kwargs) -> MetricResults:
-    """:func:`trajectory_table` streamed from an .npz in chunks of ``chunk_size`` samples.
+def trajectory_table_stream(arrays, *, rng, chunk_size=256, true_key="Path_true", pred_key="Path_pred",
+                            mask_key="Pred_steps", log_prob_key=None, path="arrays", **kwargs) -> MetricResults:
+    """:func:`trajectory_table` over ``arrays`` (a mapping of array-likes, e.g. the memory maps of an .npz
+    opened by :func:`owl_eval.formats.npz.npz_arrays`; this module opens no file) in chunks of
+    ``chunk_size`` samples; ``path`` names them in errors.
 
     Arrays (General-Framework names): ``Path_true[N_S, 1, N_A, N_O, 2]``, ``Path_pred[N_S, N_P, N_A,
     N_O, 2]``, ``Pred_steps[N_S, N_A, N_O]``, optional log-probabilities ``[N_S, N_P + 1, N_A]`` under
     ``log_prob_key``. Equal to the in-memory result: states are summed, and K-subsets are drawn up front.
     """
-    arrays = npz_arrays(path)
     for key in (true_key, pred_key, mask_key) + ((log_prob_key,) if log_prob_key else ()):
         if key not in arrays:
             raise MetricInputError(f"{path}: array {key!r} not found (has {sorted(arrays)})")

@@ -25,21 +25,17 @@ task k. With no completed row every metric is N/A with the reason.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.metrics.continual import SPECS, continual_metrics
-from owl_eval.metrics.results import MetricResults, NA, Series
 from owl_eval.protocols.base import AgentOutputError, Protocol
 from owl_eval.protocols.continual.record import ContinualRecord
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.typed import as_choice
 
 SCENARIOS = ("class_incremental", "task_incremental")
-SERIES_PREFIX = "by_task/"
 # What the protocol calls on the learner, in the order a mismatch is reported.
 LEARNER_METHODS = (Method("learn", "learn(task_id, X, y)", args=3), Method("predict", "predict(X, task_id)", args=2),
                    Method("setup", "setup(num_features, num_classes, rng)", args=3))
@@ -105,35 +101,6 @@ class ContinualProtocol(Protocol):
 
     def record_so_far(self) -> ContinualRecord | None:
         return self._record
-
-    # -- metrics and figures ---------------------------------------------------------------------------
-    def evaluate(self, record: ContinualRecord, settings: Mapping[str, Any]) -> MetricResults:
-        return evaluate_continual_record(record)
-
-    def figures(self, record: ContinualRecord, results: MetricResults, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from owl_eval.plots.continual import continual_figures
-
-        return continual_figures(record, results)
-
-
-def evaluate_continual_record(record: ContinualRecord) -> MetricResults:
-    """Every continual metric of the record's completed rows (see the module docstring for partial records)."""
-    k = record.num_completed
-    out = MetricResults()
-    out.set("tasks_completed", k)
-    if k == 0:
-        for spec in SPECS:
-            out.set(spec.name, NA("no task was learned and evaluated before the run stopped"))
-        return out
-    A = np.asarray(record.accuracy, dtype=np.float64)
-    metrics = continual_metrics(A[:k, :k], init_accuracy=record.init_accuracy[:k], num_instances=record.num_instances[:k])
-    out.update(MetricResults(values=metrics.values, na=metrics.na))
-    for name, series in metrics.series.items():
-        out.series[SERIES_PREFIX + name] = series
-    steps = np.arange(k)
-    for i in range(record.num_tasks):
-        out.series[f"task/{i}/accuracy"] = Series(steps, A[:, i])
-    return out
 
 
 # ------------------------------------------------------------------------------------------- checks

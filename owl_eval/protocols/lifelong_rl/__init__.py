@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from owl_eval.formats.l2logger import EpisodeLog, L2Logger, L2LogError, read_log
-from owl_eval.metrics.results import MetricResults
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import Protocol
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
@@ -84,11 +83,9 @@ class RLSyllabusProtocol(Protocol):
         require_attributes(domain, ("tasks", "name"), role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         validate_against(self.syllabus, domain)
 
-    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
-        """The typed ``metrics`` node; ``perf_measure`` must be a column of the log (the run's, or the record's)."""
-        from owl_eval.protocols.metric_options import metric_options as typed_options
-
-        return typed_options(self.name, settings, record=record, **({"columns": PERF_COLUMNS} if record is None else {}))
+    def evaluation_context(self) -> dict[str, Any]:
+        """``metrics.perf_measure`` must be a column of the log the run writes."""
+        return {"columns": PERF_COLUMNS}
 
     # -- STE lookup ------------------------------------------------------------------------------------
     def _store(self, agent_class: str = "agent") -> SteStore:
@@ -222,40 +219,6 @@ class RLSyllabusProtocol(Protocol):
         except L2LogError:  # no episode was logged
             return None
         return RLRecord(log=log, kind=self.syllabus.kind, log_dir=self._scenario_dir) if len(log) else None
-
-    # -- metrics and figures ---------------------------------------------------------------------------
-    def evaluate(self, record: RLRecord, settings: Mapping[str, Any]) -> MetricResults:
-        return evaluate_rl_record(record, settings)
-
-    def figures(self, record: RLRecord, results: MetricResults, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from owl_eval.plots.lifelong_rl import rl_figures
-
-        return rl_figures(record, metric_options(settings))
-
-
-def metric_options(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The ``metrics`` config node without the selection key (``names``): evaluate_log's options."""
-    return {k: v for k, v in settings.items() if k != "names"}
-
-
-def evaluate_rl_record(record: RLRecord, settings: Mapping[str, Any]) -> MetricResults:
-    from owl_eval.metrics.lifelong_rl import evaluate_log_results
-
-    ste = [] if record.mode == "ste" else list(record.ste_logs.values())
-    results = evaluate_log_results(record.log, ste_logs=ste, **metric_options(settings))
-    # A missing STE: say which one and the command that produces it, not just "no STE log".
-    for key, reason in list(results.na.items()):
-        for name, why in record.ste_reasons.items():
-            if reason.startswith("no STE log for task") and reason.rstrip().endswith(name):
-                results.na[key] = why
-    counts = {s: sum(v == s for v in record.ste_status.values()) for s in ("reused", "computed", "missing")}
-    for s, n in counts.items():
-        results.set(f"ste/{s}", n)
-    for k, v in record.timings.items():
-        results.set(f"time/{k}", v)
-    results.set("episodes", len(record.log))
-    return results
-
 
 def concatenate(logs: list[EpisodeLog]) -> EpisodeLog:
     """Logs one after the other as one log: block numbers and episode numbers continue across logs."""

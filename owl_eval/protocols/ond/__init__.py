@@ -6,15 +6,13 @@ A baseline agent runs on the same trials (M3-M6). The agent never sees the strea
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from owl_eval.api.ond import OndBatch
-from owl_eval.metrics.ond import OndTrial, program_metrics
-from owl_eval.metrics.results import MetricResults
+from owl_eval.metrics.ond import OndTrial
 from owl_eval.domains.classification import LabeledData
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, Protocol
@@ -173,28 +171,3 @@ class OndProtocol(Protocol):
         if self._record is None or not self._record.trials:
             return None
         return self._record
-
-    # -- metrics and figures ---------------------------------------------------------------------------
-    def evaluate(self, record: OndRecord, settings: Mapping[str, Any]) -> MetricResults:
-        return evaluate_ond_record(record, settings)
-
-    def figures(self, record: OndRecord, results: MetricResults, settings: Mapping[str, Any]) -> dict[str, Any]:
-        from owl_eval.plots.ond import ond_figures
-
-        return ond_figures(record, results, threshold=float(settings.get("threshold", 0.5)))
-
-
-METRIC_OPTIONS = ("threshold", "asymptotic_width", "nrp_window", "threshold_grid")
-
-
-def evaluate_ond_record(record: OndRecord, settings: Mapping[str, Any]) -> MetricResults:
-    """Program metrics of the agent (with the baseline for M3-M6), plus the baseline's own metrics
-    under ``baseline.``; ``settings`` is the ``metrics`` config node."""
-    options = {k: settings[k] for k in METRIC_OPTIONS if k in settings and settings[k] is not None}
-    results = program_metrics(record.trials, record.baseline_trials, condition=record.condition, **options)
-    if record.baseline_trials:
-        base = program_metrics(record.baseline_trials, None, condition=record.condition, **options)
-        own = lambda name: not name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
-        results.update(MetricResults(values={k: v for k, v in base.values.items() if own(k)}, series=base.series,
-                                     na={k: v for k, v in base.na.items() if own(k)}), prefix="baseline.")
-    return results

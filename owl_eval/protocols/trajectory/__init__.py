@@ -14,20 +14,15 @@ the predictor never changes the data and the same seed gives the same numbers.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.metrics.results import NA, MetricResults
 from owl_eval.protocols.base import AgentOutputError, Protocol
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_interface
 from owl_eval.protocols.trajectory.classes import CLASS_NAMES, class_probabilities_from_futures, turn_classes
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
 from owl_eval.typed import as_float, as_int
 
-TABLE_OPTIONS = ("k_values", "miss_threshold", "collision_radius", "step_count", "kde", "chunk_size")
 # What the protocol calls on the predictor, in the order a mismatch is reported.
 PREDICTOR_METHODS = (Method("predict", "predict(history, *, pred_len, num_preds, dt, rng)", args=1,
                             keywords=("pred_len", "num_preds", "dt", "rng")),
@@ -59,13 +54,10 @@ class TrajectoryProtocol(Protocol):
         if callable(getattr(domain, "check", None)):
             domain.check()
 
-    def metric_options(self, settings: Mapping[str, Any], *, record: Any = None) -> dict[str, Any]:
-        """The typed ``metrics`` node; ``k_values`` must not exceed ``num_preds`` and ``tnr_pr_positive``
-        must be one of the behaviour classes."""
-        from owl_eval.protocols.metric_options import metric_options
-
-        live = {"num_preds": self.num_preds, "class_names": CLASS_NAMES} if record is None else {}
-        return metric_options(self.name, settings, record=record, **live)
+    def evaluation_context(self) -> dict:
+        """``metrics.k_values`` must not exceed ``num_preds``, ``tnr_pr_positive`` must be a behaviour class;
+        the figures show ``plot_scenes`` example scenes."""
+        return {"num_preds": self.num_preds, "class_names": CLASS_NAMES, "plot_scenes": self.plot_scenes}
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> TrajectoryRecord:
@@ -145,49 +137,3 @@ class TrajectoryProtocol(Protocol):
 
     def record_so_far(self) -> TrajectoryRecord | None:
         return TrajectoryRecord.concatenate(self._parts) if self._parts else None
-
-    # -- metrics and figures ---------------------------------------------------------------------------
-    def evaluate(self, record: TrajectoryRecord, settings: Mapping[str, Any]) -> MetricResults:
-        return evaluate_trajectory_record(record, settings)
-
-    def figures(self, record, results, settings) -> dict[str, Any]:
-        from owl_eval.plots.trajectory import trajectory_figures
-
-        return trajectory_figures(record, results, num_scenes=self.plot_scenes,
-                                  class_bins=int(settings.get("class_ece_bins", 10)))
-
-
-def evaluate_trajectory_record(record: TrajectoryRecord, settings: Mapping[str, Any]) -> MetricResults:
-    """The whole metric table of a record; ``settings`` is the ``metrics`` config node."""
-    from owl_eval.metrics.trajectory import trajectory_table
-
-    options = {k: settings[k] for k in TABLE_OPTIONS if settings.get(k) is not None}
-    if "k_values" in options:
-        options["k_values"] = tuple(int(k) for k in options["k_values"])
-    results = trajectory_table(record.path_true, record.path_pred, record.pred_steps,
-                               rng=np.random.default_rng(record.metric_seed), log_probs=record.log_probs, **options)
-    results.set("num_scenes", record.num_scenes)
-    results.set("num_agents", int(record.pred_steps.any(-1).sum()))
-    results.set("num_classified_agents", len(record.p_true))
-    set_class_metrics(results, record.p_true, record.p_pred, record.class_names, settings,
-                      empty_reason="no classifiable agent (heading undefined or no valid future step)")
-    return results
-
-
-def set_class_metrics(results: MetricResults, p_true, p_pred, class_names, settings: Mapping[str, Any], *,
-                      empty_reason: str) -> None:
-    """AUC, class ECE and TNR-PR (positive class ``metrics.tnr_pr_positive``, by name) into ``results``."""
-    from owl_eval.metrics.trajectory import auc, class_ece, tnr_pr
-
-    names = [str(n) for n in class_names]
-    positive = str(settings.get("tnr_pr_positive", "straight"))
-    if len(p_true) == 0:
-        for key in ("auc", "class_ece", "tnr_pr"):
-            results.set(key, NA(empty_reason))
-        return
-    results.set("auc", auc(p_true, p_pred, score=str(settings.get("auc_score", "raw"))))
-    results.set("class_ece", class_ece(p_true, p_pred, n_bins=int(settings.get("class_ece_bins", 10))))
-    if positive in names:
-        results.set("tnr_pr", tnr_pr(p_true, p_pred, positive_class=names.index(positive)))
-    else:
-        results.set("tnr_pr", NA(f"metrics.tnr_pr_positive={positive!r} is not one of the classes {names}"))

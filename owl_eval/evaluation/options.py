@@ -1,7 +1,7 @@
 """Typed metric settings: the ``metrics`` config node of each protocol as a checked dataclass.
 
-Each protocol's node (``owl_eval/conf/metrics/<protocol>.yaml``) is a frozen dataclass whose defaults are the YAML's
-values; every field says how its value is checked (``owl_eval.typed``). :func:`parse` rejects an unknown key
+Each protocol's node (``owl_eval/conf/metrics/<protocol>.yaml``, ``_target_: owl_eval.evaluation.options.<Class>``)
+is a frozen dataclass whose defaults are the YAML's values: this module is the one place that knows the keys; every field says how its value is checked (``owl_eval.typed``). :func:`parse` rejects an unknown key
 (``metrics.treshold``, with the closest valid key), a value of the wrong type (``threshold=high``,
 ``kde=maybe``, ``chunk_size=2.5``) or out of range, each as one :class:`~owl_eval.errors.ConfigError` naming
 ``metrics.<key>``, before any run exists. Settings that depend on the data (``k_values`` <= the number of
@@ -49,7 +49,7 @@ def _names(protocol: str):
     """``null`` (every metric) or a non-empty list of distinct metric names ``protocol`` declares."""
 
     def check(value, key):
-        from owl_eval.runner.selection import check_names
+        from owl_eval.evaluation.selection import check_names
 
         names = check_names(protocol, value)
         twice = [n for i, n in enumerate(names or []) if n in names[:i]]
@@ -73,13 +73,26 @@ class MetricOptions:
             settings = {}
         if not isinstance(settings, Mapping):
             raise ConfigError(f"{where}: expected a mapping of metric settings (metrics={cls.protocol}), got {settings!r}")
+        target = settings.get("_target_")
+        if target is not None and target != cls.target():
+            raise ConfigError(f"{where}._target_: expected {cls.target()} for the {cls.protocol} metrics, got {target!r}")
+        settings = {k: v for k, v in settings.items() if k != "_target_"}
         fields = {f.name: f for f in dataclasses.fields(cls)}
         check_keys(settings, list(fields), where)
         values = {name: fields[name].metadata["check"](value, f"{where}.{name}") for name, value in settings.items()}
         return cls(**values)
 
+    @classmethod
+    def target(cls) -> str:
+        """The ``_target_`` of the protocol's metrics node."""
+        return f"{cls.__module__}.{cls.__qualname__}"
+
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def settings(self) -> dict[str, Any]:
+        """The options without the selection (``names``): the keyword arguments of the metric functions."""
+        return {k: v for k, v in self.as_dict().items() if k != "names"}
 
 
 @dataclass(frozen=True)
@@ -230,16 +243,14 @@ def record_context(record: Any) -> dict[str, Any]:
     return context
 
 
-def metric_options(protocol: str, settings: Mapping[str, Any] | None, *, record: Any = None,
-                   where: str = "metrics", **context) -> dict[str, Any]:
-    """``Protocol.metric_options`` for ``protocol``: the typed node as a dict (``names`` included), checked
-    against ``context`` (what a live protocol knows) and what ``record`` tells (a source)."""
-    if protocol not in OPTIONS:
-        return dict(settings or {})
+def build(protocol: str, settings: Mapping[str, Any] | None, *, record: Any = None, where: str = "metrics",
+          **context) -> MetricOptions:
+    """The typed ``metrics`` node of ``protocol``, checked against ``context`` (what a live protocol knows:
+    ``num_preds``, ``class_names``, ``columns``) and what ``record`` tells (a source)."""
     options = parse(protocol, settings, where)
     given = {k: v for k, v in context.items() if v is not None}
     known = record_context(record) | given
     if "num_preds" in known and "num_preds" not in given:
         known["preds_from"] = "in the data"
     check_against(options, where=where, **known)
-    return options.as_dict()
+    return options

@@ -1,0 +1,62 @@
+"""Scoring a record, apart from running: what every protocol's evaluation provides to the runner.
+
+A protocol drives agents and returns a record; the evaluation of that protocol (looked up by the protocol's
+name, :func:`owl_eval.evaluation.evaluation_for`) turns the ``metrics`` config node into typed options
+(:meth:`Evaluation.options`, before any run exists), scores a record (:meth:`Evaluation.score`: the metric
+results and the values the figures draw) and draws the figures from those values alone
+(:meth:`Evaluation.figures`). A source (results produced elsewhere) is scored by the same evaluation.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from owl_eval.evaluation.options import OPTIONS, MetricOptions, build, parse
+from owl_eval.metrics.results import MetricResults
+
+
+@dataclass
+class Scored:
+    """What :meth:`Evaluation.score` computed: the metric results and the figures' values (arrays, numbers)."""
+
+    results: MetricResults
+    figure_data: dict[str, Any] = field(default_factory=dict)
+
+
+class Evaluation(ABC):
+    """The scoring of one protocol. ``context`` is what a live protocol knows about the data before the run
+    (``num_preds``, ``class_names``, ``columns``, and presentation settings such as ``plot_scenes``);
+    a source's record tells it instead (``options(..., record=record)``)."""
+
+    #: the protocol's name ("ond", "continual", "trajectory", "lifelong_rl")
+    name: str = ""
+
+    def __init__(self, context: Mapping[str, Any] | None = None):
+        self.context = dict(context or {})
+
+    def options(self, settings: Mapping[str, Any] | None, *, record: Any = None) -> MetricOptions:
+        """The ``metrics`` node typed and checked (unknown keys, wrong types and ranges are one
+        :class:`~owl_eval.errors.ConfigError` naming ``metrics.<key>``), against the data when known."""
+        checks = {k: v for k, v in self.context.items() if k in ("num_preds", "class_names", "columns")}
+        return build(self.name, settings, record=record, **({} if record is not None else checks))
+
+    @abstractmethod
+    def score(self, record: Any, options: MetricOptions, *, figures: bool = True) -> Scored:
+        """Every metric of the record; with ``figures`` also the values the figures draw."""
+
+    def figures(self, scored: Scored, options: MetricOptions) -> dict[str, Any]:
+        """``{name: matplotlib Figure}`` drawn from ``scored`` alone."""
+        return {}
+
+    def evaluate(self, record: Any, settings: Mapping[str, Any] | None = None) -> MetricResults:
+        """The results alone, for tests and scripts: ``settings`` typed (the defaults for keys not given) but not
+        checked against the data, so a setting the data cannot meet scores as the metric functions do (N/A)."""
+        options = settings if isinstance(settings, MetricOptions) else parse(self.name, settings)
+        return self.score(record, options, figures=False).results
+
+
+def default_options(name: str) -> MetricOptions:
+    """The documented defaults of ``name``'s metrics node."""
+    return OPTIONS[name]()
