@@ -11,6 +11,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.runner.app import run  # noqa: E402
+from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
 # 2 cycles x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
 FROZEN_SMALL = ["protocol.syllabus.generate.train_episodes=30", "protocol.syllabus.generate.test_episodes=3",
@@ -101,10 +102,10 @@ def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
 
 
 def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment, client, tmp_path):
-    from owl_eval.agents.lifelong_rl.crashing import AgentCrash
+    from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
-        run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, "agent=lifelong_rl/crashing",
+        run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, TEST_AGENTS, "agent=lifelong_rl/crashing",
              "agent.crash_at_episode=45", f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED" and r.data.tags["partial_record"] == "true"
