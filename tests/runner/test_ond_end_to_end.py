@@ -113,7 +113,7 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
     assert "ond/nope" in unknown_choice_message([TEST_AGENTS, "agent=ond/crashing,ond/nope"])
     help_text = subprocess.run([sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True,
                                text=True, timeout=120).stdout
-    assert "ond/knn_novelty" in help_text and "crashing" not in help_text
+    assert "agent/ond: closed_world, knn_novelty" in help_text and "crashing" not in help_text
 
 
 def test_cli_rejects_unknown_option_with_one_line():
