@@ -40,7 +40,9 @@ def _only_run(client, name):
     return runs[0]
 
 
-@pytest.mark.parametrize("domain, condition", [(d, c) for d in PACKAGES for c in ("given", "system")])
+# the first pair stays in the fast set; the other five are slow
+@pytest.mark.parametrize("domain, condition", [pytest.param(d, c, marks=() if i == 0 else pytest.mark.slow) for i, (d, c) in
+                                               enumerate((d, c) for d in PACKAGES for c in ("given", "system"))])
 def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, client, tmp_path):
     if importlib.util.find_spec(PACKAGES[domain]) is None:
         pytest.skip(f"{PACKAGES[domain]} is not installed (the domains extra: pip install -e \".[domains]\")")
