@@ -106,3 +106,22 @@ def start_background(tmp_path):
     for proc, log in started:
         stop_process_group(proc)
         log.close()
+
+
+# -- the fast set (`python -m pytest -m "not slow"`) -------------------------------------------------------
+# The reliability catalogue spawns one CLI per case (~2-4 s each). Its first case in each file stays in the
+# fast set (one CLI failure of every kind: config, command line, each source format), and so does the crashing
+# agent (a job that fails mid-run); every other catalogue case is marked slow here.
+CATALOGUE_DIR = Path(__file__).resolve().parent / "reliability"
+CATALOGUE_FAST = {"test_crashing_agent_leaves_one_failed_run_with_the_completed_trials"}
+
+
+def pytest_collection_modifyitems(config, items):
+    files_seen: set[str] = set()
+    for item in items:
+        path = Path(str(item.path))
+        if path.parent != CATALOGUE_DIR:
+            continue
+        if path.name in files_seen and item.originalname not in CATALOGUE_FAST:
+            item.add_marker(pytest.mark.slow)
+        files_seen.add(path.name)

@@ -12,12 +12,24 @@ from owl_eval.paths import CONFIG_DIR, group_options  # noqa: F401  (group_optio
 
 GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source", "syllabus")
 _CHOICE = re.compile(r"^(?:\+|\+\+|~)?(?P<group>[a-z_]+)=(?P<value>[^=]*)$")
+_SEARCHPATH = re.compile(r"^(?:\+|\+\+)?hydra\.searchpath=\[?(?P<paths>[^\]]*)\]?$")
 
 
+def searchpath_dirs(args: list[str]) -> list[Path]:
+    """Config directories added on the command line with ``hydra.searchpath=[file://DIR,...]`` (how the tests add
+    their test-only agents without listing them to users); ``pkg://`` entries are not looked into."""
+    dirs: list[Path] = []
+    for arg in args:
+        match = _SEARCHPATH.match(arg)
+        if match:
+            entries = (e.strip().strip("'\"") for e in match["paths"].split(","))
+            dirs += [Path(e.removeprefix("file://")) for e in entries if e and "://" not in e.removeprefix("file://")]
+    return dirs
 
 
 def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> str | None:
     """An error message for the first command-line choice of a missing group option, else None."""
+    dirs = [config_dir, *searchpath_dirs(args)]
     for arg in args:
         match = _CHOICE.match(arg)
         if not match or match["group"] not in GROUPS or not (config_dir / match["group"]).is_dir():
@@ -25,7 +37,7 @@ def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> st
         group, value = match["group"], match["value"]
         if value in ("null", "") or value.startswith(("choice(", "glob(", "range(")):
             continue
-        options = group_options(group, config_dir)
+        options = sorted({option for d in dirs for option in group_options(group, d)})
         missing = [v for v in value.split(",") if v not in options]
         if missing:
             return (f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: "

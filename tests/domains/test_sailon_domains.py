@@ -150,7 +150,7 @@ def _compose(overrides):
 
 
 # (known_classes, novel_classes_per_trial, batch_size, pre_novelty, post_novelty, asymptotic_width), as
-# written in owl_eval/conf/domain/<name>.yaml
+# written in owl_eval/conf/protocol/ond/<name>.yaml and owl_eval/conf/metrics/ond/<name>.yaml
 DOMAIN_SETTINGS = {"handwriting": (6, 2, 20, 100, 300, 150), "activity": (5, 1, 10, 60, 180, 60),
                    "image_segments": (5, 1, 10, 50, 150, 50)}
 
@@ -174,9 +174,25 @@ def test_digits_experiments_are_unchanged():
     # owl_eval/conf/protocol/ond.yaml and owl_eval/conf/metrics/ond.yaml defaults
     assert (cfg.protocol.known_classes, cfg.protocol.batch_size, cfg.protocol.pre_novelty, cfg.protocol.post_novelty,
             cfg.metrics.asymptotic_width) == (6, 10, 60, 140, 100)
-    # digits' own OND block repeats the protocol/metrics defaults, so the sweep's digits jobs match these runs.
-    ond = cfg.domain.ond
-    assert (ond.known_classes, ond.batch_size, ond.pre_novelty, ond.post_novelty, ond.asymptotic_width) == (6, 10, 60, 140, 100)
+    # digits' own OND options repeat the protocol/metrics defaults, so the sweep's digits jobs match these runs.
+    own = _compose(["+experiment=ond_sailon", "domain=digits"])
+    assert (own.protocol.known_classes, own.protocol.batch_size, own.protocol.pre_novelty, own.protocol.post_novelty,
+            own.metrics.asymptotic_width) == (6, 10, 60, 140, 100)
+
+
+def test_domains_carry_no_protocol_settings():
+    for domain in ("digits", *DOMAIN_SETTINGS):
+        assert "ond" not in _compose([f"domain={domain}"]).domain
+
+
+@pytest.mark.parametrize("domain", sorted(DOMAIN_SETTINGS))
+def test_a_sweep_over_domain_takes_each_domains_settings(domain):
+    # what each job of ond_all_domains composes: the experiment plus the swept domain on the command line
+    cfg = _compose(["+experiment=ond_all_domains", f"domain={domain}"])
+    got = (cfg.protocol.known_classes, cfg.protocol.novel_classes_per_trial, cfg.protocol.batch_size,
+           cfg.protocol.pre_novelty, cfg.protocol.post_novelty, cfg.metrics.asymptotic_width)
+    assert got == DOMAIN_SETTINGS[domain]
+    assert cfg.protocol._target_ == "owl_eval.protocols.ond.OndProtocol"
 
 
 def test_sweep_config_lists_every_domain_condition_agent_and_seed():

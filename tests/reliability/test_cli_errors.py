@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.reliability.harness import assert_clean_failure, run_cli
+from tests.fixtures.searchpath import TEST_AGENTS
 
 OND = "+experiment=ond_given_detection"
 FAST = ["protocol.num_trials=3", "figures=false"]
@@ -50,7 +51,7 @@ def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
 def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspace):
     from mlflow.tracking import MlflowClient
 
-    result = run_cli("runner", [OND, "agent=ond/crashing", "agent.crash_at_trial=2", "protocol.num_trials=4",
+    result = run_cli("runner", [OND, TEST_AGENTS, "agent=ond/crashing", "agent.crash_at_trial=2", "protocol.num_trials=4",
                                 "figures=false"], workspace)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1

@@ -19,7 +19,7 @@ OND = "+experiment=ond_given_detection"
 CONTINUAL = "+experiment=continual_split_digits"
 CROWD = "+experiment=trajectory_crowd"
 ETH_UCY = "+experiment=trajectory_eth_ucy"
-RL = "+experiment=rl_frozenlake_syllabus"
+RL = "+experiment=lifelong_rl_frozenlake_syllabus"
 
 CASES = [
     # metric settings: unknown key, wrong type, out of range, not fitting the data
@@ -46,7 +46,7 @@ CASES = [
     ("agent_count_fraction", [OND, "agent.k_class=2.5"], ["agent.k_class", "expected an integer", "2.5"]),
     ("agent_k_over_training_split", [OND, "agent.k_class=100000"], ["agent.k_class", "training samples"]),
     # parts of the wrong protocol
-    ("rl_agent_under_ond", [OND, "agent=rl/q_learning"],
+    ("rl_agent_under_ond", [OND, "agent=lifelong_rl/q_learning"],
      ["agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent", "predict_batch(batch)", "agent=ond/<option>"]),
     ("trajectory_agent_under_continual", [CONTINUAL, "agent=trajectory/knn_futures"],
      ["is not a continual learner", "agent=continual/<option>"]),

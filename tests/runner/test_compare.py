@@ -83,7 +83,7 @@ def test_seed_copies_and_job_directories_never_split_a_group():
     # protocol.ste.seed copies the seed; protocol.log_dir is each job's own directory. Two runs of seed 0
     # (progress toggled: another config hash) are one sample, the latest.
     def job(seed, value, start, progress="true"):
-        r = fake_run("rl/q_learning", seed, {"saturation": value},
+        r = fake_run("lifelong_rl/q_learning", seed, {"saturation": value},
                      {"protocol.ste.seed": str(seed), "protocol.log_dir": f"/tmp/outputs/{uuid.uuid4().hex}/l2log",
                       "progress": progress}, {"protocol": "lifelong_rl"})
         r.info.start_time = start

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from owl_eval.runner.app import run
+from tests.fixtures.searchpath import TEST_AGENTS
 
 METRICS = ("average_accuracy", "micro_average_accuracy", "forgetting", "backward_transfer", "forward_transfer",
            "forgetting_avalanche", "forgetting_since_learned", "forward_transfer_avalanche")
@@ -107,10 +108,10 @@ def test_same_config_and_seed_give_identical_numbers(experiment, tmp_path):
 
 
 def test_crashing_learner_leaves_failed_run_with_completed_rows(experiment, client, tmp_path):
-    from owl_eval.agents.continual.crashing import LearnerCrash
+    from tests.fixtures.agents.continual.crashing import LearnerCrash
 
     with pytest.raises(LearnerCrash):
-        run(["+experiment=continual_split_digits", *experiment["overrides"], "agent=continual/crashing",
+        run(["+experiment=continual_split_digits", *experiment["overrides"], TEST_AGENTS, "agent=continual/crashing",
              "agent.crash_at_task=3", "+agent.epochs=2"], output_dir=tmp_path)
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED"

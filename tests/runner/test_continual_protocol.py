@@ -234,7 +234,7 @@ class OndLikeAgent:
                                   "runs no baseline agent; choose baseline=none"),
     (dict(agent=OndLikeAgent()), "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
                                  "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
-                                 "(continual/crashing, continual/finetune, continual/joint, continual/replay)"),
+                                 "(continual/finetune, continual/joint, continual/replay)"),
     (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
                                   "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)"),
 ])

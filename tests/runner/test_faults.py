@@ -197,6 +197,7 @@ def test_abort_open_sweep_ends_the_parent_failed_once(experiment, client, tmp_pa
     assert client.get_run(parent_id).data.tags["error"].startswith("the launcher died")
 
 
+@pytest.mark.slow
 def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, client, tmp_path, caplog):
     from owl_eval.runner.callbacks import start_sweep_parent
 

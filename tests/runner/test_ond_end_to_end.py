@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from owl_eval.runner.app import run
+from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,10 +77,10 @@ def test_same_config_and_seed_give_identical_numbers(experiment, client, tmp_pat
 
 
 def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, client, tmp_path):
-    from owl_eval.agents.ond.crashing import AgentCrash
+    from tests.fixtures.agents.ond.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
-        run(["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing", "agent.crash_at_trial=3",
+        run(["+experiment=ond_system_detection", *experiment["overrides"], TEST_AGENTS, "agent=ond/crashing", "agent.crash_at_trial=3",
              "protocol.num_trials=6"], output_dir=tmp_path)
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED"
@@ -101,6 +102,18 @@ def test_unknown_option_lists_the_valid_ones():
     assert "ond/knn_novelty" in message and "ond/closed_world" in message
     assert "ond_given_detection" in unknown_choice_message(["+experiment=ond_typo"])
     assert unknown_choice_message(["+experiment=ond_system_detection", "agent=ond/knn_novelty", "seed=1"]) is None
+
+
+def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them():
+    from owl_eval.runner.options import group_options, unknown_choice_message
+
+    assert not [o for o in group_options("agent") if "crashing" in o]
+    assert "ond/crashing" in unknown_choice_message(["agent=ond/crashing"])
+    assert unknown_choice_message([TEST_AGENTS, "agent=ond/crashing"]) is None
+    assert "ond/nope" in unknown_choice_message([TEST_AGENTS, "agent=ond/crashing,ond/nope"])
+    help_text = subprocess.run([sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True,
+                               text=True, timeout=120).stdout
+    assert "agent/ond: closed_world, knn_novelty" in help_text and "crashing" not in help_text
 
 
 def test_cli_rejects_unknown_option_with_one_line():
@@ -130,7 +143,7 @@ def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, t
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
     cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection",
-           "agent=ond/closed_world,ond/crashing", "seed=0,1", f"tracking.uri={mlflow_store['uri']}",
+           TEST_AGENTS, "agent=ond/closed_world,ond/crashing", "seed=0,1", f"tracking.uri={mlflow_store['uri']}",
            f"tracking.artifact_location={mlflow_store['artifacts']}", f"experiment_name={name}",
            "protocol.num_trials=4", "figures=false", "progress=false", f"hydra.sweep.dir={tmp_path}/sweep"]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)

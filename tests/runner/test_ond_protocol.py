@@ -220,7 +220,7 @@ class OldSignatureAgent(SpyAgent):
 @pytest.mark.parametrize("kw, message", [
     (dict(agent=RLLikeAgent()), "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
                                 "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
-                                "ond/crashing, ond/knn_novelty)"),
+                                "ond/knn_novelty)"),
     (dict(baseline=RLLikeAgent()), "baseline (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has "
                                    "no predict_batch(batch) method; choose baseline=ond/<option> (ond/closed_world, "
                                    "ond/knn_novelty, none)"),

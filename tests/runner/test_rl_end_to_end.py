@@ -11,6 +11,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.runner.app import run  # noqa: E402
+from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
 # 2 cycles x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
 FROZEN_SMALL = ["protocol.syllabus.generate.train_episodes=30", "protocol.syllabus.generate.test_episodes=3",
@@ -31,7 +32,7 @@ def _snapshot(root: Path) -> dict:
 
 
 def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment, client, tmp_path):
-    returned = run(["+experiment=rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL,
+    returned = run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL,
                     f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "out")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
@@ -66,10 +67,10 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
 def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, client, tmp_path):
     ste_dir = tmp_path / "ste"
     common = [*experiment["overrides"], *CART_SMALL, f"protocol.ste.dir={ste_dir}"]
-    run(["+experiment=rl_cartpole_ste", *common], output_dir=tmp_path / "a")
+    run(["+experiment=lifelong_rl_cartpole_ste", *common], output_dir=tmp_path / "a")
     before = _snapshot(ste_dir)
     assert len([k for k in before if k.endswith("ste_info.json")]) == 3
-    run(["+experiment=rl_cartpole_syllabus", *common, "experiment_name=" + experiment["name"] + "-syl"],
+    run(["+experiment=lifelong_rl_cartpole_syllabus", *common, "experiment_name=" + experiment["name"] + "-syl"],
         output_dir=tmp_path / "b")
     assert _snapshot(ste_dir) == before  # nothing rewritten: same files, same mtimes, same bytes
     ste_run = _only_run(client, experiment["name"])
@@ -82,7 +83,7 @@ def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, cli
 
 
 def test_missing_ste_in_skip_mode_is_na_with_the_command(experiment, client, tmp_path):
-    run(["+experiment=rl_cartpole_syllabus", *experiment["overrides"], *CART_SMALL,
+    run(["+experiment=lifelong_rl_cartpole_syllabus", *experiment["overrides"], *CART_SMALL,
          f"protocol.ste.dir={tmp_path / 'empty'}", "protocol.ste.missing=skip"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.tags["ste"] == "missing"
@@ -93,7 +94,7 @@ def test_missing_ste_in_skip_mode_is_na_with_the_command(experiment, client, tmp
 
 
 def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
-    run(["+experiment=rl_frozenlake_ste", *experiment["overrides"], *FROZEN_SMALL, "figures=false",
+    run(["+experiment=lifelong_rl_frozenlake_ste", *experiment["overrides"], *FROZEN_SMALL, "figures=false",
          f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.metrics["episodes"] == 3 * 20
@@ -101,10 +102,10 @@ def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
 
 
 def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment, client, tmp_path):
-    from owl_eval.agents.lifelong_rl.crashing import AgentCrash
+    from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
-        run(["+experiment=rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, "agent=rl/crashing",
+        run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, TEST_AGENTS, "agent=lifelong_rl/crashing",
              "agent.crash_at_episode=45", f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED" and r.data.tags["partial_record"] == "true"
@@ -115,10 +116,10 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
     assert len(log) == 53
 
 
-@pytest.mark.parametrize("name, kind", [("rl_ant_a", "ANT_A"), ("rl_ant_b", "ANT_B")])
+@pytest.mark.parametrize("name, kind", [("lifelong_rl_ant_a", "ANT_A"), ("lifelong_rl_ant_b", "ANT_B")])
 def test_ant_experiments_interleave_two_task_families(name, kind, experiment, client, tmp_path):
     small = ["protocol.ste.episodes=10", "figures=false"]
-    if name == "rl_ant_b":
+    if name == "lifelong_rl_ant_b":
         small += ["protocol.syllabus.generate.train_episodes=10", "protocol.syllabus.generate.test_episodes=2",
                   "protocol.syllabus.generate.cycles=1"]
     run([f"+experiment={name}", *experiment["overrides"], *small, f"protocol.ste.dir={tmp_path / 'ste'}"],

@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
-from owl_eval.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
 from owl_eval.evaluation import evaluation_for  # noqa: E402
+from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
@@ -175,8 +175,8 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
     proto.check(domain=domain, agent=PushRight())  # the right parts pass
     cases = [
         (dict(agent=OndLikeAgent()), "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
-                                     "has no act(observation) method; choose agent=rl/<option> (rl/crashing, "
-                                     "rl/linear_q, rl/q_learning, rl/random)"),
+                                     "has no act(observation) method; choose agent=lifelong_rl/<option> ("
+                                     "lifelong_rl/linear_q, lifelong_rl/q_learning, lifelong_rl/random)"),
         (dict(baseline=PushRight()), "baseline (tests.runner.test_rl_protocol.PushRight): the lifelong_rl protocol runs "
                                      "no baseline agent; choose baseline=none"),
         (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "

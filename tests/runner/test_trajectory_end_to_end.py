@@ -59,6 +59,7 @@ def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
     assert "na.kde_nll_marginal" in tags  # 20 predictions in 24 dimensions: singular KDE, reason logged
 
 
+@pytest.mark.slow
 def test_eth_ucy_experiment_logs_the_table(experiment, client, tmp_path, shared_dir):
     run(["+experiment=trajectory_eth_ucy", *experiment["overrides"], f"domain.path={shared_dir / 'data' / 'eth_ucy'}",
          "domain.test_group=hotel", "domain.stride=20", "agent=trajectory/cv_noise", "protocol.num_preds=30",

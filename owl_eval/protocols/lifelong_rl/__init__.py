@@ -78,7 +78,7 @@ class RLSyllabusProtocol(Protocol):
         """No baseline; the agent is a lifelong-RL agent; the domain is an RL domain holding every task and
         variant of the syllabus."""
         no_baseline(baseline, "lifelong_rl")
-        require_interface(agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "rl"))
+        require_interface(agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "lifelong_rl"))
         require_interface(domain, DOMAIN_METHODS, role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         require_attributes(domain, ("tasks", "name"), role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         validate_against(self.syllabus, domain)
