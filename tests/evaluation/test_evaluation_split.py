@@ -14,7 +14,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.evaluation import PROTOCOLS, Scored, evaluation_for
 from owl_eval.evaluation.options import OPTIONS
 from owl_eval.metrics.ond import OndTrial
-from owl_eval.metrics.results import MetricResults
+from owl_eval.metrics.results import MetricResults, Series
 
 
 def test_an_unknown_protocol_name_lists_the_four():
@@ -73,7 +73,9 @@ def test_ond_figures_draw_the_figure_data_and_nothing_else():
                           "red_light": 1}],
             "detection_vs_threshold": {"threshold": np.array([0.2, 0.5]), "m2_cdt_pct": np.array([50.0, 25.0])},
             "roc": [{"label": "agent", "fpr": np.array([0.0, 1.0]), "tpr": np.array([0.0, 1.0]), "auroc_key": "auroc_novel"}]}
-    figures = ond_figures(data, MetricResults(values={"auroc_novel": 0.5}))
+    results = MetricResults(values={"auroc_novel": 0.5}, series={"top1_batch": Series(np.arange(2), np.array([0.5, 1.0]))})
+    figures = ond_figures(data, results)
+    assert figures["top1_per_batch"].axes[0].lines[0].get_ydata().tolist() == [0.5, 1.0]
     timeline = figures["detection_timeline"].axes[0].lines
     assert timeline[0].get_ydata().tolist() == [0.1, 0.7] and timeline[1].get_ydata().tolist() == [0.2, 0.4]
     grid = figures["detection_vs_threshold"].axes[0].lines[0]

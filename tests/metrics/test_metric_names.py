@@ -16,7 +16,7 @@ import pytest
 from owl_eval.metrics.registry import PROTOCOL_MODULES, base_name, is_series_key, spec_for, spec_for_key, specs
 from owl_eval.metrics.results import MetricResults
 from owl_eval.errors import ConfigError
-from owl_eval.runner.selection import check_names, select
+from owl_eval.evaluation.selection import check_names, select
 from owl_eval.runner.tracking import metric_key
 from owl_eval.evaluation import evaluation_for
 
@@ -170,7 +170,7 @@ def test_every_reported_name_is_declared_and_within_bounds(protocol):
 
 def test_constant_by_construction_values_are_not_numbers():
     system, given, closed = ond_results()
-    # the closed-world baseline's novelty score is 0 everywhere: no AUROC/AP/FPR of it (evaluate_ond_record
+    # the closed-world baseline's novelty score is 0 everywhere: no AUROC/AP/FPR of it (the OND evaluation
     # leaves the baseline's N/A values out), nor of the closed-world agent itself
     for results in (system, given):
         for name in ("baseline.auroc_novel", "baseline.aupr_novel", "baseline.fpr_at_95tpr"):
