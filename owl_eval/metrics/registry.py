@@ -114,7 +114,6 @@ def _templates(protocol: str) -> tuple[tuple[re.Pattern, MetricSpec], ...]:
 @functools.cache
 def _by_key(protocol: str) -> dict[str, MetricSpec]:
     """Declarations by MLflow key; two declared names with one key would make the way back ambiguous."""
-    from owl_eval.runner.tracking import metric_key
 
     out: dict[str, MetricSpec] = {}
     for name, spec in specs(protocol).items():
@@ -206,7 +205,6 @@ def spec_for(protocol: str, name: str) -> MetricSpec | None:
 
     Resolved through the name's MLflow key, so a name and its key always find the same declaration.
     """
-    from owl_eval.runner.tracking import metric_key
 
     return spec_for_key(protocol, metric_key(name))
 
