@@ -1,5 +1,6 @@
 """Shared fixtures: one real SQLite MLflow store per test session (creating one costs ~8 s), a fresh
 experiment per test, and the shared data folder when it is present."""
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,12 @@ def experiment(mlflow_store, request) -> dict:
     """A fresh experiment name in the session store, plus the overrides that point a run at it."""
     safe = re.sub(r"[^0-9A-Za-z_-]", "_", request.node.name)[:40]
     name = f"{safe}-{uuid.uuid4().hex[:8]}"
-    overrides = [f"tracking.uri={mlflow_store['uri']}", f"tracking.artifact_location={mlflow_store['artifacts']}",
-                 f"experiment_name={name}", "progress=false"]
+    overrides = [
+        f"tracking.uri={mlflow_store['uri']}",
+        f"tracking.artifact_location={mlflow_store['artifacts']}",
+        f"experiment_name={name}",
+        "progress=false",
+    ]
     return {"name": name, "overrides": overrides, **mlflow_store}
 
 

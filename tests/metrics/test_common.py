@@ -7,6 +7,7 @@ bounds hold its value, and every metric the job reported as N/A (an ``na.<key>``
 MlflowClient) must resolve too (``registry.spec_for_key``). These are also the fast suite's smoke run of each
 protocol end to end.
 """
+
 from __future__ import annotations
 
 import math
@@ -19,17 +20,39 @@ from owl_eval.runner.app import run
 NA_TAG = "na."
 # One small job per protocol: (overrides, names the settings must have generated).
 JOBS = {
-    "ond": (["+experiment=ond_system_detection", "protocol.num_trials=3", "protocol.trials_without_novelty=1",
-             "protocol.pre_novelty=20", "protocol.post_novelty=40", "metrics.threshold=0.3",
-             "metrics.threshold_grid=true", "metrics.asymptotic_width=20"],
-            ("m2_cdt_pct@0.175", "m21_fp_pct@0.9", "baseline.top1")),
+    "ond": (
+        [
+            "+experiment=ond_system_detection",
+            "protocol.num_trials=3",
+            "protocol.trials_without_novelty=1",
+            "protocol.pre_novelty=20",
+            "protocol.post_novelty=40",
+            "metrics.threshold=0.3",
+            "metrics.threshold_grid=true",
+            "metrics.asymptotic_width=20",
+        ],
+        ("m2_cdt_pct@0.175", "m21_fp_pct@0.9", "baseline.top1"),
+    ),
     "continual": (["+experiment=continual_split_digits", "agent.epochs=2"], ("average_accuracy",)),
-    "trajectory": (["+experiment=trajectory_crowd", "domain.num_train_scenes=6", "domain.num_test_scenes=4",
-                    "protocol.num_preds=12", "metrics.k_values=[3,7]"],
-                   ("min_ade_3_marginal", "min_fde_7_joint", "miss_rate_3_joint")),
-    "lifelong_rl": (["+experiment=lifelong_rl_frozenlake_syllabus", "protocol.syllabus.generate.train_episodes=30",
-                     "protocol.syllabus.generate.test_episodes=3", "protocol.ste.episodes=20"],
-                    ("saturation", "ste_rel_perf")),
+    "trajectory": (
+        [
+            "+experiment=trajectory_crowd",
+            "domain.num_train_scenes=6",
+            "domain.num_test_scenes=4",
+            "protocol.num_preds=12",
+            "metrics.k_values=[3,7]",
+        ],
+        ("min_ade_3_marginal", "min_fde_7_joint", "miss_rate_3_joint"),
+    ),
+    "lifelong_rl": (
+        [
+            "+experiment=lifelong_rl_frozenlake_syllabus",
+            "protocol.syllabus.generate.train_episodes=30",
+            "protocol.syllabus.generate.test_episodes=3",
+            "protocol.ste.episodes=20",
+        ],
+        ("saturation", "ste_rel_perf"),
+    ),
 }
 
 
@@ -59,7 +82,7 @@ def test_every_reported_and_na_name_is_declared_and_within_its_bounds(protocol, 
             outside[name] = (value, (low, high))
     assert not outside, f"{protocol}: values outside their declared bounds: {outside}"
 
-    na_keys = [k[len(NA_TAG):] for k in mlflow_run.data.tags if k.startswith(NA_TAG)]
+    na_keys = [k[len(NA_TAG) :] for k in mlflow_run.data.tags if k.startswith(NA_TAG)]
     undeclared_na = [key for key in na_keys if spec_for_key(protocol, key) is None]
     assert not undeclared_na, f"{protocol}: N/A but not declared: {undeclared_na}"
     assert not set(na_keys) & {metric_key(name) for name in returned}, "a metric is both reported and N/A"

@@ -14,13 +14,13 @@ Each README line runs as written in a temp workspace (its own ``outputs/mlflow.d
   does not run itself).
 Only ``pip install`` lines are skipped: the test runs inside the environment they would install.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -39,10 +39,19 @@ README = PROJECT_ROOT / "README.md"
 ETH_UCY = PROJECT_ROOT.parent / "shared" / "data" / "eth_ucy"
 
 SKIP = {r"^pip install\b": "installs packages; the test runs in the environment they would install"}
-OND_SMALL = ["protocol.num_trials=2", "protocol.trials_without_novelty=1", "protocol.pre_novelty=20",
-             "protocol.post_novelty=40", "metrics.asymptotic_width=20"]
-RL_SMALL = ["protocol.syllabus.generate.train_episodes=8", "protocol.syllabus.generate.test_episodes=2",
-            "protocol.syllabus.generate.cycles=1", "protocol.ste.episodes=6"]
+OND_SMALL = [
+    "protocol.num_trials=2",
+    "protocol.trials_without_novelty=1",
+    "protocol.pre_novelty=20",
+    "protocol.post_novelty=40",
+    "metrics.asymptotic_width=20",
+]
+RL_SMALL = [
+    "protocol.syllabus.generate.train_episodes=8",
+    "protocol.syllabus.generate.test_episodes=2",
+    "protocol.syllabus.generate.cycles=1",
+    "protocol.ste.episodes=6",
+]
 # Appended to a line by the first pattern found in it (after the line's own words: they win over its values).
 SMALL = [
     # a command-line list replaces the experiment's own sweep list (Hydra refuses hydra.sweeper.params.* lists)
@@ -52,14 +61,17 @@ SMALL = [
     (r"\+experiment=trajectory_crowd", ["domain.num_train_scenes=6", "domain.num_test_scenes=4"]),
     (r"\+experiment=trajectory_eth_ucy", ["domain.stride=40"]),
     (r"\+experiment=(lifelong_)?rl_\w+_ste", ["protocol.ste.episodes=6"]),
-    (r"\+experiment=(lifelong_)?rl_ant_", ["protocol.ste.missing=skip", "protocol.syllabus.generate.train_episodes=4",
-                                           "protocol.syllabus.generate.test_episodes=1"]),
+    (r"\+experiment=(lifelong_)?rl_ant_a", ["protocol.ste.missing=skip"]),  # ANT_A lists its blocks: nothing to shrink
+    (r"\+experiment=(lifelong_)?rl_ant_b", ["protocol.ste.missing=skip", *RL_SMALL]),
     (r"\+experiment=(lifelong_)?rl_", RL_SMALL),
     # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative
     (r"\+source=sailon\b", ["source.class_index=zero_based_known"]),
+    (r"\+source=trajectories\b", ["metrics.k_values=[2]"]),  # the hand-made arrays hold 2 predictions per agent
 ]
 OWL_EVAL = re.compile(r"(python -m owl_eval\b|owl-eval\b|owl-eval-evaluate\b|owl-eval-compare\b)")
-RUNS_A_JOB = re.compile(r"(python -m owl_eval( |$)|python -m owl_eval\.runner\.evaluate\b|owl-eval( |$)|owl-eval-evaluate\b)")
+RUNS_A_JOB = re.compile(
+    r"(python -m owl_eval( |$)|python -m owl_eval\.runner\.evaluate\b|owl-eval( |$)|owl-eval-evaluate\b)"
+)
 TAKES_CONFIG_GROUPS = re.compile(r"(python -m owl_eval( |$)|owl-eval( |$))")
 
 
@@ -105,11 +117,12 @@ def _l2logger(ws: Path, line: str) -> None:
 
 
 def _accuracy_matrix(ws: Path, line: str) -> None:
-    from tests.sources.test_accuracy_matrix_source import A, B, CSV, N
+    from tests.sources.test_accuracy_matrix_source import CSV, A, B, N
 
     path = ws / re.search(r"source\.path=(\S+)", line)[1]
-    path.write_text(json.dumps({"accuracy": A, "accuracy_init": [B], "num_instances": N}) if path.suffix == ".json"
-                    else CSV)
+    path.write_text(
+        json.dumps({"accuracy": A, "accuracy_init": [B], "num_instances": N}) if path.suffix == ".json" else CSV
+    )
 
 
 def _trajectories(ws: Path, line: str) -> None:
@@ -118,8 +131,38 @@ def _trajectories(ws: Path, line: str) -> None:
     np.savez(ws / re.search(r"source\.path=(\S+)", line)[1], **arrays())
 
 
-INPUTS = {r"\+source=sailon\b": _sailon, r"\+source=l2logger\b": _l2logger,
-          r"\+source=accuracy_matrix\b": _accuracy_matrix, r"\+source=trajectories\b": _trajectories}
+def _runs_to_compare(ws: Path, line: str) -> None:
+    """Two small seeds of the experiment a compare line names, unless an earlier line already ran it."""
+    from mlflow.tracking import MlflowClient
+
+    from owl_eval.runner.app import run
+
+    name = re.search(r"experiment=(\w+)", line)[1]
+    store = ws / "outputs" / "mlflow.db"
+    if store.exists() and MlflowClient(tracking_uri=f"sqlite:///{store}").get_experiment_by_name(name) is not None:
+        return
+    for seed in (0, 1):
+        small = next((extra for pattern, extra in SMALL if re.search(pattern, f"+experiment={name}")), [])
+        run(
+            [
+                f"+experiment={name}",
+                f"seed={seed}",
+                f"tracking.store_dir={ws / 'outputs'}",
+                *small,
+                "figures=false",
+                "progress=false",
+            ],
+            output_dir=ws / "jobs" / str(seed),
+        )
+
+
+INPUTS = {
+    r"(runner\.compare|owl-eval-compare)\b": _runs_to_compare,
+    r"\+source=sailon\b": _sailon,
+    r"\+source=l2logger\b": _l2logger,
+    r"\+source=accuracy_matrix\b": _accuracy_matrix,
+    r"\+source=trajectories\b": _trajectories,
+}
 
 
 # -- running one line --------------------------------------------------------------------------------------
@@ -164,13 +207,23 @@ def _run_with_record(ws: Path) -> str:
     store = ws / "outputs" / "mlflow.db"
     if store.exists():
         client = MlflowClient(tracking_uri=f"sqlite:///{store}")
-        for found in client.search_runs([e.experiment_id for e in client.search_experiments()],
-                                        filter_string="attributes.status = 'FINISHED' and tags.protocol = 'ond'",
-                                        order_by=["start_time DESC"]):
+        for found in client.search_runs(
+            [e.experiment_id for e in client.search_experiments()],
+            filter_string="attributes.status = 'FINISHED' and tags.protocol = 'ond'",
+            order_by=["start_time DESC"],
+        ):
             if any(a.path == "record" for a in client.list_artifacts(found.info.run_id)):
                 return found.info.run_id
-    run(["+experiment=ond_given_detection", f"tracking.store_dir={ws / 'outputs'}", *OND_SMALL, "figures=false",
-         "progress=false"], output_dir=ws / "job")
+    run(
+        [
+            "+experiment=ond_given_detection",
+            f"tracking.store_dir={ws / 'outputs'}",
+            *OND_SMALL,
+            "figures=false",
+            "progress=false",
+        ],
+        output_dir=ws / "job",
+    )
     return _run_with_record(ws)
 
 
@@ -204,8 +257,9 @@ def _prepared(line: str, ws: Path) -> tuple[list[str], dict]:
 
 def _serves_health(words: list[str], env: dict, ws: Path, port: int) -> None:
     words = [str(port) if previous == "--port" else w for previous, w in zip(["", *words], words)]
-    proc = subprocess.Popen(words, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        words, cwd=ws, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -236,8 +290,9 @@ def test_readme_line_runs(line, workspace, free_port):
     cwd = workspace
     if "pytest" in words[:3]:
         words, cwd = [*words, "--collect-only", "-q"], PROJECT_ROOT
-    proc = subprocess.run(words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-                          stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+    )
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
@@ -255,8 +310,9 @@ def test_readme_agent_example_runs_and_beats_chance():
     namespace: dict = {}
     exec(compile(code, "README-agent", "exec"), namespace)
     agent = namespace["NearestMeanAgent"]()
-    record = OndProtocol(num_trials=3, condition="given").run(domain=DigitsDomain(), agent=agent,
-                                                              rng=np.random.default_rng(0), progress=False)
+    record = OndProtocol(num_trials=3, condition="given").run(
+        domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False
+    )
     known = np.concatenate([t.gt_class[t.gt_class > 0] for t in record.trials])
     predicted = np.concatenate([np.argmax(t.p_class[t.gt_class > 0], 1) for t in record.trials])
     # 6 known classes: chance is 1/6 on known samples.
@@ -284,8 +340,14 @@ def test_readme_custom_agent_command_runs_and_detects_novelty(tmp_path):
     assert words[:3] == ["python", "-m", "owl_eval"]
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
     env["PYTHONPATH"] = str(README.parent)
-    proc = subprocess.run([sys.executable, *words[1:], f"tracking.store_dir={tmp_path / 'store'}", "figures=false",
-                           "progress=false"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, *words[1:], f"tracking.store_dir={tmp_path / 'store'}", "figures=false", "progress=false"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
@@ -307,8 +369,9 @@ def test_readme_artifact_download_line_fetches_the_record_and_leaves_no_stray_st
     assert not (tmp_path / "mlflow.db").exists()
     # ... and the README's next line re-scores the downloaded record at another threshold.
     rescore = _bash_line("source.path=downloaded/record").split(" #")[0]
-    proc = subprocess.run(["bash", "-c", rescore + " progress=false"], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", "-c", rescore + " progress=false"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
