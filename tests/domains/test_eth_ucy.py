@@ -174,8 +174,8 @@ def test_a_link_in_the_data_folder_is_not_followed(tiny_dir, tmp_path_factory):
     ({"obs_len": 1}, "domain.obs_len: expected an integer >= 2, got 1"),
     ({"stride": 0}, "domain.stride: expected an integer >= 1, got 0"),
     ({"fps": 0}, "domain.fps: expected a number > 0, got 0"),
-    ({"windows": "sgan"}, "domain.windows: expected one of cvm, social_gan, last_observed (which pedestrians a "
-                          "window scores), got 'sgan'"),
+    ({"windows": "sgan"}, ("domain.windows: expected one of cvm, social_gan, last_observed (which pedestrians a "
+                           "window scores), got 'sgan'")),
     ({"windows": 3}, "domain.windows: expected"),
     ({"test_group": "mars"}, "domain.test_group: expected one of ['eth', 'hotel', 'univ', 'zara1', 'zara2'], got 'mars'"),
     ({"groups": {"eth": "biwi_eth"}}, "domain.groups.eth: expected a list of file names, got 'biwi_eth'"),

@@ -8,7 +8,11 @@ import zipfile
 
 import numpy as np
 
-from tests.reliability.test_record_errors import continual_record, ond_record, trajectory_record
+from tests.reliability.test_record_errors import (
+    continual_record,
+    ond_record,
+    trajectory_record,
+)
 
 
 def test_every_protocol_record_is_deflated(tmp_path):

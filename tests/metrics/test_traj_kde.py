@@ -10,7 +10,11 @@ import pytest
 import scipy.stats as st
 
 from owl_eval.metrics.trajectory import kde_nll, trajectory_table
-from owl_eval.metrics.trajectory.kde import _lower_inverse, kde_log_probs, kde_logpdf_batched
+from owl_eval.metrics.trajectory.kde import (
+    _lower_inverse,
+    kde_log_probs,
+    kde_logpdf_batched,
+)
 
 
 def _scipy_logpdf(data, points):

@@ -105,7 +105,7 @@ def _lower_inverse(chol):
 @np.errstate(over="ignore", invalid="ignore", divide="ignore")  # overflows are detected below, not printed
 def _kde_chunk(data, points, singular_rtol):
     """``data`` [g, n, d] is overwritten (it is the caller's scratch copy)."""
-    g, n, d = data.shape
+    _, n, d = data.shape
     m = points.shape[1]
     mean = np.matmul(np.full(n, 1.0 / n), data)  # [g, d]; a BLAS call, 3x faster than data.mean(1)
     data -= mean[:, None, :]  # centred in place
