@@ -6,10 +6,13 @@ Files: ``<name>.txt`` or ``<name>.txt.gz``, tab-separated ``frame  pedestrian_id
 in the file is a gap in time, not a skipped step).
 
 Scenes (see :func:`owl_eval.domains.trajectory_scenes.windows_from_grid`): a scene is a window start every
-``stride`` steps, ``obs_len`` observed plus ``pred_len`` future steps; its agents are the pedestrians present
-at the last observed step. Pedestrians missing at some steps are kept with those steps masked (NaN);
-windows with more than ``max_agents`` such pedestrians are split into several scenes, so nobody is
-dropped. ``complete_only: true`` keeps only pedestrians present at all steps (the Social-GAN convention).
+``stride`` steps, ``obs_len`` observed plus ``pred_len`` future steps. Which pedestrians it scores is the
+``windows`` setting, one of the published conventions: ``cvm`` (default; present at all ``obs_len``
+observed steps and at least one future step, as the constant-velocity paper, Schoeller et al. 2020),
+``social_gan`` (present at all ``obs_len + pred_len`` steps, windows with at least two of them, as
+Social-GAN's loader), or ``last_observed`` (present at the last observed step, as this loader did before:
+histories may be a single point). Missing steps are masked (NaN); windows with more than ``max_agents``
+pedestrians are split into several scenes, so nobody is dropped. The run's tags say which (``windows``).
 
 Split: leave one group out. ``groups`` maps a group name to its files (the benchmark's eth, hotel, univ =
 students001 + students003, zara1, zara2); the files of ``test_group`` are the test split, every other
@@ -27,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits, split_windows, windows_from_grid
+from owl_eval.domains.trajectory_scenes import (WINDOW_RULES, TrajectoryScenes, TrajectorySplits, split_windows,
+                                                windows_from_grid)
 from owl_eval.errors import ConfigError
 from owl_eval.safe_paths import check_name, read_bytes
-from owl_eval.typed import as_bool, as_float, as_int, as_str
+from owl_eval.typed import as_float, as_int, as_str
 
 DEFAULT_GROUPS = {
     "eth": ["biwi_eth"],
@@ -124,10 +128,10 @@ def track_grid(rows: np.ndarray, frame_step: int) -> tuple[np.ndarray, np.ndarra
 
 
 def file_scenes(path: Path, *, frame_step: int, obs_len: int, pred_len: int, stride: int, max_agents: int,
-                complete_only: bool, dt: float) -> TrajectoryScenes:
+                windows: str, dt: float) -> TrajectoryScenes:
     grid, _, first = track_grid(read_tracks(path), frame_step)
     windows, start, counts = windows_from_grid(grid, obs_len=obs_len, pred_len=pred_len, stride=stride,
-                                              max_agents=max_agents, complete_only=complete_only)
+                                              max_agents=max_agents, windows=windows)
     windows = windows[:, : max(1, int(counts.max(initial=0)))]  # no all-padding agent columns
     history, future = split_windows(windows, obs_len)
     name = path.name.split(".")[0]
@@ -139,7 +143,7 @@ class EthUcyDomain:
 
     def __init__(self, path: str | None = None, test_group: str = "eth", groups: dict | None = None,
                  extra_train_files: list | None = None, obs_len: int = 8, pred_len: int = 12, stride: int = 1,
-                 max_agents: int = 32, complete_only: bool = False, frame_step: int = 10, fps: float = 25.0):
+                 max_agents: int = 32, windows: str = "cvm", frame_step: int = 10, fps: float = 25.0):
         self.path = path
         self.groups = _groups(DEFAULT_GROUPS if groups is None else groups)
         self.extra_train_files = _file_names(DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files,
@@ -151,7 +155,10 @@ class EthUcyDomain:
         self.pred_len = as_int(pred_len, "domain.pred_len", minimum=1)
         self.stride = as_int(stride, "domain.stride", minimum=1)
         self.max_agents = as_int(max_agents, "domain.max_agents", minimum=1)
-        self.complete_only = as_bool(complete_only, "domain.complete_only")
+        self.windows = as_str(windows, "domain.windows")
+        if self.windows not in WINDOW_RULES:
+            raise ConfigError(f"domain.windows: expected one of {', '.join(WINDOW_RULES)} (which pedestrians a window "
+                              f"scores), got {windows!r}")
         self.frame_step = as_int(frame_step, "domain.frame_step", minimum=1)
         self.dt = self.frame_step / as_float(fps, "domain.fps", minimum=0.0, open_minimum=True)
         self._splits: TrajectorySplits | None = None  # read once (check, then load)
@@ -178,6 +185,10 @@ class EthUcyDomain:
                                 "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
         return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
 
+    def tags(self) -> dict[str, str]:
+        """Run tags: which pedestrians are scored (the published numbers differ by convention)."""
+        return {"windows": self.windows}
+
     def check(self) -> None:
         """Read every file now: a missing folder or file, or one that is not ETH/UCY data, stops the job
         before any run exists (the splits are kept for :meth:`load`)."""
@@ -192,7 +203,7 @@ class EthUcyDomain:
     def _read(self) -> TrajectorySplits:
         train_files, test_files = self.files()
         kw = dict(frame_step=self.frame_step, obs_len=self.obs_len, pred_len=self.pred_len, stride=self.stride,
-                  max_agents=self.max_agents, complete_only=self.complete_only, dt=self.dt)
+                  max_agents=self.max_agents, windows=self.windows, dt=self.dt)
         train = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in train_files])
         test = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in test_files])
         if test.num_scenes == 0:

@@ -88,15 +88,36 @@ class TrajectorySplits:
     description: str = ""
 
 
+# Which pedestrians of a window are scored (domain setting ``windows``).
+WINDOW_RULES = {
+    "cvm": "present at every observed step and at least one future step (Schoeller et al. 2020, the constant "
+           "velocity model paper)",
+    "social_gan": "present at every observed and future step, in windows with at least two such pedestrians "
+                  "(Social-GAN's loader: min_ped=1, num_peds_considered > min_ped)",
+    "last_observed": "present at the last observed step; missing steps masked (histories may be one point long)",
+}
+
+
+def window_agents(present: np.ndarray, obs_len: int, rule: str) -> np.ndarray:
+    """``[W, P]`` which pedestrians a window scores, from ``present[W, P, obs_len + pred_len]``."""
+    if rule == "cvm":
+        return present[:, :, :obs_len].all(-1) & present[:, :, obs_len:].any(-1)
+    if rule == "social_gan":
+        complete = present.all(-1)
+        return complete & (complete.sum(1, keepdims=True) >= 2)
+    if rule == "last_observed":
+        return present[:, :, obs_len - 1]
+    raise ValueError(f"windows: expected one of {sorted(WINDOW_RULES)}, got {rule!r}")
+
+
 def windows_from_grid(positions: np.ndarray, *, obs_len: int, pred_len: int, stride: int, max_agents: int,
-                      complete_only: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                      windows: str = "cvm") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut a dense track grid ``positions[T, P, 2]`` (NaN = absent) into scenes.
 
-    A scene is a window start ``t0`` (every ``stride`` steps) with the agents present at the last observed
-    step ``t0 + obs_len - 1``. Agents keep NaN at the steps they are missing (masked, not dropped); with
-    ``complete_only`` only agents present at all ``obs_len + pred_len`` steps are kept (the Social-GAN
-    convention). A window with more than ``max_agents`` agents is split into several scenes of at most
-    ``max_agents`` agents (in pedestrian order), so no agent is dropped. Windows without agents give no scene.
+    A scene is a window start ``t0`` (every ``stride`` steps) with the pedestrians that ``windows`` selects
+    (:data:`WINDOW_RULES`). Agents keep NaN at the steps they are missing (masked, not dropped). A window
+    with more than ``max_agents`` agents is split into several scenes of at most ``max_agents`` agents (in
+    pedestrian order), so no agent is dropped. Windows without agents give no scene.
 
     Returns ``(windows[S, max_agents, obs_len + pred_len, 2], start_step[S], agents_per_scene[S])``.
     """
@@ -108,7 +129,7 @@ def windows_from_grid(positions: np.ndarray, *, obs_len: int, pred_len: int, str
     # [W, length, P, 2] all windows at once (a strided view, no copy)
     view = np.lib.stride_tricks.sliding_window_view(positions, length, axis=0)[starts]  # [W, P, 2, length]
     present = np.isfinite(view).all(2)  # [W, P, length]
-    keep = present.all(-1) if complete_only else present[:, :, obs_len - 1]
+    keep = window_agents(present, obs_len, windows)
     w_idx, p_idx = np.nonzero(keep)  # row-major: grouped by window, pedestrians in order
     if len(w_idx) == 0:
         return np.full((0, max_agents, length, 2), np.nan), np.zeros(0, int), np.zeros(0, int)

@@ -1,4 +1,4 @@
-"""Arrays of an ``.npz`` read without pickles, every member's CRC-32 checked, large members memory-mapped.
+"""Arrays of an ``.npz`` read without pickles, every member's CRC-32 checked, stored members memory-mapped.
 
 ``np.load(path, mmap_mode="r")`` reads every member of an .npz fully into memory, so uncompressed
 (stored) members are mapped here directly from the zip file, and chunks of scenes are read from the
@@ -34,20 +34,38 @@ def _open_zip(path) -> zipfile.ZipFile:
         raise MetricInputError(f"{path}: not a readable .npz (zip) file ({exc})") from None
 
 
-def verify_npz(path) -> None:
+def verify_npz(path, *, stored_only: bool = False) -> None:
     """Read every member of the zip once; zipfile checks each member's CRC-32 at its end.
 
     A corrupted, truncated, encrypted or undecodable member is one error naming ``path`` and the member.
+    ``stored_only``: check the uncompressed members only (a deflated member is checked when it is read in
+    full, as :func:`npz_arrays` does, so checking it here would decompress it twice).
     """
     with _open_zip(path) as zf:
         for info in zf.infolist():
+            if stored_only and info.compress_type != zipfile.ZIP_STORED:
+                continue
             try:
                 with zf.open(info) as member:
                     while member.read(READ_BLOCK):
                         pass
             except _ZIP_ERRORS as exc:
-                raise MetricInputError(f"{path}: member {info.filename!r} is corrupted ({exc}); the file was damaged "
-                                       "after it was written (copy or download it again)") from None
+                raise _corrupted(path, info, exc) from None
+
+
+def _raise_if_corrupted(path, zf, info):
+    """The corrupted-member error when ``info`` fails its CRC-32 (read to its end), else nothing."""
+    try:
+        with zf.open(info) as member:
+            while member.read(READ_BLOCK):
+                pass
+    except _ZIP_ERRORS as exc:
+        raise _corrupted(path, info, exc) from None
+
+
+def _corrupted(path, info, exc):
+    return MetricInputError(f"{path}: member {info.filename!r} is corrupted ({exc}); the file was damaged "
+                            "after it was written (copy or download it again)")
 
 
 def _header(fh, path, member: str):
@@ -90,25 +108,35 @@ def _stored_array(path, fh, info, name):
 
 
 def _compressed_array(path, zf, info):
-    with zf.open(info) as member:
-        shape, fortran, dtype = _header(member, path, info.filename)
-        need = int(np.prod(shape, dtype=object)) * dtype.itemsize
-        have = info.file_size - member.tell()
-        if need != have:
-            raise _size_error(path, info.filename, shape, dtype, need, have)
-        data = member.read(need)
+    try:
+        with zf.open(info) as member:
+            shape, fortran, dtype = _header(member, path, info.filename)
+            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            have = info.file_size - member.tell()
+            if need != have:
+                raise _size_error(path, info.filename, shape, dtype, need, have)
+            data = member.read(need)
+            member.read(1)  # reaches the end of the stream, where zipfile compares the CRC-32
+    except (zipfile.BadZipFile, zlib.error) as exc:  # a bad CRC-32, a damaged deflate stream
+        raise _corrupted(path, info, exc) from None
+    except (MetricInputError, *_ZIP_ERRORS) as exc:
+        # damaged deflated bytes can decode into a garbage header before the CRC is reached: name the damage
+        _raise_if_corrupted(path, zf, info)
+        raise exc from None
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")  # read-only, as the maps
 
 
 def npz_arrays(path, *, verify: bool = True) -> dict:
-    """The arrays of an .npz by name: memory-mapped for stored members, loaded for compressed ones.
+    """The arrays of an .npz by name: memory-mapped for stored members, loaded for compressed ones
+    (``np.savez_compressed``, as owl-eval's records; a map of deflated bytes is impossible).
 
-    ``verify`` (default) checks every member's CRC first (:func:`verify_npz`). Members whose name does
-    not end in ``.npy`` are not arrays and are left out. No pickles are ever loaded.
+    ``verify`` (default) checks every member's CRC: stored members first (:func:`verify_npz`), since a
+    map bypasses zipfile; deflated members while they are read. Members whose name does not end in
+    ``.npy`` are not arrays and are left out. No pickles are ever loaded.
     """
     path = Path(path)
     if verify:
-        verify_npz(path)
+        verify_npz(path, stored_only=True)
     out = {}
     with _open_zip(path) as zf, open(path, "rb") as fh:
         for info in zf.infolist():

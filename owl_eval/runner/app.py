@@ -135,7 +135,7 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
         "agent": names["agent"], "baseline": names["baseline"] if job.baseline is not None else "none",
         "seed": str(seed), "experiment": str(cfg.get("experiment_name", "")),
         "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(cfg),
-    } | protocol.tags()
+    } | protocol.tags() | getattr(job.domain, "tags", dict)()  # domain settings that change the numbers (windows)
     run_name = f"{names['agent'].rsplit('/', 1)[-1]}-seed{seed}"
     if "condition" in tags:
         run_name = f"{tags['condition']}-{run_name}"

@@ -76,3 +76,53 @@ def test_knn_returns_the_future_of_the_matching_training_history():
     np.testing.assert_allclose(pred[0, 0, 0], [[10, 13], [10, 15]], atol=1e-9)
     with pytest.raises(RuntimeError, match="before fit"):
         KnnFuturesPredictor().predict(q[None, None], pred_len=2, num_preds=1, dt=0.4, rng=None)
+
+
+def test_cv_sampled_rotates_each_sample_by_one_angle_of_the_right_spread():
+    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
+
+    track = _line([2.0, -1.0], [0.3, 0.4], 20)  # heading atan2(0.4, 0.3), 0.5 m per step
+    history = np.repeat(track[None, None, :8], 2, axis=1)  # two agents, drawn independently
+    n_p, sigma = 2000, 25.0
+    pred = ConstantVelocitySampledPredictor(sigma).predict(history, pred_len=12, num_preds=n_p, dt=0.4,
+                                                           rng=np.random.default_rng(5))
+    assert pred.shape == (1, n_p, 2, 12, 2)
+    # angle of each sample's displacement from the last position, relative to the true heading, per step
+    disp = pred[0] - track[7]
+    angle = np.arctan2(disp[..., 1], disp[..., 0]) - np.arctan2(0.4, 0.3)
+    angle = (angle + np.pi) % (2 * np.pi) - np.pi
+    np.testing.assert_allclose(angle, np.broadcast_to(angle[..., :1], angle.shape), atol=1e-9)  # one angle: a line
+    speeds = np.linalg.norm(disp, axis=-1)
+    np.testing.assert_allclose(speeds, np.broadcast_to(0.5 * np.arange(1, 13), speeds.shape), atol=1e-9)  # speed kept
+    theta = np.rad2deg(angle[..., 0]).ravel()  # 4000 angles
+    n = theta.size
+    # standard errors of a normal sample's mean (sigma / sqrt(n)) and standard deviation (~ sigma / sqrt(2 n))
+    assert abs(theta.mean()) < 4 * sigma / np.sqrt(n)
+    assert abs(theta.std(ddof=1) - sigma) < 4 * sigma / np.sqrt(2 * (n - 1))
+    assert not np.allclose(angle[:, 0, 0], angle[:, 1, 0])  # agents get their own angles
+    again = ConstantVelocitySampledPredictor(sigma).predict(history, pred_len=12, num_preds=n_p, dt=0.4,
+                                                            rng=np.random.default_rng(5))
+    np.testing.assert_array_equal(pred, again)
+
+
+def test_cv_sampled_without_spread_is_constant_velocity_exactly():
+    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
+
+    rng = np.random.default_rng(0)
+    history = rng.normal(size=(3, 4, 8, 2)).cumsum(2)
+    history[0, 1, [2, 7]] = np.nan  # a gap and a missing last step: the lag is bridged as CV does
+    history[1, 2, :7] = np.nan      # a single point: standing still
+    cv = ConstantVelocityPredictor().predict(history, pred_len=12, num_preds=5, dt=0.4, rng=None)
+    pred = ConstantVelocitySampledPredictor(0.0).predict(history, pred_len=12, num_preds=5, dt=0.4,
+                                                         rng=np.random.default_rng(1))
+    np.testing.assert_array_equal(pred, cv)
+
+
+def test_cv_sampled_setting_is_typed():
+    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
+    from owl_eval.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="agent.sigma_degrees"):
+        ConstantVelocitySampledPredictor(-5.0)
+    with pytest.raises(ConfigError, match="agent.sigma_degrees"):
+        ConstantVelocitySampledPredictor("wide")

@@ -49,7 +49,7 @@ def test_grid_places_frames_by_step(tiny_dir):
 def test_windows_and_masks_match_a_hand_count(tiny_dir):
     # obs 2 + pred 2 = 4 steps; 7 steps -> window starts 0, 1, 2, 3; last observed step = start + 1.
     s = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=8,
-                    complete_only=False, dt=0.4)
+                    windows="last_observed", dt=0.4)
     # present at step 1: peds 1, 2 | step 2: 1, 2 | step 3: 1 (2 missing) | step 4: 1, 2 -> 4 scenes
     assert s.scene_frame.tolist() == [0, 10, 20, 30]
     assert s.agent_mask.sum(1).tolist() == [2, 2, 1, 2]
@@ -64,14 +64,9 @@ def test_windows_and_masks_match_a_hand_count(tiny_dir):
     assert s.num_agents == 2
 
 
-def test_complete_only_and_agent_chunks(tiny_dir):
-    s = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=8,
-                    complete_only=True, dt=0.4)
-    # only ped 1 is present at all 4 steps of windows 0, 1, 2 (frames 0..50); ped 2 always misses one step
-    assert s.scene_frame.tolist() == [0, 10, 20]
-    assert s.agent_mask.sum(1).tolist() == [1, 1, 1]
+def test_agent_chunks(tiny_dir):
     chunked = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=1,
-                          complete_only=False, dt=0.4)
+                          windows="last_observed", dt=0.4)
     # max_agents=1 splits each window into one scene per agent: 2 + 2 + 1 + 2 = 7 scenes, nobody dropped
     assert chunked.scene_frame.tolist() == [0, 0, 10, 10, 20, 30, 30]
     assert chunked.agent_mask.sum() == 7
@@ -105,9 +100,14 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
     assert "biwi_hotel" not in set(splits.train.scene_source)
     assert {"crowds_zara03", "uni_examples", "students001"} <= set(splits.train.scene_source)
     assert test.history.shape[2:] == (8, 2) and test.future.shape[2:] == (12, 2)
-    # plain-loop count: agents of the scene starting at frame F are the pedestrians listed at frame F + 70
+    # plain-loop count (windows: cvm): agents of the scene starting at frame F are the pedestrians listed at
+    # every frame F..F + 70 and at one of F + 80..F + 190 at least
     f0 = int(test.scene_frame[10])
-    expected = np.sum(rows[:, 0] == f0 + 70)
+    frames_of = {}
+    for frame, pid in rows[:, :2]:
+        frames_of.setdefault(pid, set()).add(int(frame))
+    expected = sum(all(f0 + 10 * k in fr for k in range(8)) and any(f0 + 10 * k in fr for k in range(8, 20))
+                   for fr in frames_of.values())
     in_scenes = test.agent_mask[test.scene_frame == f0].sum()
     assert in_scenes == expected
     # the first agent's history equals the file rows of its pedestrian (looked up by position at F + 70)
@@ -174,7 +174,9 @@ def test_a_link_in_the_data_folder_is_not_followed(tiny_dir, tmp_path_factory):
     ({"obs_len": 1}, "domain.obs_len: expected an integer >= 2, got 1"),
     ({"stride": 0}, "domain.stride: expected an integer >= 1, got 0"),
     ({"fps": 0}, "domain.fps: expected a number > 0, got 0"),
-    ({"complete_only": "maybe"}, "domain.complete_only: expected true or false, got 'maybe'"),
+    ({"windows": "sgan"}, ("domain.windows: expected one of cvm, social_gan, last_observed (which pedestrians a "
+                           "window scores), got 'sgan'")),
+    ({"windows": 3}, "domain.windows: expected"),
     ({"test_group": "mars"}, "domain.test_group: expected one of ['eth', 'hotel', 'univ', 'zara1', 'zara2'], got 'mars'"),
     ({"groups": {"eth": "biwi_eth"}}, "domain.groups.eth: expected a list of file names, got 'biwi_eth'"),
     ({"extra_train_files": ["../../etc/passwd"]}, "domain.extra_train_files[0]: file name '../../etc/passwd' is not a safe name"),
@@ -183,3 +185,44 @@ def test_each_bad_domain_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ValueError) as err:
         EthUcyDomain("somewhere", **setting)
     assert str(err.value).startswith(message)
+
+
+# Conventions (domain.windows). obs_len 3 + pred_len 2 = 5 steps; steps 0..6 -> window starts 0, 1, 2.
+# Pedestrian k walks along y = k - 1 with x = step. Present at steps:
+#   1 (A): 0-6      2 (B): 1-6      3 (C): 0-3      4 (D): 2 only      5 (E): 0, 1, 2, 4
+CONVENTIONS = "".join(f"{10 * t}\t{ped}\t{float(t)}\t{float(ped - 1)}\n"
+                      for t in range(7) for ped, steps in ((1, range(7)), (2, range(1, 7)), (3, range(4)),
+                                                           (4, [2]), (5, [0, 1, 2, 4])) if t in steps)
+
+
+@pytest.mark.parametrize("windows, expected", [
+    # window 0 (obs 0-2, future 3-4): A full; B misses step 0; C full history, future step 3; D one point;
+    #   E full history, future step 4 -> cvm A, C, E; complete only A (one: Social-GAN drops the window);
+    #   at the last observed step (2) all five
+    # window 1 (obs 1-3, future 4-5): A, B full; C no future; D absent; E misses step 3
+    # window 2 (obs 2-4, future 5-6): A, B full; C gone at 4; E at 4 but misses 3
+    ("cvm", {0: [1, 3, 5], 10: [1, 2], 20: [1, 2]}),
+    ("social_gan", {10: [1, 2], 20: [1, 2]}),
+    ("last_observed", {0: [1, 2, 3, 4, 5], 10: [1, 2, 3], 20: [1, 2, 5]}),
+])
+def test_window_conventions_select_the_pedestrians_counted_by_hand(tmp_path, windows, expected):
+    (tmp_path / "c.txt").write_text(CONVENTIONS)
+    s = file_scenes(tmp_path / "c.txt", frame_step=10, obs_len=3, pred_len=2, stride=1, max_agents=8,
+                    windows=windows, dt=0.4)
+    scored = {}
+    for i, frame in enumerate(s.scene_frame.tolist()):
+        real = np.isfinite(s.history[i]).all(-1).any(-1) | np.isfinite(s.future[i]).all(-1).any(-1)
+        scored[frame] = sorted(int(y) + 1 for y in np.nanmax(s.history[i, real, :, 1], axis=-1))
+    assert scored == expected
+    if windows != "last_observed":  # every scored pedestrian has a full history: a velocity at the last step
+        real = np.isfinite(s.history).all(-1).any(-1)
+        assert np.isfinite(s.history[real]).all()
+
+
+def test_windows_setting_reaches_the_run_tags_and_rejects_unknown_values(tiny_dir):
+    from owl_eval.errors import ConfigError
+
+    assert EthUcyDomain(str(tiny_dir)).tags() == {"windows": "cvm"}
+    assert EthUcyDomain(str(tiny_dir), windows="social_gan").tags() == {"windows": "social_gan"}
+    with pytest.raises(ConfigError, match=r"^domain.windows: expected one of cvm, social_gan, last_observed"):
+        EthUcyDomain(str(tiny_dir), windows="complete")

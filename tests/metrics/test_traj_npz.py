@@ -35,9 +35,13 @@ def test_arrays_equal_numpys_reader(tmp_path, save):
 
 
 def _corrupt(path, member):
-    """Overwrite 8 data bytes of a stored member (after its .npy header) without updating the CRC."""
+    """Overwrite 8 data bytes of a stored member (after its .npy header) without updating the CRC; flip a
+    byte of a deflated member's compressed data."""
     with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
         info = zf.getinfo(member)
+        if info.compress_type == zipfile.ZIP_DEFLATED:
+            fh.close()
+            return _flip_deflated_byte(path, member)
         fh.seek(info.header_offset + 26)
         n_name, n_extra = struct.unpack("<HH", fh.read(4))
         fh.seek(info.header_offset + 30 + n_name + n_extra)
@@ -90,3 +94,47 @@ def test_chunk_size_must_be_a_positive_integer(tmp_path, chunk_size):
         T.trajectory_table(true, pred, mask, rng=np.random.default_rng(0), kde=False, chunk_size=chunk_size)
     with pytest.raises(MetricInputError, match="chunk_size: expected a positive integer"):
         trajectory_table_npz(tmp_path / "a.npz", rng=np.random.default_rng(0), kde=False, chunk_size=chunk_size)
+
+
+def _flip_deflated_byte(path, member, at=0.5):
+    """Flip one byte in the middle of a deflated member's compressed data (the CRC is not updated)."""
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
+        info = zf.getinfo(member)
+        assert info.compress_type == zipfile.ZIP_DEFLATED
+        fh.seek(info.header_offset + 26)
+        n_name, n_extra = struct.unpack("<HH", fh.read(4))
+        offset = info.header_offset + 30 + n_name + n_extra + int(info.compress_size * at)
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("at", [0.0, 0.02, 0.5])  # in the .npy header's bytes, near it, in the data
+def test_corrupted_deflated_member_is_refused(tmp_path, at):
+    # Records are written with np.savez_compressed: their members are read in full (no map), and the
+    # CRC-32 is checked at the end of that read, also with verify=False; damage that garbles the header
+    # is named as damage too, not as a malformed .npy.
+    path = tmp_path / "rec.npz"
+    rng = np.random.default_rng(3)
+    np.savez_compressed(path, Path_pred=rng.normal(size=(50, 40)).round(2), other=np.arange(3))
+    _flip_deflated_byte(path, "Path_pred.npy", at)
+    for verify in (True, False):
+        with pytest.raises(MetricInputError, match=r"rec.npz: member 'Path_pred.npy' is corrupted"):
+            npz_arrays(path, verify=verify)
+
+
+def test_deflated_members_are_decompressed_once(tmp_path, monkeypatch):
+    """npz_arrays skips deflated members in its CRC pre-check: they are checked while being read."""
+    path = tmp_path / "rec.npz"
+    np.savez_compressed(path, a=np.arange(1000.0), b=np.ones((20, 20)))
+    opened = []
+    real_open = zipfile.ZipFile.open
+
+    def counting_open(self, name, *args, **kwargs):
+        opened.append(getattr(name, "filename", name))
+        return real_open(self, name, *args, **kwargs)
+
+    monkeypatch.setattr(zipfile.ZipFile, "open", counting_open)
+    arrays = npz_arrays(path)
+    assert sorted(opened) == ["a.npy", "b.npy"]
+    np.testing.assert_array_equal(arrays["a"], np.arange(1000.0))

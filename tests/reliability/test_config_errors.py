@@ -4,7 +4,7 @@ Each case runs the real command line on one bad override and asserts (``assert_c
 != 0, one ``error:`` line naming the key, no traceback, no run created, nothing written outside the store.
 Covered: typed protocol, domain and agent settings (``protocol.batch_size=2.5`` used to run with 2), typed
 metric settings (``+metrics.treshold=0.7`` used to be logged beside ``threshold``), settings that must fit
-the data (``protocol.known_classes=20`` on 10 digits, ``metrics.k_values=[1000]`` with 20 predictions),
+the data (``protocol.known_classes=20`` on 10 digits, ``metrics.k_values=[1000]`` with 100 predictions),
 ETH/UCY data paths, and agents or baselines of the wrong protocol.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ CASES = [
     ("metric_not_a_number", [OND, "metrics.threshold=high"], ["metrics.threshold", "expected a number", "high"]),
     ("metric_bool", [OND, "metrics.threshold_grid=maybe"], ["metrics.threshold_grid", "expected true or false"]),
     ("metric_names", [CONTINUAL, "metrics.names=[top1]"], ["metrics.names", "unknown metric(s) ['top1']"]),
-    ("k_values_over_num_preds", [CROWD, "metrics.k_values=[1000]"], ["metrics.k_values", "K=1000", "20 predictions"]),
+    ("k_values_over_num_preds", [CROWD, "metrics.k_values=[1000]"], ["metrics.k_values", "K=1000", "100 predictions"]),
     ("negative_window_length", [RL, "metrics.window_length=-1"], ["metrics.window_length", "expected an integer >= 1"]),
     # protocol settings
     ("batch_size_fraction", [OND, "protocol.batch_size=2.5"], ["protocol.batch_size", "expected an integer", "2.5"]),

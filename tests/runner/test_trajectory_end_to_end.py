@@ -55,8 +55,26 @@ def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
     assert r.data.metrics["num_scenes"] == 12
     tags = r.data.tags
     assert (tags["protocol"], tags["domain"], tags["agent"]) == ("trajectory", "crowd_sim", "trajectory/knn_futures")
-    assert r.data.params["protocol.num_preds"] == "20"
-    assert "na.kde_nll_marginal" in tags  # 20 predictions in 24 dimensions: singular KDE, reason logged
+    assert r.data.params["protocol.num_preds"] == "100"
+    _assert_no_na_kde_metric(r)
+
+
+KDE_METRICS = [f"{name}_{kind}" for name in ("kde_nll", "kde_ece", "ml_ade", "ml_fde", "brier_min_fde")
+               for kind in ("marginal", "joint")]
+
+
+def _assert_no_na_kde_metric(r):
+    """The showcase is complete: 100 predictions > 24 marginal and 72 joint dimensions (3 agents at most)."""
+    assert [t for t in r.data.tags if t.startswith("na.")] == []
+    for name in KDE_METRICS:
+        assert np.isfinite(r.data.metrics[name]), name
+    assert r.data.metrics["kde_nll_na_count"] == 0
+
+
+@pytest.mark.slow
+def test_default_crowd_experiment_reports_every_kde_metric(experiment, client, tmp_path):
+    run(["+experiment=trajectory_crowd", *experiment["overrides"]], output_dir=tmp_path)
+    _assert_no_na_kde_metric(_only_run(client, experiment["name"]))
 
 
 @pytest.mark.slow
@@ -67,6 +85,7 @@ def test_eth_ucy_experiment_logs_the_table(experiment, client, tmp_path, shared_
     r = _only_run(client, experiment["name"])
     _check_run(client, r, tmp_path)
     assert r.data.params["domain.test_group"] == "hotel"
+    assert r.data.tags["windows"] == "cvm"  # which pedestrians are scored (domain.windows)
     assert "kde_nll_marginal" in r.data.metrics  # 30 noisy predictions > 24 dimensions: the KDE is defined
 
 

@@ -186,7 +186,7 @@ class PositionalPredictor(Returns):
                                   "runs no baseline agent; choose baseline=none"),
     (dict(agent=OndLikeAgent()), "agent (tests.runner.test_trajectory_protocol.OndLikeAgent) is not a trajectory "
                                  "predictor: it has no predict(history, *, pred_len, num_preds, dt, rng) method; choose "
-                                 "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, "
+                                 "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, trajectory/cv_sampled, "
                                  "trajectory/knn_futures)"),
     (dict(agent=PositionalPredictor(_cv)), "agent (tests.runner.test_trajectory_protocol.PositionalPredictor) is not a "
                                            "trajectory predictor: its predict(history, pred_len, num_preds) cannot be "
