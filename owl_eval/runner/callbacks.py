@@ -139,6 +139,25 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
 
 
+def print_sweep_end(settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path) -> Path | None:
+    """Write the comparison (Markdown and CSV) into the sweep directory and print its path, the best groups
+    and how to open the sweep's parent run. Returns the Markdown file, or None when no job finished."""
+    from owl_eval.plots.compare import to_csv, to_markdown
+    from owl_eval.runner.summary import sweep_summary
+
+    uri = settings.resolved_uri(launch_dir)
+    if not rows:
+        print(f"no finished job to compare; sweep run: {run_id}", flush=True)
+        return None
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    table = sweep_dir / "comparison.md"
+    table.write_text(to_markdown(rows))
+    (sweep_dir / "comparison.csv").write_text(to_csv(rows))
+    experiment_id = make_client(uri).get_run(run_id).info.experiment_id
+    print(sweep_summary(rows, table, uri, experiment_id, run_id), flush=True)
+    return table
+
+
 class MlflowSweepCallback(Callback):
     def __init__(self, env_var: str = "OWL_EVAL_PARENT_RUN_ID"):
         self.env_var = env_var
@@ -176,8 +195,9 @@ class MlflowSweepCallback(Callback):
         if run_id:
             try:
                 params = config.hydra.sweeper.get("params")
-                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
-                                sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+                rows = summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
+                                       sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+                print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception("comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it", run_id, run_id)
             mark_parent(settings, launch_dir, run_id, "FINISHED")

@@ -244,6 +244,60 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[start:start + size]
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """Where a run this process started lives: what the end-of-run summary prints."""
+
+    uri: str
+    experiment: str
+    run_name: str
+    run_id: str
+
+
+# Every run TrackedRun.start created in this process, oldest first (the CLI prints a summary of the new ones).
+STARTED_RUNS: list[StartedRun] = []
+
+
+class ThresholdSweeps:
+    """Collects a metric's values over detection thresholds (``name@t`` scalars and N/As, ``name_vs_threshold``
+    series with step = threshold x 1000) into one table per metric: columns threshold, value, na_reason."""
+
+    def __init__(self):
+        self._points: dict[str, dict[float, tuple[float | None, str]]] = {}
+
+    def add_point(self, name: str, value: float | None, reason: str = "") -> bool:
+        from owl_eval.metrics.registry import threshold_point
+
+        found = threshold_point(name)
+        if found is None:
+            return False
+        base, threshold = found
+        self._points.setdefault(base, {})[threshold] = (value, reason)  # a point beats the series' copy
+        return True
+
+    def add_series(self, name: str, series) -> bool:
+        from owl_eval.metrics.registry import THRESHOLD_SERIES_SUFFIX
+
+        if not name.endswith(THRESHOLD_SERIES_SUFFIX):
+            return False
+        points = self._points.setdefault(name[:-len(THRESHOLD_SERIES_SUFFIX)], {})
+        for step, value in zip(series.steps.tolist(), series.values.tolist()):
+            finite = bool(np.isfinite(value))
+            points.setdefault(round(step / 1000, 6), (value if finite else None, "" if finite else "not a number"))
+        return True
+
+    def tables(self) -> dict[str, dict[str, list]]:
+        """``threshold/<name>`` -> columns (``mlflow.log_table`` data), thresholds ascending."""
+        from owl_eval.metrics.registry import threshold_table_name
+
+        out = {}
+        for base, points in self._points.items():
+            thresholds = sorted(points)
+            out[threshold_table_name(base)] = {"threshold": thresholds, "value": [points[t][0] for t in thresholds],
+                                               "na_reason": [points[t][1] for t in thresholds]}
+        return out
+
+
 class TrackedRun:
     """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
 
@@ -253,10 +307,11 @@ class TrackedRun:
     and process start time (``owl_eval.runner.liveness``), so a later launch can tell when its process died.
     """
 
-    def __init__(self, client, run_id: str, max_series_points: int | None = 2000):
+    def __init__(self, client, run_id: str, max_series_points: int | None = 2000, protocol: str | None = None):
         self.client = client
         self.run_id = run_id
         self.max_series_points = max_series_points
+        self.protocol = protocol  # whose headline metrics log_results keys plainly
         self._ended = False
 
     @classmethod
@@ -275,7 +330,9 @@ class TrackedRun:
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
-        return cls(client, run.info.run_id, max_series_points=settings.max_series_points)
+        STARTED_RUNS.append(StartedRun(uri, settings.experiment_name, run_name, run.info.run_id))
+        return cls(client, run.info.run_id, max_series_points=settings.max_series_points,
+                   protocol=all_tags.get("protocol"))
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
@@ -311,16 +368,35 @@ class TrackedRun:
         for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=chunk)
 
-    def log_results(self, results: MetricResults) -> None:
-        """Scalars at step 0, series with their steps, and every N/A reason as a tag and a JSON artifact."""
+    def log_results(self, results: MetricResults, protocol: str | None = None) -> None:
+        """Scalars at step 0 and series with their steps under the keys of
+        :func:`owl_eval.metrics.registry.logged_key` (headline plain, the rest ``detail/``, ``baseline/``);
+        threshold sweeps as one logged table each (``threshold/<name>.json``); every N/A reason as a tag
+        ``na.<key>``, except values fixed by construction, and all of them in ``metrics_na.json``.
+
+        ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
 
+        from owl_eval.metrics.registry import PROTOCOL_MODULES, constant_by_design, logged_key, threshold_point
+
+        protocol = protocol or self.protocol
+        keyed = (lambda n: logged_key(protocol, n)) if protocol in PROTOCOL_MODULES else metric_key  # noqa: E731
         now = int(time.time() * 1000)
-        items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
+        sweeps = ThresholdSweeps()
+        items = []
+        for name, value in results.values.items():
+            if not sweeps.add_point(name, value):
+                items.append(Metric(keyed(name), float(value), now, 0))
+        na_tags: dict[str, str] = {}
+        for name, reason in results.na.items():
+            if not sweeps.add_point(name, None, reason) and not constant_by_design(reason):
+                na_tags[f"na.{keyed(name)}"[:250]] = reason[:5000]
         downsampled: dict[str, str] = {}
         for name, series in results.series.items():
+            if sweeps.add_series(name, series):
+                continue
             # A series may not share its key with a scalar: MLflow would hold two values at step 0.
-            key = metric_key(name if name not in results.values else f"{name}_by_step")
+            key = keyed(name if name not in results.values else f"{name}_by_step")
             steps, values = series.steps, series.values
             if self.max_series_points and len(steps) > self.max_series_points:
                 # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
@@ -329,10 +405,13 @@ class TrackedRun:
                 self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
             items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
         self._send_metrics(items)
+        for table, rows in sweeps.tables().items():
+            self.client.log_table(self.run_id, rows, f"{table}.json")
         if downsampled:
             self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
+        if na_tags:
+            self.set_tags(na_tags)
         if results.na:
-            self.set_tags({f"na.{metric_key(k)}"[:250]: reason[:5000] for k, reason in results.na.items()})
             self.log_dict(results.na, "metrics_na.json")
 
     def log_dict(self, data, artifact_file: str) -> None:
