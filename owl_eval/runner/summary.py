@@ -131,7 +131,8 @@ def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str
         lines.append(f"best groups by {metric} ({arrow} is better; mean ± 95% CI over seeds):")
         width = max(len(r.label) for r in best_first[:TOP_GROUPS])
         for r in best_first[:TOP_GROUPS]:
-            spread = f" ± {significant(r.half_width)}" if math.isfinite(r.half_width) else ""
+            half = r.half_width if abs(r.half_width) > 1e-12 * max(abs(r.mean), 1.0) else 0.0  # rounding noise
+            spread = f" ± {significant(half)}" if math.isfinite(half) else ""
             lines.append(f"  {r.label:<{width}}  {significant(r.mean)}{spread}  (n={r.n})")
         if len(found) > TOP_GROUPS:
             lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
