@@ -405,14 +405,38 @@ class TrackedRun:
                 self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
             items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
         self._send_metrics(items)
-        for table, rows in sweeps.tables().items():
-            self.client.log_table(self.run_id, rows, f"{table}.json")
+        self.log_tables({f"{name}.json": columns for name, columns in sweeps.tables().items()})
         if downsampled:
             self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
         if na_tags:
             self.set_tags(na_tags)
         if results.na:
             self.log_dict(results.na, "metrics_na.json")
+
+    def log_tables(self, tables: Mapping[str, Mapping[str, list]]) -> None:
+        """Tables (``artifact path.json`` -> columns) in ``mlflow.log_table``'s format, readable with
+        ``mlflow.load_table``: written in one upload and one tag, where ``log_table`` costs four calls per table."""
+        import json
+
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        if not tables:
+            return
+
+        def cell(value):
+            return None if isinstance(value, float) and not np.isfinite(value) else value
+
+        def write(folder: Path) -> None:
+            for path, columns in tables.items():
+                names = list(columns)
+                rows = [[cell(v) for v in row] for row in zip(*(columns[n] for n in names))]
+                (folder / path).parent.mkdir(parents=True, exist_ok=True)
+                (folder / path).write_text(json.dumps({"columns": names, "data": rows}))
+
+        self.log_files(write, None)
+        listed = json.loads(self.client.get_run(self.run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        listed += [{"path": path, "type": "table"} for path in tables if {"path": path, "type": "table"} not in listed]
+        self.set_tags({MLFLOW_LOGGED_ARTIFACTS: json.dumps(listed)})
 
     def log_dict(self, data, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)
