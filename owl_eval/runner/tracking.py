@@ -258,46 +258,6 @@ class StartedRun:
 STARTED_RUNS: list[StartedRun] = []
 
 
-class ThresholdSweeps:
-    """Collects a metric's values over detection thresholds (``name@t`` scalars and N/As, ``name_vs_threshold``
-    series with step = threshold x 1000) into one table per metric: columns threshold, value, na_reason."""
-
-    def __init__(self):
-        self._points: dict[str, dict[float, tuple[float | None, str]]] = {}
-
-    def add_point(self, name: str, value: float | None, reason: str = "") -> bool:
-        from owl_eval.metrics.registry import threshold_point
-
-        found = threshold_point(name)
-        if found is None:
-            return False
-        base, threshold = found
-        self._points.setdefault(base, {})[threshold] = (value, reason)  # a point beats the series' copy
-        return True
-
-    def add_series(self, name: str, series) -> bool:
-        from owl_eval.metrics.registry import THRESHOLD_SERIES_SUFFIX
-
-        if not name.endswith(THRESHOLD_SERIES_SUFFIX):
-            return False
-        points = self._points.setdefault(name[:-len(THRESHOLD_SERIES_SUFFIX)], {})
-        for step, value in zip(series.steps.tolist(), series.values.tolist()):
-            finite = bool(np.isfinite(value))
-            points.setdefault(round(step / 1000, 6), (value if finite else None, "" if finite else "not a number"))
-        return True
-
-    def tables(self) -> dict[str, dict[str, list]]:
-        """``threshold/<name>`` -> columns (``mlflow.log_table`` data), thresholds ascending."""
-        from owl_eval.metrics.registry import threshold_table_name
-
-        out = {}
-        for base, points in self._points.items():
-            thresholds = sorted(points)
-            out[threshold_table_name(base)] = {"threshold": thresholds, "value": [points[t][0] for t in thresholds],
-                                               "na_reason": [points[t][1] for t in thresholds]}
-        return out
-
-
 class TrackedRun:
     """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
 
@@ -377,11 +337,13 @@ class TrackedRun:
         ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
 
-        from owl_eval.metrics.registry import PROTOCOL_MODULES, constant_by_design, logged_key, threshold_point
+        from owl_eval.metrics.registry import PROTOCOL_MODULES, constant_by_design, logged_key
 
         protocol = protocol or self.protocol
         keyed = (lambda n: logged_key(protocol, n)) if protocol in PROTOCOL_MODULES else metric_key  # noqa: E731
         now = int(time.time() * 1000)
+        from owl_eval.runner.threshold_tables import ThresholdSweeps
+
         sweeps = ThresholdSweeps()
         items = []
         for name, value in results.values.items():

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -24,7 +24,7 @@ def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR")}
     env |= {"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
     return subprocess.run([sys.executable, "-m", module, *args, f"hydra.run.dir={cwd}/hydra"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
 
 
 def _rounded(value: float) -> float:
