@@ -211,9 +211,10 @@ class MlflowSweepCallback(Callback):
                                     experiment=str(config.get("experiment_name", "")),
                                     overrides=list(config.hydra.overrides.task))
         os.environ[self.env_var] = run_id
-        params = config.hydra.sweeper.get("params")
+        params = OmegaConf.select(config, "hydra.sweeper.params")
         os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(
-            list(config.hydra.overrides.task), OmegaConf.to_container(params, resolve=True) if params else {}))
+            list(OmegaConf.select(config, "hydra.overrides.task") or []),
+            OmegaConf.to_container(params, resolve=True) if params else {}))
         _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id,
                            env_var=self.env_var)
         log.info("MLflow sweep parent run %s", run_id)
