@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mlflow.tracking import MlflowClient
 
 from owl_eval.metrics import registry
 from owl_eval.metrics.results import MetricResults, Series
@@ -71,8 +72,6 @@ def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition,
     assert f"run: {experiment['name']}/{run.info.run_name} ({run.info.run_id})" in lines
     command = shlex.split(lines[-1])
     assert command[:3] == ["mlflow", "ui", "--backend-store-uri"]
-    from mlflow.tracking import MlflowClient
-
     assert MlflowClient(command[3]).get_run(run.info.run_id).info.status == "FINISHED"
 
 
@@ -155,8 +154,6 @@ def test_headline_is_five_to_ten_declared_metrics(protocol):
 
 
 def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, monkeypatch):
-    from mlflow.tracking import MlflowClient
-
     from owl_eval.runner.tracking import TrackedRun
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_store["uri"])  # MlflowClient.load_table searches the global store
@@ -215,3 +212,20 @@ def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
     assert [line.split()[0] for line in lines[2:5]] == ["b", "c", "a"]
     assert "0.7 ± 0.05" in lines[2] and "(n=3)" in lines[2]
     assert lines[-1] == "mlflow ui --backend-store-uri sqlite:////s/mlflow.db"
+
+
+def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
+    fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
+    proc = _cli("owl_eval.runner.evaluate", ["+source=sailon", f"source.path={fixture / 'data'}",
+                                             f"source.results_path={fixture / 'mock_results'}", *experiment["overrides"]],
+                tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _only_run(client, experiment["name"])
+    table = _printed_table(proc.stdout)
+    assert "m21_fp_pct" in table
+    for name, shown in table.items():
+        if not shown.startswith("N/A"):
+            assert float(shown) == pytest.approx(_rounded(run.data.metrics[name]), rel=1e-12), name
+    assert f"({run.info.run_id})" in proc.stdout.splitlines()[-2]
+    assert MlflowClient(shlex.split(proc.stdout.splitlines()[-1])[3]).get_run(run.info.run_id)
+
