@@ -14,6 +14,11 @@ them; each form below maps to exactly one declaration (``spec_for``), and so doe
     time/total_s, ste/reused, num_scenes    what the runner adds (timings, counts): :data:`RUNNER_SPECS`
 
 Nothing else resolves: an unknown name is None, never a neighbour's declaration.
+
+MLflow keys (:func:`logged_key`): the protocol's :data:`HEADLINE` metrics under their plain names, the baseline
+agent's under ``baseline/<name>``, timings under ``time/``, everything else under ``detail/<name>``; threshold
+sweeps (``name@t``, ``name_vs_threshold``) are logged tables ``threshold/<name>`` (columns threshold, value),
+never metric steps. ``spec_for_key`` resolves every one of these forms (and the older unprefixed keys).
 """
 from __future__ import annotations
 
@@ -73,6 +78,82 @@ RUNNER_SPECS: dict[str, list[MetricSpec]] = {
                    description="reward per episode after smoothing and normalisation, a series"),
     ],
 }
+# What users of each field look at first (SAIL-ON program metrics, Renate/Avalanche continual summaries,
+# trajectory-forecasting leaderboards, l2metrics' lifetime summary): logged under plain MLflow keys and printed
+# at the end of a run, in this order. ``{k}`` matches every K of the trajectory ``k_values``.
+HEADLINE: dict[str, tuple[str, ...]] = {
+    "ond": ("top1", "top3", "m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct", "m3_nrp_top1", "m4_nrp_top1",
+            "m5_opti_top1", "m6_apti_top1", "auroc_novel", "oscr"),
+    "continual": ("average_accuracy", "micro_average_accuracy", "forgetting", "backward_transfer", "forward_transfer"),
+    "trajectory": ("ade_marginal", "fde_marginal", "min_ade_{k}_marginal", "min_fde_{k}_marginal", "miss_rate_marginal",
+                   "kde_nll_marginal", "kde_ece_marginal", "collision_rate_marginal"),
+    "lifelong_rl": ("perf_recovery", "perf_maintenance_mrlep", "forward_transfer_ratio", "backward_transfer_ratio",
+                    "ste_rel_perf", "sample_efficiency"),
+}
+DETAIL_PREFIX = "detail/"
+BASELINE_PREFIX = "baseline/"
+THRESHOLD_PREFIX = "threshold/"
+THRESHOLD_SERIES_SUFFIX = "_vs_threshold"
+# N/A reasons of values fixed by construction (metrics.ond: ndp_*_pre, M5/M6 of the baseline itself, detection
+# under the given condition): not measurements, so not logged as metrics or tags (metrics_na.json keeps them).
+_BY_DESIGN = ("by construction", "detection is not measured")
+
+
+def headline_rank(protocol: str, name: str) -> int | None:
+    """The position of ``name`` (a reported name, no prefix) in the protocol's :data:`HEADLINE`, or None."""
+    _check_protocol(protocol)
+    for i, declared in enumerate(HEADLINE[protocol]):
+        if declared == name:
+            return i
+        if "{k}" in declared:
+            head, tail = declared.split("{k}", 1)
+            middle = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+            if middle.isdigit() and len(name) > len(head) + len(tail):
+                return i
+    return None
+
+
+def is_headline(protocol: str, name: str) -> bool:
+    return headline_rank(protocol, name) is not None
+
+
+def constant_by_design(reason: str) -> bool:
+    """Whether an N/A reason says the value is fixed by construction (not a measurement)."""
+    return any(marker in reason for marker in _BY_DESIGN)
+
+
+def threshold_point(name: str) -> tuple[str, float] | None:
+    """``m2_cdt_pct@0.3`` -> ("m2_cdt_pct", 0.3); ``baseline.x@0.5`` -> ("baseline.x", 0.5); else None."""
+    head, sep, tail = name.rpartition("@")
+    if not sep or not head:
+        return None
+    try:
+        return head, float(tail)
+    except ValueError:
+        return None
+
+
+def logged_key(protocol: str, name: str) -> str:
+    """The MLflow key a reported scalar or series is logged under (see the module docstring):
+    ``top1`` -> ``top1``, ``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``,
+    ``task/3/accuracy`` -> ``detail/task/3/accuracy``, ``time/total_s`` unchanged."""
+    if name.startswith(TIME_PREFIX):
+        return metric_key(name)
+    if name.startswith("baseline."):
+        return BASELINE_PREFIX + metric_key(name[len("baseline."):])
+    if is_headline(protocol, name):
+        return metric_key(name)
+    return DETAIL_PREFIX + metric_key(name)
+
+
+def threshold_table_name(name: str) -> str:
+    """The logged table of a threshold sweep of ``name`` (``ndp_f1_post`` or ``baseline.ndp_f1_post``):
+    ``threshold/ndp_f1_post``, ``threshold/baseline/ndp_f1_post``."""
+    if name.startswith("baseline."):
+        return THRESHOLD_PREFIX + BASELINE_PREFIX + metric_key(name[len("baseline."):])
+    return THRESHOLD_PREFIX + metric_key(name)
+
+
 # ``time/<anything>``: wall-clock seconds of a phase of the job, for every protocol.
 TIME_PREFIX = "time/"
 
@@ -167,6 +248,14 @@ def _resolve(protocol: str, key: str) -> tuple[MetricSpec, bool] | None:
     _check_protocol(protocol)
     if key.startswith(TIME_PREFIX) and len(key) > len(TIME_PREFIX):
         return _time_spec(protocol), False
+    if key.startswith(THRESHOLD_PREFIX):  # a logged threshold table: a series over thresholds
+        found = _resolve(protocol, key[len(THRESHOLD_PREFIX):])
+        return None if found is None else (found[0], True)
+    if key.startswith(DETAIL_PREFIX):
+        rest = key[len(DETAIL_PREFIX):]
+        return None if rest.startswith((DETAIL_PREFIX, BASELINE_PREFIX)) else _resolve(protocol, rest)
+    if key.startswith(BASELINE_PREFIX):
+        key = "baseline." + key[len(BASELINE_PREFIX):]
     found = _core(protocol, key)
     if found is not None:
         return found
@@ -187,8 +276,9 @@ def _resolve(protocol: str, key: str) -> tuple[MetricSpec, bool] | None:
 
 
 def spec_for_key(protocol: str, key: str) -> MetricSpec | None:
-    """The declaration behind an MLflow metric key (``fpr_at_95tpr``, ``m2_cdt_pct_at_0.3``,
-    ``baseline.top1``, ``task/cartpole_default/saturation``), or None when the protocol declares no such name."""
+    """The declaration behind an MLflow metric key or logged table (``top1``, ``detail/fpr_at_95tpr``,
+    ``baseline/top1``, ``threshold/m2_cdt_pct``, ``detail/task/cartpole_default/saturation``; the older
+    ``m2_cdt_pct_at_0.3`` and ``baseline.top1`` too), or None when the protocol declares no such name."""
     found = _resolve(protocol, key)
     return None if found is None else found[0]
 

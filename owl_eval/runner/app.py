@@ -136,11 +136,11 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
         "seed": str(seed), "experiment": str(cfg.get("experiment_name", "")),
         "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(cfg),
     } | protocol.tags() | getattr(job.domain, "tags", dict)()  # domain settings that change the numbers (windows)
-    run_name = f"{names['agent'].rsplit('/', 1)[-1]}-seed{seed}"
-    if "condition" in tags:
-        run_name = f"{tags['condition']}-{run_name}"
-    if multirun:
-        run_name = f"{hc.job.num}-{run_name}"
+    from owl_eval.runner.callbacks import job_run_name
+
+    run_name = job_run_name(agent=names["agent"], seed=seed, condition=tags.get("condition"),
+                            job_num=hc.job.num if multirun else None,
+                            task_overrides=list(hc.overrides.task) if multirun else ())
     run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir)
     if skip:
         earlier = yield_to_earlier_claim(settings, launch_dir, run.run_id, config_hash(cfg), job_label=job_label)

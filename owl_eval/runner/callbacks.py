@@ -14,13 +14,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from owl_eval.runner.compare import summarize_sweep
+from owl_eval.runner.compare import summarize_sweep, swept_keys
 from owl_eval.errors import LaunchAborted
 from owl_eval.runner.liveness import owner_tags, reap_quietly
 from owl_eval.runner.resolvers import register_resolvers
@@ -47,6 +49,9 @@ register_resolvers()
 
 SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
 REAPED_TAG = "owl_eval.reaped"                      # on a sweep parent: runs of dead processes it marked KILLED
+
+SWEPT_KEYS_ENV = "OWL_EVAL_SWEPT_KEYS"  # comma-separated keys the sweep varies: what a job's run name shows
+MAX_NAME_PART = 24
 
 # The sweep parent this process opened (on_multirun_start) and has not closed yet: abort_open_sweep's target.
 _open_sweep: dict[str, Any] = {}
@@ -118,6 +123,7 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     sweep = dict(_open_sweep)
     _open_sweep.clear()
     os.environ.pop(sweep["env_var"], None)
+    os.environ.pop(SWEPT_KEYS_ENV, None)
     try:
         client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -139,6 +145,53 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
 
 
+def print_sweep_end(settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path) -> Path | None:
+    """Write the comparison (Markdown and CSV) into the sweep directory and print its path, the best groups
+    and how to open the sweep's parent run. Returns the Markdown file, or None when no job finished."""
+    from owl_eval.plots.compare import to_csv, to_markdown
+    from owl_eval.runner.summary import sweep_summary
+
+    uri = settings.resolved_uri(launch_dir)
+    if not rows:
+        print(f"no finished job to compare; sweep run: {run_id}", flush=True)
+        return None
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    table = sweep_dir / "comparison.md"
+    table.write_text(to_markdown(rows))
+    (sweep_dir / "comparison.csv").write_text(to_csv(rows))
+    experiment_id = make_client(uri).get_run(run_id).info.experiment_id
+    print(sweep_summary(rows, table, uri, experiment_id, run_id), flush=True)
+    return table
+
+
+def _name_part(value: str) -> str:
+    """A value as a short run-name part: the last path element of a config choice (``ond/knn_novelty``),
+    characters other than letters, digits and ``_ . = + -`` replaced."""
+    return re.sub(r"[^0-9A-Za-z_.=+-]", "_", value.rstrip("/").rsplit("/", 1)[-1])[:MAX_NAME_PART]
+
+
+def job_run_name(*, agent: str, seed, condition: str | None = None, job_num=None,
+                 task_overrides: Sequence[str] = (), swept: Sequence[str] | None = None) -> str:
+    """``[<job>-]<swept values>-[<condition>-]<agent>-seed<seed>``, e.g. ``3-handwriting-system-knn_novelty-seed1``.
+
+    ``swept``: the keys the sweep varies (default: :data:`SWEPT_KEYS_ENV`, set by the sweep callback); each one's
+    value is read from the job's ``task_overrides``; agent and seed have their own places."""
+    if swept is None:
+        swept = [k for k in os.environ.get(SWEPT_KEYS_ENV, "").split(",") if k]
+    given = {}
+    for override in task_overrides:
+        key, sep, value = str(override).partition("=")
+        if sep:
+            given[key.lstrip("+~")] = value
+    shown = [k for k in swept if k not in ("agent", "seed") and k in given]
+    parts = [str(job_num)] if job_num is not None else []
+    parts += [_name_part(given[k]) for k in shown]
+    if condition and not any(k.rsplit(".", 1)[-1] == "condition" for k in shown):
+        parts.append(_name_part(condition))
+    parts += [_name_part(agent), f"seed{seed}"]
+    return "-".join(p for p in parts if p)
+
+
 class MlflowSweepCallback(Callback):
     def __init__(self, env_var: str = "OWL_EVAL_PARENT_RUN_ID"):
         self.env_var = env_var
@@ -158,6 +211,10 @@ class MlflowSweepCallback(Callback):
                                     experiment=str(config.get("experiment_name", "")),
                                     overrides=list(config.hydra.overrides.task))
         os.environ[self.env_var] = run_id
+        params = OmegaConf.select(config, "hydra.sweeper.params")
+        os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(
+            list(OmegaConf.select(config, "hydra.overrides.task") or []),
+            OmegaConf.to_container(params, resolve=True) if params else {}))
         _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id,
                            env_var=self.env_var)
         log.info("MLflow sweep parent run %s", run_id)
@@ -176,10 +233,12 @@ class MlflowSweepCallback(Callback):
         if run_id:
             try:
                 params = config.hydra.sweeper.get("params")
-                summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
-                                sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+                rows = summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
+                                       sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+                print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception("comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it", run_id, run_id)
             mark_parent(settings, launch_dir, run_id, "FINISHED")
         os.environ.pop(self.env_var, None)
+        os.environ.pop(SWEPT_KEYS_ENV, None)
         _open_sweep.clear()

@@ -19,10 +19,11 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.app import run_job
-    from owl_eval.runner.console import user_facing
+    from owl_eval.runner.app import hydra_runtime, run_job
+    from owl_eval.runner.summary import with_summary
 
-    return user_facing(run_job, cfg)
+    hc = hydra_runtime()  # a sweep's job prints one line; the sweep's end prints the comparison
+    return with_summary(run_job, cfg, full=hc is None or str(hc.mode) != "RunMode.MULTIRUN")
 
 
 def cli() -> None:

@@ -195,15 +195,30 @@ def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> l
     for r in runs:
         logged.update(dict.fromkeys(r.data.metrics))
         logged.update(dict.fromkeys(k[3:] for k in r.data.tags if k.startswith("na.")))
+    protocols = {r.data.tags.get("protocol", "") for r in runs} - {""}
     if wanted:
-        keys = [metric_key(w) for w in wanted]
-        missing = [k for k in keys if k not in logged]
+        keys = [_logged_as(w, logged, protocols) for w in wanted]
+        missing = [w for w, k in zip(wanted, keys) if k not in logged]
         if missing:
             raise ConfigError(f"--metrics: {missing} not logged by these runs; logged: {sorted(logged)}")
         return keys
-    protocols = {r.data.tags.get("protocol", "") for r in runs} - {""}
     keep = [k for k in logged if any(_declared(p, k) is not None and not _is_series(p, k) for p in protocols)]
-    return sorted(keep, key=lambda k: (k.startswith("time/"), k.startswith("baseline."), "_at_" in k, k))
+    return sorted(keep, key=lambda k: (k.startswith("time/"), k.startswith(("baseline/", "baseline.")),
+                                       k.startswith("detail/"), "_at_" in k, k))
+
+
+def _logged_as(name: str, logged: Mapping, protocols: Iterable[str]) -> str:
+    """The key a metric name is logged under in these runs: as given (``detail/top1_pre``), or the key the
+    runner gives the reported name (``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``)."""
+    from owl_eval.metrics.registry import PROTOCOL_MODULES, logged_key
+
+    key = metric_key(name)
+    if key in logged:
+        return key
+    for protocol in sorted(set(protocols) & set(PROTOCOL_MODULES)):
+        if logged_key(protocol, name) in logged:
+            return logged_key(protocol, name)
+    return key
 
 
 def dedupe(runs: Sequence) -> list:
@@ -321,14 +336,19 @@ def sweep_comparison(client, parent_run_id: str, *, overrides: Sequence[str] | N
 
 # -- output ----------------------------------------------------------------------------------------------
 def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
-    """Parent-run metrics ``<group>/<metric>/<stat>`` and ``<group>/n_runs`` (seeds); non-finite values left out."""
+    """Parent-run metrics ``<group>/<metric>/<stat>`` of the headline metrics and ``<group>/n_runs`` (seeds);
+    non-finite values left out. Every other metric is in the comparison CSV/Markdown artifacts only."""
+    from owl_eval.metrics.registry import HEADLINE, is_headline
+
     out: dict[str, float] = {}
     for r in rows:
+        out[f"{r.label}/n_runs"] = max(out.get(f"{r.label}/n_runs", 0), r.runs or r.n)
+        if not any(is_headline(protocol, r.metric) for protocol in HEADLINE):
+            continue
         for stat in STATS:
             value = getattr(r, stat)
             if math.isfinite(value):
                 out[f"{r.label}/{r.metric}/{stat}"[:250]] = value
-        out[f"{r.label}/n_runs"] = max(out.get(f"{r.label}/n_runs", 0), r.runs or r.n)
     return out
 
 

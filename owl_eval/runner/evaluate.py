@@ -84,9 +84,9 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.console import user_facing
+    from owl_eval.runner.summary import with_summary
 
-    return user_facing(evaluate_job, cfg)
+    return with_summary(evaluate_job, cfg)  # the headline metrics and the mlflow ui command on stdout
 
 
 def cli() -> None:

@@ -244,6 +244,20 @@ def _chunks(items: list, size: int) -> Iterable[list]:
         yield items[start:start + size]
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """Where a run this process started lives: what the end-of-run summary prints."""
+
+    uri: str
+    experiment: str
+    run_name: str
+    run_id: str
+
+
+# Every run TrackedRun.start created in this process, oldest first (the CLI prints a summary of the new ones).
+STARTED_RUNS: list[StartedRun] = []
+
+
 class TrackedRun:
     """One MLflow run, written through ``MlflowClient`` only (no fluent global state, safe in workers).
 
@@ -253,10 +267,11 @@ class TrackedRun:
     and process start time (``owl_eval.runner.liveness``), so a later launch can tell when its process died.
     """
 
-    def __init__(self, client, run_id: str, max_series_points: int | None = 2000):
+    def __init__(self, client, run_id: str, max_series_points: int | None = 2000, protocol: str | None = None):
         self.client = client
         self.run_id = run_id
         self.max_series_points = max_series_points
+        self.protocol = protocol  # whose headline metrics log_results keys plainly
         self._ended = False
 
     @classmethod
@@ -275,7 +290,9 @@ class TrackedRun:
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
-        return cls(client, run.info.run_id, max_series_points=settings.max_series_points)
+        STARTED_RUNS.append(StartedRun(uri, settings.experiment_name, run_name, run.info.run_id))
+        return cls(client, run.info.run_id, max_series_points=settings.max_series_points,
+                   protocol=all_tags.get("protocol"))
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
@@ -311,16 +328,37 @@ class TrackedRun:
         for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=chunk)
 
-    def log_results(self, results: MetricResults) -> None:
-        """Scalars at step 0, series with their steps, and every N/A reason as a tag and a JSON artifact."""
+    def log_results(self, results: MetricResults, protocol: str | None = None) -> None:
+        """Scalars at step 0 and series with their steps under the keys of
+        :func:`owl_eval.metrics.registry.logged_key` (headline plain, the rest ``detail/``, ``baseline/``);
+        threshold sweeps as one logged table each (``threshold/<name>.json``); every N/A reason as a tag
+        ``na.<key>``, except values fixed by construction, and all of them in ``metrics_na.json``.
+
+        ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
 
+        from owl_eval.metrics.registry import PROTOCOL_MODULES, constant_by_design, logged_key
+
+        protocol = protocol or self.protocol
+        keyed = (lambda n: logged_key(protocol, n)) if protocol in PROTOCOL_MODULES else metric_key  # noqa: E731
         now = int(time.time() * 1000)
-        items = [Metric(metric_key(k), float(v), now, 0) for k, v in results.values.items()]
+        from owl_eval.runner.threshold_tables import ThresholdSweeps
+
+        sweeps = ThresholdSweeps()
+        items = []
+        for name, value in results.values.items():
+            if not sweeps.add_point(name, value):
+                items.append(Metric(keyed(name), float(value), now, 0))
+        na_tags: dict[str, str] = {}
+        for name, reason in results.na.items():
+            if not sweeps.add_point(name, None, reason) and not constant_by_design(reason):
+                na_tags[f"na.{keyed(name)}"[:250]] = reason[:5000]
         downsampled: dict[str, str] = {}
         for name, series in results.series.items():
+            if sweeps.add_series(name, series):
+                continue
             # A series may not share its key with a scalar: MLflow would hold two values at step 0.
-            key = metric_key(name if name not in results.values else f"{name}_by_step")
+            key = keyed(name if name not in results.values else f"{name}_by_step")
             steps, values = series.steps, series.values
             if self.max_series_points and len(steps) > self.max_series_points:
                 # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
@@ -329,11 +367,38 @@ class TrackedRun:
                 self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
             items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
         self._send_metrics(items)
+        self.log_tables({f"{name}.json": columns for name, columns in sweeps.tables().items()})
         if downsampled:
             self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
+        if na_tags:
+            self.set_tags(na_tags)
         if results.na:
-            self.set_tags({f"na.{metric_key(k)}"[:250]: reason[:5000] for k, reason in results.na.items()})
             self.log_dict(results.na, "metrics_na.json")
+
+    def log_tables(self, tables: Mapping[str, Mapping[str, list]]) -> None:
+        """Tables (``artifact path.json`` -> columns) in ``mlflow.log_table``'s format, readable with
+        ``mlflow.load_table``: written in one upload and one tag, where ``log_table`` costs four calls per table."""
+        import json
+
+        from mlflow.utils.mlflow_tags import MLFLOW_LOGGED_ARTIFACTS
+
+        if not tables:
+            return
+
+        def cell(value):
+            return None if isinstance(value, float) and not np.isfinite(value) else value
+
+        def write(folder: Path) -> None:
+            for path, columns in tables.items():
+                names = list(columns)
+                rows = [[cell(v) for v in row] for row in zip(*(columns[n] for n in names))]
+                (folder / path).parent.mkdir(parents=True, exist_ok=True)
+                (folder / path).write_text(json.dumps({"columns": names, "data": rows}))
+
+        self.log_files(write, None)
+        listed = json.loads(self.client.get_run(self.run_id).data.tags.get(MLFLOW_LOGGED_ARTIFACTS, "[]"))
+        listed += [{"path": path, "type": "table"} for path in tables if {"path": path, "type": "table"} not in listed]
+        self.set_tags({MLFLOW_LOGGED_ARTIFACTS: json.dumps(listed)})
 
     def log_dict(self, data, artifact_file: str) -> None:
         self.client.log_dict(self.run_id, data, artifact_file)

@@ -15,6 +15,13 @@ METRICS = ("average_accuracy", "micro_average_accuracy", "forgetting", "backward
 FAST = ["agent.epochs=2"]
 
 
+def key(name: str) -> str:
+    """The MLflow key of a reported continual metric: headline plain, the rest under detail/."""
+    from owl_eval.metrics.registry import logged_key
+
+    return logged_key("continual", name)
+
+
 def _only_run(client, experiment_name):
     exp = client.get_experiment_by_name(experiment_name)
     runs = client.search_runs([exp.experiment_id])
@@ -58,18 +65,18 @@ def test_experiment_logs_everything(experiment_file, domain, num_tasks, experime
     assert T == num_tasks and all(len(row) == T for row in A) and len(b) == T == len(n)
     expected = plain_renate(A, b, n, T - 1)
     for name in METRICS:
-        assert name in metrics, name
-        history = client.get_metric_history(r.info.run_id, f"by_task/{name}")
+        assert key(name) in metrics, name
+        history = client.get_metric_history(r.info.run_id, f"detail/by_task/{name}")
         assert sorted(m.step for m in history) == list(range(T)), name
-        assert [m.step for m in client.get_metric_history(r.info.run_id, name)] == [0]  # the final value alone
+        assert [m.step for m in client.get_metric_history(r.info.run_id, key(name))] == [0]  # the final value alone
     for name, value in expected.items():
-        assert metrics[name] == pytest.approx(value, abs=1e-12), name
-        assert returned[name] == metrics[name]
-        by_step = {m.step: m.value for m in client.get_metric_history(r.info.run_id, f"by_task/{name}")}
+        assert metrics[key(name)] == pytest.approx(value, abs=1e-12), name
+        assert returned[name] == metrics[key(name)]
+        by_step = {m.step: m.value for m in client.get_metric_history(r.info.run_id, f"detail/by_task/{name}")}
         for t in range(T):
             assert by_step[t] == pytest.approx(plain_renate(A, b, n, t)[name], abs=1e-12), (name, t)
     for i in range(T):  # each task's accuracy over the sequence: column i of A
-        history = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, f"task/{i}/accuracy"))
+        history = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, f"detail/task/{i}/accuracy"))
         assert history == [(j, A[j][i]) for j in range(T)]
     # a learner of 2 epochs still learns each task it is given: the diagonal is far above chance (1/10)
     assert min(A[j][j] for j in range(T)) > 0.5
@@ -124,8 +131,8 @@ def test_crashing_learner_leaves_failed_run_with_completed_rows(experiment, clie
     local = client.download_artifacts(r.info.run_id, "record/continual_record.npz", str(tmp_path))
     assert ContinualRecord.load(local).accuracy.tolist() == A
     metrics = r.data.metrics
-    assert metrics["tasks_completed"] == 3
+    assert metrics["detail/tasks_completed"] == 3
     # metrics of the completed prefix: rows and columns 0..2
     for name, value in plain_renate(A, b, n, 2).items():
-        assert metrics[name] == pytest.approx(value, abs=1e-12), name
-        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, f"by_task/{name}")) == [0, 1, 2]
+        assert metrics[key(name)] == pytest.approx(value, abs=1e-12), name
+        assert sorted(m.step for m in client.get_metric_history(r.info.run_id, f"detail/by_task/{name}")) == [0, 1, 2]

@@ -15,9 +15,9 @@ from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-ALWAYS = ["m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct", "top1", "top3", "top1_pre", "top1_post",
-          "top3_pre", "top3_post", "m5_opti_top1", "m6_apti_top1", "auroc_novel", "aupr_novel", "fpr_at_95tpr", "oscr",
-          "baseline.top1", "time/total_s"]
+ALWAYS = ["m1_mean_fn_cdt", "m2_cdt_pct", "detail/m2_cdt_pct_all", "m21_fp_pct", "top1", "top3", "detail/top1_pre",
+          "detail/top1_post", "detail/top3_pre", "detail/top3_post", "m5_opti_top1", "m6_apti_top1", "auroc_novel",
+          "detail/aupr_novel", "detail/fpr_at_95tpr", "oscr", "baseline/top1", "time/total_s"]
 
 
 def _only_run(client, experiment_name):
@@ -34,14 +34,17 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     metrics = r.data.metrics
-    detection = {"m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct"}
-    for name in ALWAYS + [f"{nrp}_nrp_top1", f"{nrp}_nrp_top3"]:
+    detection = {"m1_mean_fn_cdt", "m2_cdt_pct", "detail/m2_cdt_pct_all", "m21_fp_pct"}
+    for name in ALWAYS + [f"{nrp}_nrp_top1", f"detail/{nrp}_nrp_top3"]:
         if condition == "given" and name in detection:
-            # Told the red light, the agent's detection is not measured: N/A with the reason, not a number.
-            assert name not in metrics and "red light is given" in r.data.tags[f"na.{name}"], name
+            # Told the red light, the agent's detection is not measured by design: not logged (metrics_na.json
+            # keeps the reason).
+            assert name not in metrics and f"na.{name}" not in r.data.tags, name
+            na = json.loads(Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text())
+            assert "red light is given" in na[name.removeprefix("detail/")], name
         else:
             assert name in metrics, name
-    assert not any(k.startswith("m4_" if nrp == "m3" else "m3_") for k in metrics)
+    assert not any(k.startswith(("m4_", "detail/m4_") if nrp == "m3" else ("m3_", "detail/m3_")) for k in metrics)
     assert metrics["top1"] == pytest.approx(returned["top1"])
     # Params are the flattened resolved config; tags name the parts.
     assert r.data.params["protocol.condition"] == condition
@@ -51,7 +54,7 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     assert (tags["protocol"], tags["domain"], tags["agent"], tags["condition"], tags["seed"]) == ("ond", "digits", "ond/knn_novelty", condition, "0")
     assert "git_commit" in tags
     # Per-batch series: 200 samples in batches of 10 = 20 steps.
-    history = client.get_metric_history(r.info.run_id, "top1_batch")
+    history = client.get_metric_history(r.info.run_id, "detail/top1_batch")
     assert sorted(m.step for m in history) == list(range(20))
     artifacts = {a.path for folder in ("", "plots", "config", "record") for a in client.list_artifacts(r.info.run_id, folder)}
     for path in ("plots/detection_timeline.png", "plots/top1_per_batch.png", "plots/detection_vs_threshold.png",
@@ -133,7 +136,7 @@ def test_metric_selection_keeps_only_listed(experiment, client, tmp_path):
     run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=3",
          "metrics.names=[top1,m2_cdt_pct]", "figures=false"], output_dir=tmp_path)
     names = set(_only_run(client, experiment["name"]).data.metrics)
-    assert {"top1", "m2_cdt_pct", "baseline.top1"} <= names
+    assert {"top1", "m2_cdt_pct", "baseline/top1"} <= names
     assert "oscr" not in names and "m21_fp_pct" not in names
 
 

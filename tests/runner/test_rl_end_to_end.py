@@ -20,6 +20,13 @@ CART_SMALL = ["protocol.syllabus.generate.train_episodes=8", "protocol.syllabus.
               "protocol.syllabus.generate.cycles=1", "protocol.ste.episodes=6", "figures=false"]
 
 
+def key(name: str) -> str:
+    """The MLflow key of a reported lifelong-RL metric: headline plain, timings as they are, the rest detail/."""
+    from owl_eval.metrics.registry import logged_key
+
+    return logged_key("lifelong_rl", name)
+
+
 def _only_run(client, name):
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
     assert len(runs) == 1
@@ -40,13 +47,14 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
     for name in ("saturation", "time_to_saturation", "normalized_integral", "recovery_time", "avg_train_perf",
                  "avg_eval_perf", "perf_maintenance_mrlep", "forward_transfer_ratio", "ste_rel_perf",
                  "sample_efficiency", "task/frozenlake_mirrored/saturation", "time/total_s"):
-        assert name in m, name
-    assert m["episodes"] == 234 and m["ste/computed"] == 3 and m["saturation"] == pytest.approx(returned["saturation"])
+        assert key(name) in m, name
+    assert m["detail/episodes"] == 234 and m["detail/ste/computed"] == 3
+    assert m["detail/saturation"] == pytest.approx(returned["saturation"])
     assert r.data.tags["protocol"] == "lifelong_rl" and r.data.tags["syllabus_kind"] == "CL"
     assert r.data.tags["ste"] == "computed"
     assert r.data.params["protocol.syllabus.generate.train_episodes"] == "30"
     # the reward per episode as a series, step = episode number
-    history = sorted(client.get_metric_history(r.info.run_id, "reward"), key=lambda x: x.step)
+    history = sorted(client.get_metric_history(r.info.run_id, "detail/reward"), key=lambda x: x.step)
     assert [h.step for h in history] == list(range(234))
     # the l2logger directory is the record artifact, readable by read_log with one row per episode
     arts = client.list_artifacts(r.info.run_id, "record/l2log")
@@ -76,9 +84,9 @@ def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, cli
     ste_run = _only_run(client, experiment["name"])
     syl_run = _only_run(client, experiment["name"] + "-syl")
     assert ste_run.data.tags["rl_mode"] == "ste" and ste_run.data.tags["ste"] == "computed"
-    assert ste_run.data.metrics["episodes"] == 3 * 6 and ste_run.data.metrics["ste/computed"] == 3
+    assert ste_run.data.metrics["detail/episodes"] == 3 * 6 and ste_run.data.metrics["detail/ste/computed"] == 3
     assert syl_run.data.tags["ste"] == "reused" and syl_run.data.tags["ste.not_stored"] == "none"
-    assert syl_run.data.metrics["ste/reused"] == 3 and syl_run.data.metrics["ste/computed"] == 0
+    assert syl_run.data.metrics["detail/ste/reused"] == 3 and syl_run.data.metrics["detail/ste/computed"] == 0
     assert "ste_rel_perf" in syl_run.data.metrics
 
 
@@ -87,7 +95,7 @@ def test_missing_ste_in_skip_mode_is_na_with_the_command(experiment, client, tmp
          f"protocol.ste.dir={tmp_path / 'empty'}", "protocol.ste.missing=skip"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.tags["ste"] == "missing"
-    assert "ste_rel_perf" not in r.data.metrics and r.data.metrics["ste/missing"] == 3
+    assert "ste_rel_perf" not in r.data.metrics and r.data.metrics["detail/ste/missing"] == 3
     reason = r.data.tags["na.ste_rel_perf"]
     assert "no STE reference for cartpole_" in reason and "protocol.mode=ste" in reason
     assert not (tmp_path / "empty").exists() or not any((tmp_path / "empty").rglob("ste_info.json"))
@@ -97,8 +105,8 @@ def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
     run(["+experiment=lifelong_rl_frozenlake_ste", *experiment["overrides"], *FROZEN_SMALL, "figures=false",
          f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
     r = _only_run(client, experiment["name"])
-    assert r.info.status == "FINISHED" and r.data.metrics["episodes"] == 3 * 20
-    assert "task/frozenlake_slippery/saturation" in r.data.metrics
+    assert r.info.status == "FINISHED" and r.data.metrics["detail/episodes"] == 3 * 20
+    assert "detail/task/frozenlake_slippery/saturation" in r.data.metrics
 
 
 def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment, client, tmp_path):
@@ -110,7 +118,7 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED" and r.data.tags["partial_record"] == "true"
     # block 0: 30 train, blocks 1-3: 3 x 3 test, block 4: the 45th training episode is its 15th -> 14 logged
-    assert r.data.metrics["episodes"] == 30 + 9 + 14
+    assert r.data.metrics["detail/episodes"] == 30 + 9 + 14
     arts = client.list_artifacts(r.info.run_id, "record/l2log")
     log = read_log(client.download_artifacts(r.info.run_id, arts[0].path, str(tmp_path / "dl")))
     assert len(log) == 53

@@ -122,7 +122,7 @@ def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
 def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, client, tmp_path):
     name = f"resume-{uuid.uuid4().hex[:8]}"
     args = [f"agent={','.join(AGENTS)}", "seed=0,1,2", *SMALL]
-    sweep(mlflow_store, name, tmp_path / "first", *args)
+    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args)
     first = snapshot(mlflow_store, name)
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
@@ -140,6 +140,18 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
         assert parent["metrics"][f"{label}/n_runs"][0][1] == 3
     paths = {a.path for a in client.list_artifacts(parent_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
+    # The sweep's end prints where the comparison is (a local file), the best group by top1 and the UI command.
+    out = first_proc.stdout.splitlines()
+    table = Path(out[out.index(next(x for x in out if x.startswith("comparison table: ")))].split(": ", 1)[1])
+    assert table == tmp_path / "first" / "comparison.md" and "| top1 |" in table.read_text().replace("  ", " ")
+    best = max(("ond.knn_novelty", "ond.closed_world"), key=lambda label: parent["metrics"][f"{label}/top1/mean"][0][1])
+    ranked = out[out.index(next(x for x in out if x.startswith("best groups by top1"))) + 1].split()
+    assert ranked[0] == best
+    assert float(ranked[1]) == float(f"{parent['metrics'][f'{best}/top1/mean'][0][1]:.3g}")
+    assert out[-1] == f"mlflow ui --backend-store-uri {mlflow_store['uri']}"
+    # each job's run name: job number, the swept agent and seed
+    assert sorted(r["tags"]["mlflow.runName"].split("-", 1)[1] for r in jobs.values()) == sorted(
+        f"system-{a.split('/')[1]}-seed{s}" for a in AGENTS for s in range(3))  # the condition, not swept, too
 
     # Interrupt: one job never finished (its run stays RUNNING, its process gone). Re-running the same command
     # (with one seed more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is

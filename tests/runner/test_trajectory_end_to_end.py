@@ -8,7 +8,8 @@ from owl_eval.runner.app import run
 from owl_eval.evaluation import evaluation_for
 
 TABLE = ["ade_marginal", "fde_marginal", "min_ade_20_marginal", "min_fde_20_marginal", "miss_rate_marginal",
-         "ade_joint", "min_fde_20_joint", "collision_rate_marginal", "auc", "class_ece", "num_scenes"]
+         "detail/ade_joint", "detail/min_fde_20_joint", "collision_rate_marginal", "detail/auc", "detail/class_ece",
+         "detail/num_scenes"]
 
 
 def _only_run(client, name):
@@ -22,7 +23,7 @@ def _check_run(client, r, tmp_path, n_o=12):
     assert r.info.status == "FINISHED"
     for key in TABLE:
         assert key in r.data.metrics, key
-    history = client.get_metric_history(r.info.run_id, "displacement_by_step_marginal")
+    history = client.get_metric_history(r.info.run_id, "detail/displacement_by_step_marginal")
     assert sorted(m.step for m in history) == list(range(1, n_o + 1))
     artifacts = {a.path for folder in ("plots", "record") for a in client.list_artifacts(r.info.run_id, folder)}
     for path in ("plots/example_scenes.png", "plots/error_vs_horizon.png", "plots/kde_calibration.png",
@@ -52,7 +53,7 @@ def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
     r = _only_run(client, experiment["name"])
     _check_run(client, r, tmp_path)
     assert r.data.metrics["min_ade_20_marginal"] == pytest.approx(returned["min_ade_20_marginal"])
-    assert r.data.metrics["num_scenes"] == 12
+    assert r.data.metrics["detail/num_scenes"] == 12
     tags = r.data.tags
     assert (tags["protocol"], tags["domain"], tags["agent"]) == ("trajectory", "crowd_sim", "trajectory/knn_futures")
     assert r.data.params["protocol.num_preds"] == "100"

@@ -134,7 +134,7 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["source"] == "accuracy_matrix"
     assert run.data.metrics["micro_average_accuracy"] == pytest.approx(MICRO)
-    history = client.get_metric_history(run.info.run_id, "by_task/average_accuracy")
+    history = client.get_metric_history(run.info.run_id, "detail/by_task/average_accuracy")
     assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx([0.9, 0.825, 0.8])
     paths = {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
     assert "plots/accuracy_matrix.png" in paths

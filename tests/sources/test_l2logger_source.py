@@ -145,7 +145,7 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["source"] == "l2logger"
     assert run.data.tags["ste_logs"] == "task_a"
-    assert run.data.metrics["task/task_a/ste_rel_perf"] == pytest.approx(0.5)
+    assert run.data.metrics["detail/task/task_a/ste_rel_perf"] == pytest.approx(0.5)
     assert run.data.params["metrics.smoothing"] == "none"
     assert "plots/learning_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
 

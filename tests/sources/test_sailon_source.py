@@ -261,7 +261,7 @@ def test_package_fixture_through_the_cli(tmp_path, experiment, client):
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
     assert run.data.tags["session"] == SESSION and run.data.tags["class_index"] == "package"
-    assert run.data.metrics["top3_post"] == 1.0
+    assert run.data.metrics["detail/top3_post"] == 1.0
 
 
 def test_activity_recognition_layout_with_a_novel_column(tmp_path):

@@ -1,0 +1,142 @@
+"""What the command line prints when a run or a sweep ends: the headline metrics, where the run is and the
+exact command that opens it.
+
+Everything printed is read back from the tracking store (a printed number is the logged number), so a FAILED
+or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.app.run``) prints nothing.
+"""
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from owl_eval.metrics.registry import HEADLINE, PROTOCOL_MODULES, headline_rank
+from owl_eval.plots.compare import significant
+
+MAX_REASON = 70   # characters of an N/A reason in the table
+TOP_GROUPS = 5    # groups shown at the end of a sweep
+
+
+def open_command(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
+    """How to look at a store: ``mlflow ui --backend-store-uri <uri>`` for a local store, the run's page for a
+    tracking server (http/https), else the URI itself."""
+    if uri.startswith(("http://", "https://")):
+        page = uri.rstrip("/")
+        if experiment_id and run_id:
+            page += f"/#/experiments/{experiment_id}/runs/{run_id}"
+        return f"open {page}"
+    if uri.startswith(("sqlite:", "file:", "/", "postgresql", "mysql", "mssql")):
+        return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
+    return f"tracking URI {uri}"
+
+
+def _short(reason: str) -> str:
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 3] + "..."
+
+
+def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]) -> list[tuple[str, str]]:
+    """(key, shown value) of the protocol's headline metrics a run logged, in :data:`HEADLINE` order: the
+    value to 3 significant digits, or ``N/A (reason)``. Values fixed by construction are not logged, so not shown."""
+    if protocol not in PROTOCOL_MODULES:
+        return []
+    found: dict[str, str] = {}
+    for key, value in metrics.items():
+        if headline_rank(protocol, key) is not None:
+            found[key] = significant(value) if math.isfinite(value) else str(value)
+    for tag, reason in tags.items():
+        key = tag[len("na."):]
+        if tag.startswith("na.") and key not in found and headline_rank(protocol, key) is not None:
+            found[key] = f"N/A ({_short(reason)})"
+
+    def order(key: str) -> tuple:
+        digits = "".join(ch for ch in key if ch.isdigit())  # min_ade_20 before min_ade_50
+        return headline_rank(protocol, key), int(digits) if digits else 0, key
+
+    return [(key, found[key]) for key in sorted(found, key=order)]
+
+
+def run_summary(client, run_id: str, uri: str) -> str:
+    """The end-of-run block of one run (about 15 lines)."""
+    run = client.get_run(run_id)
+    experiment = client.get_experiment(run.info.experiment_id)
+    protocol = run.data.tags.get("protocol", "")
+    rows = headline_rows(protocol, run.data.metrics, run.data.tags)
+    width = max([len(k) for k, _ in rows] + [6])
+    status = run.info.status
+    lines = [f"{protocol or 'run'} {status}" + (f": {run.data.tags['error']}" if "error" in run.data.tags else "")]
+    if rows:
+        lines += [f"  {key:<{width}}  {value}" for key, value in rows]
+    else:
+        lines.append("  (no headline metric logged)")
+    name = run.info.run_name or run_id
+    lines.append(f"run: {experiment.name}/{name} ({run_id})")
+    lines.append(open_command(uri, run.info.experiment_id, run_id))
+    return "\n".join(lines)
+
+
+def print_run_summaries(runs: Sequence, out=None) -> None:
+    """Print the block of each run in ``runs`` (``tracking.StartedRun``); a store that cannot be read is one line."""
+    from owl_eval.runner.tracking import make_client
+
+    out = out or sys.stdout
+    for started in runs:
+        try:
+            text = run_summary(make_client(started.uri), started.run_id, started.uri)
+        except Exception as exc:  # noqa: BLE001 - the run is logged; the summary is a convenience
+            text = f"run: {started.experiment}/{started.run_name} ({started.run_id}); summary unavailable: {exc}"
+        print(text, file=out, flush=True)
+
+
+def with_summary(job: Callable, cfg, *, full: bool = True):
+    """``console.user_facing(job, cfg)``, then the summary of every run it started (FAILED ones too).
+    In a sweep (``full=False``) a job prints only where its run is; the sweep's end prints the comparison."""
+    from owl_eval.runner import tracking
+    from owl_eval.runner.console import user_facing
+
+    first = len(tracking.STARTED_RUNS)
+    try:
+        return user_facing(job, cfg)
+    finally:
+        started = tracking.STARTED_RUNS[first:]
+        if full:
+            print_run_summaries(started)
+        else:
+            for run in started:
+                print(f"run: {run.experiment}/{run.run_name} ({run.run_id})", flush=True)
+
+
+# -- end of a sweep --------------------------------------------------------------------------------------
+def _ranked_metric(rows: Sequence) -> str | None:
+    """The first headline metric (in :data:`HEADLINE` order) with a direction and a value in some group."""
+    candidates = []
+    for r in rows:
+        protocol = next((p for p in HEADLINE if headline_rank(p, r.metric) is not None), None)
+        if protocol and r.direction != "none" and r.n > 0 and math.isfinite(r.mean):
+            candidates.append((headline_rank(protocol, r.metric), r.metric))
+    return min(candidates)[1] if candidates else None
+
+
+def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str | None, parent_run_id: str) -> str:
+    """The end-of-sweep block: the comparison table's path, the best groups by a headline metric (mean ± the
+    95 % CI half-width over seeds), where the parent run is and how to open it."""
+    lines = [f"comparison table: {table_path}"]
+    metric = _ranked_metric(rows)
+    if metric is not None:
+        found = [r for r in rows if r.metric == metric and r.n > 0 and math.isfinite(r.mean)]
+        best_first = sorted(found, key=lambda r: -r.mean if r.direction == "maximize" else r.mean)
+        arrow = "higher" if found[0].direction == "maximize" else "lower"
+        lines.append(f"best groups by {metric} ({arrow} is better; mean ± 95% CI over seeds):")
+        width = max(len(r.label) for r in best_first[:TOP_GROUPS])
+        for r in best_first[:TOP_GROUPS]:
+            half = r.half_width if abs(r.half_width) > 1e-12 * max(abs(r.mean), 1.0) else 0.0  # rounding noise
+            spread = f" ± {significant(half)}" if math.isfinite(half) else ""
+            lines.append(f"  {r.label:<{width}}  {significant(r.mean)}{spread}  (n={r.n})")
+        if len(found) > TOP_GROUPS:
+            lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
+    lines.append(f"sweep run: {parent_run_id}")
+    lines.append(open_command(uri, experiment_id, parent_run_id))
+    return "\n".join(lines)
+

@@ -1,0 +1,231 @@
+"""What a user sees at the end of a run and what lands in MLflow: the CLI in a subprocess against a real SQLite
+store, the printed table and command checked against what MlflowClient reads back."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mlflow.tracking import MlflowClient
+
+from owl_eval.metrics import registry
+from owl_eval.metrics.results import MetricResults, Series
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR")}
+    env |= {"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
+    return subprocess.run([sys.executable, "-m", module, *args, f"hydra.run.dir={cwd}/hydra"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.3g}")
+
+
+def _printed_table(stdout: str) -> dict[str, str]:
+    """``  name  value`` lines of the summary block."""
+    rows = {}
+    for line in stdout.splitlines():
+        if line.startswith("  ") and not line.startswith("   "):
+            name, _, value = line.strip().partition("  ")
+            rows[name] = value.strip()
+    return rows
+
+
+def _only_run(client, name):
+    exp = client.get_experiment_by_name(name)
+    (run,) = client.search_runs([exp.experiment_id])
+    return run
+
+
+@pytest.mark.parametrize("condition", ["system", "given"])
+def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition, experiment, client, tmp_path):
+    proc = _cli("owl_eval", [f"+experiment=ond_{condition}_detection", *experiment["overrides"],
+                             "protocol.num_trials=6", "figures=false"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _only_run(client, experiment["name"])
+    lines = proc.stdout.strip().splitlines()
+    block = lines[lines.index("ond FINISHED"):]
+    assert len(block) <= 15
+    # every printed value is the logged value to 3 significant digits; every logged headline metric is printed
+    table = _printed_table(proc.stdout)
+    logged = {k: v for k, v in run.data.metrics.items() if registry.is_headline("ond", k)}
+    assert set(table) == set(logged) and len(table) >= 5
+    for name, shown in table.items():
+        assert float(shown) == pytest.approx(_rounded(logged[name]), rel=1e-12), name
+    order = [registry.HEADLINE["ond"].index(name) for name in table]
+    assert order == sorted(order)
+    if condition == "given":  # detection is not measured when the red light is given: neither logged nor shown
+        assert not {"m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct"} & set(table) and "m4_nrp_top1" in table
+    else:
+        assert {"m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct", "m3_nrp_top1"} <= set(table)
+    assert f"run: {experiment['name']}/{run.info.run_name} ({run.info.run_id})" in lines
+    command = shlex.split(lines[-1])
+    assert command[:3] == ["mlflow", "ui", "--backend-store-uri"]
+    assert MlflowClient(command[3]).get_run(run.info.run_id).info.status == "FINISHED"
+
+
+def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, client, tmp_path, monkeypatch):
+    from owl_eval.runner.app import run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", experiment["uri"])  # MlflowClient.load_table searches the global store
+
+    run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=6", "figures=false"],
+        output_dir=tmp_path)
+    r = _only_run(client, experiment["name"])
+    keys = set(r.data.metrics)
+    assert not [k for k in keys if registry.spec_for_key("ond", k) is None]
+    for key in keys:
+        plain = not key.startswith(("detail/", "baseline/", "time/"))
+        assert plain == registry.is_headline("ond", key), key
+        assert not re.search(r"_at_0\.\d", key) and "vs_threshold" not in key, key
+        steps = {m.step for m in client.get_metric_history(r.info.run_id, key)}
+        # only the per-batch accuracies are series; a threshold is never a step
+        assert steps == {0} or key in {"detail/top1_batch", "detail/top3_batch", "baseline/top1_batch", "baseline/top3_batch"}, key
+    assert len(keys) < 70  # 145+ before: headline plain, the rest detail/ and baseline/, no threshold points
+    # a threshold sweep is one logged table, its values equal to the ones at the run's threshold (0.5)
+    table = client.load_table(r.info.experiment_id, "threshold/m2_cdt_pct.json", run_ids=[r.info.run_id])
+    assert list(table["threshold"]) == sorted(table["threshold"]) and 0.5 in list(table["threshold"])
+    at_half = table[table["threshold"] == 0.5]["value"].iloc[0]
+    assert at_half == pytest.approx(r.data.metrics["m2_cdt_pct"], abs=1e-12)
+    assert registry.spec_for_key("ond", "threshold/m2_cdt_pct").name == "m2_cdt_pct"
+    # values fixed by construction (ndp precision/recall/F1 before the red light) are not logged, even as N/A tags
+    assert not [t for t in r.data.tags if "ndp_precision_pre" in t]
+    na = json.loads(Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text())
+    assert "by construction" in na["ndp_precision_pre"]
+
+
+def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp_path):
+    proc = _cli("owl_eval", ["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing",
+                             "agent.crash_at_trial=3", "protocol.num_trials=6", "figures=false"], tmp_path)
+    assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error:")
+    run = _only_run(client, experiment["name"])
+    assert run.info.status == "FAILED"
+    assert any(line.startswith("ond FAILED: ") and "deliberate crash" in line for line in proc.stdout.splitlines())
+    table = _printed_table(proc.stdout)
+    assert float(table["top1"]) == pytest.approx(_rounded(run.data.metrics["top1"]), rel=1e-12)
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_python_api_prints_nothing(experiment, tmp_path, capsys):
+    from owl_eval.runner.app import run
+
+    run(["+experiment=ond_given_detection", *experiment["overrides"], "protocol.num_trials=3", "figures=false"],
+        output_dir=tmp_path)
+    assert "mlflow ui" not in capsys.readouterr().out
+
+
+# -- keys and names, without a run -----------------------------------------------------------------------
+def test_logged_key_of_each_kind_and_the_way_back():
+    cases = {"top1": "top1", "top1_pre": "detail/top1_pre", "baseline.top1": "baseline/top1",
+             "m5_opti_top1_n_excluded": "detail/m5_opti_top1_n_excluded", "time/total_s": "time/total_s",
+             "top1_batch": "detail/top1_batch", "fpr_at_95tpr": "detail/fpr_at_95tpr"}
+    for name, key in cases.items():
+        assert registry.logged_key("ond", name) == key
+        assert registry.spec_for_key("ond", key) is registry.spec_for("ond", name) or name.startswith("time/")
+    assert registry.logged_key("trajectory", "min_ade_20_marginal") == "min_ade_20_marginal"
+    assert registry.logged_key("trajectory", "min_ade_7_marginal") == "min_ade_7_marginal"  # any K
+    assert registry.logged_key("trajectory", "min_ade_20_joint") == "detail/min_ade_20_joint"
+    assert registry.logged_key("continual", "task/3/accuracy") == "detail/task/3/accuracy"
+    assert registry.spec_for_key("continual", "detail/task/3/accuracy").name == "accuracy"
+    assert registry.logged_key("lifelong_rl", "task/a/saturation") == "detail/task/a/saturation"
+    assert registry.spec_for_key("lifelong_rl", "detail/task/a/saturation").name == "saturation"
+    assert registry.spec_for_key("ond", "detail/detail/top1") is None
+    assert registry.spec_for_key("ond", "detail/nonsense") is None
+    assert registry.threshold_table_name("baseline.ndp_f1_post") == "threshold/baseline/ndp_f1_post"
+
+
+@pytest.mark.parametrize("protocol", sorted(registry.HEADLINE))
+def test_headline_is_five_to_ten_declared_metrics(protocol):
+    names = registry.HEADLINE[protocol]
+    assert 5 <= len(names) <= 11  # OND lists m3 and m4; a run reports one of them
+    for name in names:
+        assert registry.spec_for(protocol, name.replace("{k}", "20")) is not None, name
+
+
+def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, monkeypatch):
+    from owl_eval.runner.tracking import TrackedRun
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_store["uri"])  # MlflowClient.load_table searches the global store
+    client = MlflowClient(mlflow_store["uri"])
+    exp = client.create_experiment(f"tables-{tmp_path.name}")
+    run = TrackedRun(client, client.create_run(exp).info.run_id, protocol="ond")
+    results = MetricResults()
+    results.set("m2_cdt_pct@0.3", 40.0)
+    results.set("m2_cdt_pct@0.5", 20.0)
+    results.na["m1_mean_fn_cdt@0.5"] = "no trial is correctly detected"
+    results.series["m2_cdt_pct_vs_threshold"] = Series(np.array([300, 500, 900]), np.array([40.0, 20.0, np.nan]))
+    results.set("top1", 0.5)
+    run.log_results(results)
+    got = client.get_run(run.run_id).data
+    assert set(got.metrics) == {"top1"} and not [t for t in got.tags if t.startswith("na.")]
+    table = client.load_table(exp, "threshold/m2_cdt_pct.json", run_ids=[run.run_id])
+    assert list(table["threshold"]) == pytest.approx([0.3, 0.5, 0.9], abs=1e-15)  # pandas parses floats loosely
+    assert list(table["value"][:2]) == [40.0, 20.0] and (table["value"][2] is None or math.isnan(table["value"][2]))
+    m1 = client.load_table(exp, "threshold/m1_mean_fn_cdt.json", run_ids=[run.run_id])
+    assert list(m1["na_reason"]) == ["no trial is correctly detected"]
+
+
+def test_run_name_carries_the_swept_values():
+    from owl_eval.runner.callbacks import job_run_name
+
+    overrides = ["domain=handwriting", "protocol.condition=system", "agent=ond/knn_novelty", "seed=1",
+                 "tracking.store_dir=/tmp/x"]
+    name = job_run_name(agent="ond/knn_novelty", seed=1, condition="system", job_num=3, task_overrides=overrides,
+                        swept=["agent", "domain", "protocol.condition"])
+    assert name == "3-handwriting-system-knn_novelty-seed1"
+    assert job_run_name(agent="ond/knn_novelty", seed=0, condition="given") == "given-knn_novelty-seed0"
+    odd = job_run_name(agent="a", seed=0, job_num=0, task_overrides=["source.path=/x y/'z"], swept=["source.path"])
+    assert odd == "0-_z-a-seed0"
+
+
+def test_open_command_for_each_kind_of_store():
+    from owl_eval.runner.summary import open_command
+
+    assert open_command("sqlite:////tmp/a b/mlflow.db") == "mlflow ui --backend-store-uri 'sqlite:////tmp/a b/mlflow.db'"
+    assert open_command("http://host:5000/", "1", "abc") == "open http://host:5000/#/experiments/1/runs/abc"
+
+
+def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
+    from owl_eval.runner.compare import Row
+    from owl_eval.runner.summary import sweep_summary
+
+    def row(agent, metric, direction, mean, half):
+        return Row((("agent", agent),), metric, direction, 3, mean, 1.0, mean - half, mean + half, runs=3)
+
+    rows = [row("a", "detail/aupr_novel", "maximize", 0.99, 0.01), row("a", "top1", "maximize", 0.5, 0.1),
+            row("b", "top1", "maximize", 0.7, 0.05), row("c", "top1", "maximize", 0.6, 0.0)]
+    text = sweep_summary(rows, tmp_path / "comparison.md", "sqlite:////s/mlflow.db", "1", "parent")
+    lines = text.splitlines()
+    assert lines[0] == f"comparison table: {tmp_path / 'comparison.md'}"
+    assert lines[1].startswith("best groups by top1")
+    assert [line.split()[0] for line in lines[2:5]] == ["b", "c", "a"]
+    assert "0.7 ± 0.05" in lines[2] and "(n=3)" in lines[2]
+    assert lines[-1] == "mlflow ui --backend-store-uri sqlite:////s/mlflow.db"
+
+
+def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
+    fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
+    proc = _cli("owl_eval.runner.evaluate", ["+source=sailon", f"source.path={fixture / 'data'}",
+                                             f"source.results_path={fixture / 'mock_results'}", *experiment["overrides"]],
+                tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = _only_run(client, experiment["name"])
+    table = _printed_table(proc.stdout)
+    assert "m21_fp_pct" in table
+    for name, shown in table.items():
+        if not shown.startswith("N/A"):
+            assert float(shown) == pytest.approx(_rounded(run.data.metrics[name]), rel=1e-12), name
+    assert f"({run.info.run_id})" in proc.stdout.splitlines()[-2]
+    assert MlflowClient(shlex.split(proc.stdout.splitlines()[-1])[3]).get_run(run.info.run_id)
+
