@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from owl_eval.metrics import registry
 from owl_eval.metrics.results import MetricResults, Series
+from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +107,7 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
 
 
 def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp_path):
-    proc = _cli("owl_eval", ["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing",
+    proc = _cli("owl_eval", ["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing", TEST_AGENTS,
                              "agent.crash_at_trial=3", "protocol.num_trials=6", "figures=false"], tmp_path)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error:")
     run = _only_run(client, experiment["name"])
