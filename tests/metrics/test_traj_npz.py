@@ -37,11 +37,11 @@ def test_arrays_equal_numpys_reader(tmp_path, save):
 def _corrupt(path, member):
     """Overwrite 8 data bytes of a stored member (after its .npy header) without updating the CRC; flip a
     byte of a deflated member's compressed data."""
+    with zipfile.ZipFile(path) as zf:
+        if zf.getinfo(member).compress_type == zipfile.ZIP_DEFLATED:
+            return _flip_deflated_byte(path, member)
     with zipfile.ZipFile(path) as zf, open(path, "rb") as fh:
         info = zf.getinfo(member)
-        if info.compress_type == zipfile.ZIP_DEFLATED:
-            fh.close()
-            return _flip_deflated_byte(path, member)
         fh.seek(info.header_offset + 26)
         n_name, n_extra = struct.unpack("<HH", fh.read(4))
         fh.seek(info.header_offset + 30 + n_name + n_extra)
