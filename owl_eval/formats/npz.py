@@ -45,12 +45,7 @@ def verify_npz(path, *, stored_only: bool = False) -> None:
         for info in zf.infolist():
             if stored_only and info.compress_type != zipfile.ZIP_STORED:
                 continue
-            try:
-                with zf.open(info) as member:
-                    while member.read(READ_BLOCK):
-                        pass
-            except _ZIP_ERRORS as exc:
-                raise _corrupted(path, info, exc) from None
+            _raise_if_corrupted(path, zf, info)
 
 
 def _raise_if_corrupted(path, zf, info):

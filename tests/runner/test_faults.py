@@ -254,7 +254,7 @@ def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, c
     assert [a.path for a in client.list_artifacts(run_id) if a.path == "error.txt"] == ["error.txt"]
     assert run.data.tags.get("partial_record") == "true"
     assert len(run.data.metrics) > 0 and "top1" in run.data.metrics
-    assert 0 < len(client.get_metric_history(run_id, "top1_batch"))
+    assert 0 < len(client.get_metric_history(run_id, "detail/top1_batch"))
 
 
 @pytest.mark.slow

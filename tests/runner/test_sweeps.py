@@ -95,7 +95,7 @@ def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_s
         assert len(params_s) > 30  # the whole flattened config
         assert sorted(metrics_p) == sorted(metrics_s), config
         assert all(same_history(metrics_p[k], metrics_s[k]) for k in metrics_s), config
-        assert len(metrics_s["top1_batch"]) == 20  # the per-batch series is complete (200 samples / 10)
+        assert len(metrics_s["detail/top1_batch"]) == 20  # the per-batch series is complete (200 samples / 10)
     # Each job's own log file is attached to its run (in the parallel sweep too).
     artifacts = Path(mlflow_store["artifacts"])
     for run_id, run in runs_p.items():

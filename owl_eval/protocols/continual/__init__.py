@@ -85,7 +85,7 @@ class ContinualProtocol(Protocol):
             num_instances=np.array([t.y_test.size for t in tasks], dtype=np.int64),
             task_classes=tuple(tuple(int(c) for c in t.classes) for t in tasks), domain=str(getattr(domain, "name", "")))
         self._record = record
-        for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=False):
+        for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=True):
             agent.learn(task.task_id, task.X_train.copy(), task.y_train.copy())
             record.add_row(self._evaluate_all(agent, tasks, num_classes, f"after learning task {task.task_id}"))
         return record

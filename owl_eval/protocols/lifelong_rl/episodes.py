@@ -28,7 +28,7 @@ def run_syllabus(blocks: Sequence[Block], agent, domain, logger, rng: np.random.
     envs: dict[tuple[str, str], object] = {}
     exp_num = 0
     current = None
-    for index, block in enumerate(tqdm(blocks, desc=desc, disable=not progress, leave=False)):
+    for index, block in enumerate(tqdm(blocks, desc=desc, disable=not progress, leave=True)):
         key = (block.task, block.variant)
         if key not in envs:
             envs[key] = domain.make(block.task, block.variant)

@@ -107,7 +107,7 @@ class OndProtocol(Protocol):
         self._record = OndRecord(condition=self.condition, known_classes=split.known_classes,
                                  novel_classes=split.novel_classes, class_names=data.class_names,
                                  trials=[], baseline_trials=[] if baseline is not None else None)
-        for plan in tqdm(plans, desc=f"OND trials ({self.condition})", disable=not progress, leave=False):
+        for plan in tqdm(plans, desc=f"OND trials ({self.condition})", disable=not progress, leave=True):
             # A trial is added only when agent and baseline both completed it: partial records stay aligned.
             finished = {role: self._run_trial(role, who, plan, data.features) for role, who in runners.items()}
             self._record.trials.append(finished["agent"])

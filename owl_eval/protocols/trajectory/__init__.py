@@ -68,7 +68,7 @@ class TrajectoryProtocol(Protocol):
         agent.fit(splits.train, rng=fit_rng)
         self._parts = []
         starts = range(0, test.num_scenes, self.batch_size)
-        for lo in tqdm(starts, desc="trajectory batches", disable=not progress, leave=False):
+        for lo in tqdm(starts, desc="trajectory batches", disable=not progress, leave=True):
             batch = test.subset(slice(lo, lo + self.batch_size))
             self._parts.append(self._run_batch(agent, batch, lo, predict_rng, metric_seed))
         return TrajectoryRecord.concatenate(self._parts)
