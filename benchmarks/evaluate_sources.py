@@ -5,6 +5,7 @@
   ``benchmarks/rl_metrics.py``'s log builder (reading, metrics, figures, MLflow).
 Usage: python benchmarks/evaluate_sources.py [num_tests] [samples_per_test] [episodes]
 """
+
 from __future__ import annotations
 
 import json
@@ -14,6 +15,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+
 from owl_eval.evaluation import evaluation_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,22 +36,25 @@ def write_sailon(root: Path, num_tests: int, samples: int, num_known: int = 10, 
         detection = (np.arange(samples) >= red).astype(int)
         gt = "id,detection,classification\n" + "\n".join(f"{i},{d},{c}" for i, d, c in zip(ids, detection, cls)) + "\n"
         (root / f"{test_id}_single_df.csv").write_text(gt)
-        (root / f"{test_id}_metadata.json").write_text(json.dumps({"round_size": 100, "detection": red, "red_light": str(ids[red])}))
+        (root / f"{test_id}_metadata.json").write_text(
+            json.dumps({"round_size": 100, "detection": red, "red_light": str(ids[red])})
+        )
         p_world = np.clip(np.cumsum(rng.random(samples) < 0.01) * 0.3, 0, 1)
         scores = rng.dirichlet(np.ones(num_known + 1), samples)
         (root / f"S.{test_id}_detection.csv").write_text("\n".join(f"{i},{p:.6f}" for i, p in zip(ids, p_world)) + "\n")
         rows = np.round(scores, 8)
         rows[:, 0] = 1 - rows[:, 1:].sum(1)
         (root / f"S.{test_id}_classification.csv").write_text(
-            "\n".join(i + "," + ",".join(f"{v:.8f}" for v in r) for i, r in zip(ids, rows)) + "\n")
+            "\n".join(i + "," + ",".join(f"{v:.8f}" for v in r) for i, r in zip(ids, rows)) + "\n"
+        )
 
 
 def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> None:
+    import yaml
+
     from benchmarks.rl_metrics import TASKS, make_log, make_ste
     from owl_eval.formats.l2logger import write_log
     from owl_eval.runner.evaluate import evaluate
-    import yaml
-
     from owl_eval.sources.l2logger import L2LoggerSource
 
     rng = np.random.default_rng(0)
@@ -71,16 +76,25 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     evaluation.figures(scored, options)
     figures = time.perf_counter() - start
     points = sum(len(s.steps) for s in results.series.values())
-    print(f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "
-          f"metrics {metrics:.2f} s, figures {figures:.2f} s; MLflow gets {len(results.values)} scalars and "
-          f"{points} series points (per-episode reward, raw and processed)")
-    args = ["+source=l2logger", f"source.path={log_dir}", f"source.ste_paths=[{ste_root}]", f"tracking.store_dir={tmp / 'store'}"]
+    print(
+        f"l2logger: {len(data.record.log)} episodes + {len(data.record.ste_logs)} STE logs: read+validate {read:.2f} s, "
+        f"metrics {metrics:.2f} s, figures {figures:.2f} s; MLflow gets {len(results.values)} scalars and "
+        f"{points} series points (per-episode reward, raw and processed)"
+    )
+    args = [
+        "+source=l2logger",
+        f"source.path={log_dir}",
+        f"source.ste_paths=[{ste_root}]",
+        f"tracking.store_dir={tmp / 'store'}",
+    ]
     evaluate(args, output_dir=tmp / "out_l2_warm")  # the store exists after this (the sailon part may not have run)
     for figures in ("true", "false"):
         start = time.perf_counter()
         evaluate([*args, f"figures={figures}"], output_dir=tmp / f"out_l2_{figures}")
-        print(f"l2logger: python -m owl_eval.runner.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
-              f"MLflow) {time.perf_counter() - start:.2f} s")
+        print(
+            f"l2logger: python -m owl_eval.runner.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
+            f"MLflow) {time.perf_counter() - start:.2f} s"
+        )
 
 
 def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) -> None:
@@ -98,12 +112,28 @@ def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) ->
     evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5, "threshold_grid": True})
     metrics = time.perf_counter() - start
     print(f"sailon: read+validate {read:.2f} s, metrics {metrics:.2f} s")
-    evaluate(["+source=sailon", f"source.path={tmp / 'sailon'}", "source.sum_tolerance=1e-5", f"tracking.store_dir={tmp / 'store'}"],
-             output_dir=tmp / "out")  # creates the store
+    evaluate(
+        [
+            "+source=sailon",
+            f"source.path={tmp / 'sailon'}",
+            "source.sum_tolerance=1e-5",
+            f"tracking.store_dir={tmp / 'store'}",
+        ],
+        output_dir=tmp / "out",
+    )  # creates the store
     start = time.perf_counter()
-    evaluate(["+source=sailon", f"source.path={tmp / 'sailon'}", "source.sum_tolerance=1e-5", f"tracking.store_dir={tmp / 'store'}"],
-             output_dir=tmp / "out2")
-    print(f"sailon: python -m owl_eval.runner.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s")
+    evaluate(
+        [
+            "+source=sailon",
+            f"source.path={tmp / 'sailon'}",
+            "source.sum_tolerance=1e-5",
+            f"tracking.store_dir={tmp / 'store'}",
+        ],
+        output_dir=tmp / "out2",
+    )
+    print(
+        f"sailon: python -m owl_eval.runner.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s"
+    )
     bench_l2logger(tmp, episodes)
 
 

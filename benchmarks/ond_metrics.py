@@ -8,6 +8,7 @@ Prints the median of 3 runs of ``program_metrics(trials, baseline)``, the same w
 ``m_nrp``) on the same data and the ratio. The reference is slow, so by default it runs on the first
 ``--reference-trials`` trials and its time is scaled linearly to all trials (printed as such).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,9 @@ def agent_outputs(ground_truth, n_known: int, seed: int, *, skill: float, batch_
         p_class /= p_class.sum(axis=1, keepdims=True)
         ramp = np.zeros(n) if red_light is None else np.clip((np.arange(n) - red_light) / 50.0, 0, 1)
         p_world_changed = np.clip(0.6 * ramp + rng.uniform(0, 0.45, n), 0, 1)
-        trials.append(OndTrial(gt_class, gt_novel, red_light, p_world_changed, p_class, batch_size, trial_id=f"trial-{t}"))
+        trials.append(
+            OndTrial(gt_class, gt_novel, red_light, p_world_changed, p_class, batch_size, trial_id=f"trial-{t}")
+        )
     return trials
 
 
@@ -111,22 +114,28 @@ def main() -> None:
     ground_truth = make_trials(args.trials, args.samples, args.known, args.seed)
     trials = agent_outputs(ground_truth, args.known, args.seed + 1, skill=2.0, batch_size=args.batch_size)
     baseline = agent_outputs(ground_truth, args.known, args.seed + 2, skill=1.5, batch_size=args.batch_size)
-    print(f"built {args.trials} trials x {args.samples} samples, K={args.known} (+ baseline) "
-          f"in {time.perf_counter() - start:.2f} s (includes OndTrial validation)")
+    print(
+        f"built {args.trials} trials x {args.samples} samples, K={args.known} (+ baseline) "
+        f"in {time.perf_counter() - start:.2f} s (includes OndTrial validation)"
+    )
 
     print(f"load average before timing: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     seconds, cpu = median_time(lambda: program_metrics(trials, baseline))
     print(f"program_metrics(trials, baseline): median of 3 = {seconds:.3f} s wall, {cpu:.3f} s CPU")
     seconds_grid, cpu_grid = median_time(lambda: program_metrics(trials, baseline, threshold_grid=True))
-    print(f"program_metrics(trials, baseline, threshold_grid=True): median of 3 = {seconds_grid:.3f} s wall, {cpu_grid:.3f} s CPU")
+    print(
+        f"program_metrics(trials, baseline, threshold_grid=True): median of 3 = {seconds_grid:.3f} s wall, {cpu_grid:.3f} s CPU"
+    )
 
     n_reference = min(args.reference_trials, args.trials)
     reference = reference_time(trials, baseline, n_reference)
     if reference is None:
         print("reference not installed (pip install --no-deps sail-on-client==0.30.0 to compare)")
     else:
-        print(f"sail-on-client 0.30.0 per-trial functions: {reference:.2f} s CPU for {args.trials} trials "
-              f"(measured on {n_reference} trials, scaled linearly); ratio reference / ours (CPU) = {reference / cpu:.0f}x")
+        print(
+            f"sail-on-client 0.30.0 per-trial functions: {reference:.2f} s CPU for {args.trials} trials "
+            f"(measured on {n_reference} trials, scaled linearly); ratio reference / ours (CPU) = {reference / cpu:.0f}x"
+        )
 
 
 if __name__ == "__main__":

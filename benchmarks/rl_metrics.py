@@ -6,6 +6,7 @@ on the same logs too (l2metrics 3.1 needs numpy<2 and pandas; it keeps STE data 
 
     python benchmarks/rl_metrics.py [--episodes 100000] [--blocks 1500] [--repeats 3]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,18 +45,31 @@ def make_log(n_episodes: int, n_blocks: int, rng: np.random.Generator) -> Episod
     reward = skill + np.where(np.repeat(is_train, lengths), frac, 0.0) + rng.normal(0, 0.3, n_episodes)
     tasks = np.array(TASKS, dtype=object)[np.repeat(task_idx, lengths)]
     btype = np.where(np.repeat(is_train, lengths), "train", "test").astype(object)
-    params = np.array([json.dumps({"variant": t.split("_")[1]}) for t in TASKS], dtype=object)[np.repeat(task_idx, lengths)]
-    return EpisodeLog.from_columns(block_num=block, block_type=btype, task_name=tasks, task_params=params,
-                                   reward=reward, episode_step_count=rng.integers(10, 500, n_episodes).astype(float),
-                                   metrics_columns=["reward"])
+    params = np.array([json.dumps({"variant": t.split("_")[1]}) for t in TASKS], dtype=object)[
+        np.repeat(task_idx, lengths)
+    ]
+    return EpisodeLog.from_columns(
+        block_num=block,
+        block_type=btype,
+        task_name=tasks,
+        task_params=params,
+        reward=reward,
+        episode_step_count=rng.integers(10, 500, n_episodes).astype(float),
+        metrics_columns=["reward"],
+    )
 
 
 def make_ste(task: str, rng: np.random.Generator) -> EpisodeLog:
     n_train, n_test = 2000, 100
     reward = np.concatenate([np.linspace(0, 2, n_train) + rng.normal(0, 0.3, n_train), 2 + rng.normal(0, 0.3, n_test)])
     btype = np.array(["train"] * n_train + ["test"] * n_test, dtype=object)
-    return EpisodeLog.from_columns(block_num=np.repeat([0, 1], [n_train, n_test]), block_type=btype,
-                                   task_name=task, reward=reward, metrics_columns=["reward"])
+    return EpisodeLog.from_columns(
+        block_num=np.repeat([0, 1], [n_train, n_test]),
+        block_type=btype,
+        task_name=task,
+        reward=reward,
+        metrics_columns=["reward"],
+    )
 
 
 def main() -> None:
@@ -66,8 +80,12 @@ def main() -> None:
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
-        log_dir = write_log(make_log(args.episodes, args.blocks, rng), Path(tmp) / "logs", "bench",
-                            {"scenario_type": "custom", "complexity": "2-intermediate", "difficulty": "2-medium"})
+        log_dir = write_log(
+            make_log(args.episodes, args.blocks, rng),
+            Path(tmp) / "logs",
+            "bench",
+            {"scenario_type": "custom", "complexity": "2-intermediate", "difficulty": "2-medium"},
+        )
         ste_dirs = [write_log(make_ste(t, rng), Path(tmp) / "ste", f"ste_{t}", {"scenario_type": "ste"}) for t in TASKS]
         n = len(read_log(log_dir))
         print(f"log: {n} episodes, {args.blocks} blocks, {len(TASKS)} tasks, {len(ste_dirs)} STE logs")
@@ -83,6 +101,7 @@ def main() -> None:
 
         rw, rc = timed(lambda: read_log(log_dir))
         print(f"read_log:                       median wall {rw:.3f} s, cpu {rc:.3f} s")
+
         def read_and_evaluate():  # metrics read no files: the logs are read first, as the evaluation does
             def read(d):
                 return read_log(d, perf_measure="reward", raw=True, columns=["reward"])
@@ -101,6 +120,7 @@ def main() -> None:
         os.environ["L2DATA"] = str(Path(tmp) / "l2data")
         from l2metrics import util
         from l2metrics.report import MetricsReport
+
         for d in ste_dirs:
             util.store_ste_data(Path(d))
 
@@ -110,11 +130,17 @@ def main() -> None:
             r = MetricsReport(log_dir=Path(log_dir), transfer_method="both", maintenance_method="both")
             r.calculate()
             reports.append(r)
+
         lw, lc = timed(run_l2)
-        print(f"l2metrics 3.1 MetricsReport:    median wall {lw:.3f} s, cpu {lc:.3f} s  -> ours is {lw / ew:.0f}x faster")
+        print(
+            f"l2metrics 3.1 MetricsReport:    median wall {lw:.3f} s, cpu {lc:.3f} s  -> ours is {lw / ew:.0f}x faster"
+        )
         ref = reports[-1].lifetime_metrics_df.iloc[0]
-        worst = max(abs(float(ref[k]) - res["lifetime"][k]) / max(1.0, abs(float(ref[k])))
-                    for k in ref.index if isinstance(res["lifetime"].get(k), float))
+        worst = max(
+            abs(float(ref[k]) - res["lifetime"][k]) / max(1.0, abs(float(ref[k])))
+            for k in ref.index
+            if isinstance(res["lifetime"].get(k), float)
+        )
         print(f"lifetime metrics in common with l2metrics: {len(ref)}; worst relative difference {worst:.2e}")
 
 

@@ -4,6 +4,7 @@ Prints: the whole command, the interpreter + imports alone, and the run's own ti
 MLflow store and run creation, the protocol (agents over the trials), metrics, figures, MLflow logging).
 Usage: python benchmarks/runner_wall_time.py [experiment]
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -23,9 +24,19 @@ def timed(cmd: list[str]) -> float:
 
 def main(experiment: str = "ond_given_detection") -> None:
     store = Path(tempfile.mkdtemp())
-    timed([sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])  # creates the store
-    total = timed([sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"])
-    imports = timed([sys.executable, "-c", "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, owl_eval.runner.app, owl_eval.metrics.ond"])
+    timed(
+        [sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"]
+    )  # creates the store
+    total = timed(
+        [sys.executable, "-m", "owl_eval", f"+experiment={experiment}", f"tracking.store_dir={store}", "progress=false"]
+    )
+    imports = timed(
+        [
+            sys.executable,
+            "-c",
+            "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, owl_eval.runner.app, owl_eval.metrics.ond",
+        ]
+    )
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{store / 'mlflow.db'}")

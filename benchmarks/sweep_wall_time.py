@@ -11,6 +11,7 @@ runs, their status and parent, params and metric rows per run. With the default 
 novelty) every run of an agent logs the same metric set, so the rows per run must be equal within an agent;
 with more trials a metric can be N/A for some seeds only and the counts legitimately differ.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,10 +29,22 @@ AGENTS = ("ond/knn_novelty", "ond/closed_world")
 
 def sweep(python: str, store: Path, name: str, jobs: int, trials: int, *launcher: str) -> float:
     seeds = ",".join(str(s) for s in range(jobs // len(AGENTS)))
-    cmd = [python, "-m", "owl_eval", "-m", "+experiment=ond_system_detection", f"agent={','.join(AGENTS)}",
-           f"seed={seeds}", f"protocol.num_trials={trials}", "figures=false", "progress=false",
-           f"tracking.store_dir={store}", f"experiment_name={name}", f"hydra.sweep.dir={store / 'sweeps' / name}",
-           *launcher]
+    cmd = [
+        python,
+        "-m",
+        "owl_eval",
+        "-m",
+        "+experiment=ond_system_detection",
+        f"agent={','.join(AGENTS)}",
+        f"seed={seeds}",
+        f"protocol.num_trials={trials}",
+        "figures=false",
+        "progress=false",
+        f"tracking.store_dir={store}",
+        f"experiment_name={name}",
+        f"hydra.sweep.dir={store / 'sweeps' / name}",
+        *launcher,
+    ]
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
     t0 = time.perf_counter()
@@ -50,8 +63,15 @@ def count(store: Path, name: str) -> dict:
     try:
         (exp_id,) = con.execute("select experiment_id from experiments where name = ?", (name,)).fetchone()
         runs = con.execute("select run_uuid, status from runs where experiment_id = ?", (exp_id,)).fetchall()
-        out = {"runs": len(runs), "jobs": 0, "finished_jobs": 0, "parents": 0, "param_rows": 0, "metric_rows": 0,
-               "per_agent": {}}
+        out = {
+            "runs": len(runs),
+            "jobs": 0,
+            "finished_jobs": 0,
+            "parents": 0,
+            "param_rows": 0,
+            "metric_rows": 0,
+            "per_agent": {},
+        }
         for run_id, status in runs:
             tags = dict(con.execute("select key, value from tags where run_uuid = ?", (run_id,)))
             if tags.get("owl_eval.kind") == "sweep":
@@ -85,15 +105,32 @@ def main() -> None:
 
     MlflowClient(f"sqlite:///{store / 'mlflow.db'}").search_experiments()  # schema migrations, not timed
     stamp = time.strftime("%H%M%S")
-    print(f"store: {store}\n{args.jobs}-job sweep, protocol.num_trials={args.trials}, figures=false, {os.cpu_count()} cores")
+    print(
+        f"store: {store}\n{args.jobs}-job sweep, protocol.num_trials={args.trials}, figures=false, {os.cpu_count()} cores"
+    )
     basic = sweep(sys.executable, store, f"bench-basic-{stamp}", args.jobs, args.trials)
     print(f"  basic launcher      : {basic:7.1f} s")
-    joblib = sweep(sys.executable, store, f"bench-joblib-{stamp}", args.jobs, args.trials,
-                   "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    joblib = sweep(
+        sys.executable,
+        store,
+        f"bench-joblib-{stamp}",
+        args.jobs,
+        args.trials,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+    )
     print(f"  joblib, n_jobs=2    : {joblib:7.1f} s   (basic / joblib = {basic / joblib:.2f})")
     if args.ray_python and args.ray_address:
-        ray = sweep(args.ray_python, store, f"bench-ray-{stamp}", args.jobs, args.trials, "hydra/launcher=ray",
-                    f"hydra.launcher.ray.init.address={args.ray_address}", "+hydra.launcher.ray.init.object_store_memory=null")
+        ray = sweep(
+            args.ray_python,
+            store,
+            f"bench-ray-{stamp}",
+            args.jobs,
+            args.trials,
+            "hydra/launcher=ray",
+            f"hydra.launcher.ray.init.address={args.ray_address}",
+            "+hydra.launcher.ray.init.object_store_memory=null",
+        )
         print(f"  ray, existing cluster: {ray:6.1f} s   (basic / ray = {basic / ray:.2f})")
     for name in (f"bench-basic-{stamp}", f"bench-joblib-{stamp}"):
         c = count(store, name)
@@ -102,14 +139,25 @@ def main() -> None:
     if args.count_jobs <= 0:
         return
     name = f"bench-count-{stamp}"
-    seconds = sweep(sys.executable, store, name, args.count_jobs, args.trials, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    seconds = sweep(
+        sys.executable, store, name, args.count_jobs, args.trials, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"
+    )
     c = count(store, name)
     print(f"{args.count_jobs}-job joblib sweep (n_jobs=2): {seconds:.1f} s")
-    print(f"  runs {c['runs']} (parents {c['parents']}, jobs {c['jobs']}, FINISHED under the parent {c['finished_jobs']})")
+    print(
+        f"  runs {c['runs']} (parents {c['parents']}, jobs {c['jobs']}, FINISHED under the parent {c['finished_jobs']})"
+    )
     print(f"  param rows {c['param_rows']}, metric rows {c['metric_rows']}")
     for agent, shapes in sorted(c["per_agent"].items()):
-        print(f"  {agent}: (params, metric rows) per run = {sorted(shapes)}" + ("" if len(shapes) == 1 else "  <-- differs!"))
-    complete = c["finished_jobs"] == args.count_jobs and c["parents"] == 1 and all(len(s) == 1 for s in c["per_agent"].values())
+        print(
+            f"  {agent}: (params, metric rows) per run = {sorted(shapes)}"
+            + ("" if len(shapes) == 1 else "  <-- differs!")
+        )
+    complete = (
+        c["finished_jobs"] == args.count_jobs
+        and c["parents"] == 1
+        and all(len(s) == 1 for s in c["per_agent"].values())
+    )
     print("  complete: every run, param and metric is there" if complete else "  INCOMPLETE")
     sys.exit(0 if complete else 1)
 

@@ -7,6 +7,7 @@ spread, some agents observed for fewer steps). Prints the time of the full table
 collisions, marginal KDE, joint KDE), the time of the scipy loop computing marginal and joint NLL, the
 largest absolute difference between the two, and the speed-up of the KDE part.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,10 +21,10 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from owl_eval.metrics.trajectory import kde_nll  # noqa: E402
 from owl_eval.metrics.trajectory.context import TrajContext  # noqa: E402
 from owl_eval.metrics.trajectory.core import check_paths  # noqa: E402
 from owl_eval.metrics.trajectory.kde import kde_log_probs  # noqa: E402
-from owl_eval.metrics.trajectory import kde_nll  # noqa: E402
 from owl_eval.metrics.trajectory.table import trajectory_table  # noqa: E402
 
 
@@ -85,7 +86,8 @@ def scipy_nll_loop(true, pred, mask):
             if m.any():
                 try:
                     logp[s, a] = st.gaussian_kde(pred[s, :, a][:, m].reshape(n_p, -1).T).logpdf(
-                        true[s, a][m].reshape(-1, 1))[0]
+                        true[s, a][m].reshape(-1, 1)
+                    )[0]
                 except np.linalg.LinAlgError:  # singular covariance: N/A, as in the batched version
                     pass
     return float(-np.nanmean(logp))
@@ -110,12 +112,15 @@ def main():
     ap.add_argument("--chunk-size", type=int, default=256)
     args = ap.parse_args()
     true, pred, mask = make_data(args.samples, args.preds, args.agents, args.steps)
-    print(f"data: N_S={args.samples} N_P={args.preds} N_A={args.agents} N_O={args.steps}, "
-          f"pred {pred.nbytes / 1e6:.0f} MB, {int((~mask.all(-1)).sum())} shortened agents")
+    print(
+        f"data: N_S={args.samples} N_P={args.preds} N_A={args.agents} N_O={args.steps}, "
+        f"pred {pred.nbytes / 1e6:.0f} MB, {int((~mask.all(-1)).sum())} shortened agents"
+    )
 
     t0 = time.perf_counter()
-    res = trajectory_table(true, pred, mask, rng=np.random.default_rng(0), k_values=(20, 50),
-                           chunk_size=args.chunk_size)
+    res = trajectory_table(
+        true, pred, mask, rng=np.random.default_rng(0), k_values=(20, 50), chunk_size=args.chunk_size
+    )
     t_table = time.perf_counter() - t0
     print(f"full table ({len(res.values)} values, {len(res.series)} series): {t_table:.2f} s")
 
@@ -125,11 +130,14 @@ def main():
     t, p, m = check_paths(true, pred, mask)
     parts["input checks"] = time.perf_counter() - t0
     ctx = TrajContext(t, p, m)
-    for name, fn in (("errors marginal", lambda: ctx.errors(False)), ("errors joint", lambda: ctx.errors(True)),
-                     ("collisions marginal", lambda: ctx.collision_state(False, 0.2)),
-                     ("collisions joint", lambda: ctx.collision_state(True, 0.2)),
-                     ("KDE marginal", lambda: kde_log_probs(t, p, m, joint=False)),
-                     ("KDE joint", lambda: kde_log_probs(t, p, m, joint=True))):
+    for name, fn in (
+        ("errors marginal", lambda: ctx.errors(False)),
+        ("errors joint", lambda: ctx.errors(True)),
+        ("collisions marginal", lambda: ctx.collision_state(False, 0.2)),
+        ("collisions joint", lambda: ctx.collision_state(True, 0.2)),
+        ("KDE marginal", lambda: kde_log_probs(t, p, m, joint=False)),
+        ("KDE joint", lambda: kde_log_probs(t, p, m, joint=True)),
+    ):
         t0 = time.perf_counter()
         fn()
         parts[name] = time.perf_counter() - t0
@@ -144,14 +152,20 @@ def main():
     ref_m, ref_j, ref_pm, ref_pj = scipy_loop(true, pred, mask)
     t_scipy = time.perf_counter() - t0
     diff = max(np.nanmax(np.abs(lt_m - ref_m)), np.nanmax(np.abs(lt_j - ref_j)))
-    diff_pred = max(np.nanmax(np.abs(np.asarray(lp_m).reshape(ref_pm.shape) - ref_pm)),
-                    np.nanmax(np.abs(np.asarray(lp_j).reshape(ref_pj.shape) - ref_pj)))
+    diff_pred = max(
+        np.nanmax(np.abs(np.asarray(lp_m).reshape(ref_pm.shape) - ref_pm)),
+        np.nanmax(np.abs(np.asarray(lp_j).reshape(ref_pj.shape) - ref_pj)),
+    )
     same_na = np.array_equal(np.isnan(lt_m), np.isnan(ref_m)) and np.array_equal(np.isnan(lt_j), np.isnan(ref_j))
     print(f"scipy gaussian_kde loop (marginal + joint, truth and every prediction): {t_scipy:.2f} s")
     print(f"batched KDE (marginal + joint, truth and every prediction): {t_kde_nll:.2f} s")
-    print(f"max abs diff of log densities vs scipy: truth {diff:.3e}, predictions {diff_pred:.3e} (same N/A pattern: {same_na})")
-    print(f"KDE speed-up vs scipy loop: {t_scipy / t_kde_nll:.1f}x; full table {t_table:.2f} s "
-          f"(target < 6 s), NLL marginal {res['kde_nll_marginal']:.4f}, joint {res['kde_nll_joint']:.4f}")
+    print(
+        f"max abs diff of log densities vs scipy: truth {diff:.3e}, predictions {diff_pred:.3e} (same N/A pattern: {same_na})"
+    )
+    print(
+        f"KDE speed-up vs scipy loop: {t_scipy / t_kde_nll:.1f}x; full table {t_table:.2f} s "
+        f"(target < 6 s), NLL marginal {res['kde_nll_marginal']:.4f}, joint {res['kde_nll_joint']:.4f}"
+    )
 
     # The public kde_nll alone does only the NLL's work (the truth's density), unlike the table.
     # Median of 3 runs each: the first call of either pays page faults on the large arrays.
@@ -160,9 +174,11 @@ def main():
     t_nll, nll = _median_time(lambda: kde_nll(true, pred, mask))
     with threadpool_limits(limits=1, user_api="blas"):
         t_ref_nll, ref_nll = _median_time(lambda: scipy_nll_loop(true, pred, mask))
-    print(f"kde_nll (marginal) alone: {t_nll:.2f} s; scipy loop at the truth only (1 BLAS thread): {t_ref_nll:.2f} s "
-          f"(medians of 3); "
-          f"speed-up {t_ref_nll / t_nll:.1f}x (target >= 5x); |difference| {abs(nll - ref_nll):.2e}")
+    print(
+        f"kde_nll (marginal) alone: {t_nll:.2f} s; scipy loop at the truth only (1 BLAS thread): {t_ref_nll:.2f} s "
+        f"(medians of 3); "
+        f"speed-up {t_ref_nll / t_nll:.1f}x (target >= 5x); |difference| {abs(nll - ref_nll):.2e}"
+    )
     return 0 if diff < 1e-8 and diff_pred < 1e-8 and same_na and abs(nll - ref_nll) < 1e-9 * max(1, abs(ref_nll)) else 1
 
 

@@ -13,4 +13,5 @@ Layers, each importing only its own and the ones before it (``tests/test_layers.
 7. ``evaluation`` (score a record: typed metric options -> results and figure data -> figures);
 8. ``runner`` (config, MLflow, the command line).
 """
+
 __version__ = "0.1.0"

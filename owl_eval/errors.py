@@ -6,6 +6,7 @@
 - ``owl_eval.protocols.base.AgentOutputError``: an agent returned something the protocol cannot accept.
 - :class:`UnsafePathError`: a name or path taken from user data would leave its folder or follow a link.
 """
+
 from __future__ import annotations
 
 

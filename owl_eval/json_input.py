@@ -1,4 +1,5 @@
 """JSON from a user's file, parsed with one clear error whatever is wrong with it."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Where the packaged configs live: ``owl_eval/conf/``, package data, so a wheel works outside the checkout."""
+
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent

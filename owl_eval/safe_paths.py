@@ -6,6 +6,7 @@ separators, no ``..``). User folders are listed and read without following symbo
 link loop) inside a folder is one clear error, never followed, never copied (a link to ``/etc/hostname``
 would otherwise land in MLflow's artifacts, and a loop fills the disk).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,10 @@ def check_name(name: object, *, what: str, where: str) -> str:
 
 def _reject_link(path: Path, what: str) -> None:
     target = os.readlink(path) if path.is_symlink() else "?"
-    raise UnsafePathError(f"{path}: {what} is a symbolic link (to {target!r}); links inside a results folder are "
-                          "not followed: copy the real file there instead")
+    raise UnsafePathError(
+        f"{path}: {what} is a symbolic link (to {target!r}); links inside a results folder are "
+        "not followed: copy the real file there instead"
+    )
 
 
 def list_tree(root: Path | str, *, what: str = "results folder") -> tuple[dict[str, Path], list[str]]:
@@ -110,8 +113,10 @@ def read_text(path: Path | str, *, what: str = "file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise UnsafePathError(f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-                              "save the file as UTF-8") from None
+        raise UnsafePathError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
 
 
 def copy_files(files: Iterable[Path], src_root: Path | str, dst_root: Path | str) -> list[Path]:

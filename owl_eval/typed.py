@@ -5,6 +5,7 @@ YAML and the command line hand values over as int, float, bool or str; these fun
 values a careful user would mean (``3``, ``3.0`` and ``"3"`` are the integer 3; ``2.5``, ``true`` and
 ``"abc"`` are not) and reject the rest.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,15 @@ def as_int(value: Any, key: str, *, minimum: int | None = None, maximum: int | N
     return number
 
 
-def as_float(value: Any, key: str, *, minimum: float | None = None, maximum: float | None = None,
-             open_minimum: bool = False, open_maximum: bool = False) -> float:
+def as_float(
+    value: Any,
+    key: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_minimum: bool = False,
+    open_maximum: bool = False,
+) -> float:
     """A finite real number within the bounds (closed unless ``open_*``); not a bool, not NaN or inf."""
     value = _plain(value)
     number: float | None = None
@@ -97,8 +105,9 @@ def as_str(value: Any, key: str, *, allow_empty: bool = False) -> str:
     return value
 
 
-def as_int_list(value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None,
-                allow_empty: bool = False) -> list[int]:
+def as_int_list(
+    value: Any, key: str, *, minimum: int | None = None, maximum: int | None = None, allow_empty: bool = False
+) -> list[int]:
     """A list of integers (a single integer is a one-element list)."""
     items = list(value) if isinstance(value, (list, tuple)) else [value]
     if not items and not allow_empty:

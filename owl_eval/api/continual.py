@@ -1,4 +1,5 @@
 """The interface a continual learner implements (a ``typing.Protocol``: any class with these methods is one)."""
+
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable

@@ -6,13 +6,13 @@ then per block ``start_task(spec)`` when the block's task or variant differs fro
 ``start_block(block)``, per step ``act(observation) -> action`` and, in training blocks only, ``observe(obs, action, reward, next_obs, terminated, truncated)``; finally ``end_block(block)``.
 Evaluation blocks never call ``observe``: learning is off whatever the agent does with ``set_learning``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-
 
 
 @dataclass(frozen=True)
@@ -78,5 +78,6 @@ class RLAgent(Protocol):
     def act(self, observation) -> int:
         """An action in ``[0, spec.num_actions)`` for the current task."""
 
-    def observe(self, observation, action: int, reward: float, next_observation, terminated: bool,
-                truncated: bool) -> None: ...
+    def observe(
+        self, observation, action: int, reward: float, next_observation, terminated: bool, truncated: bool
+    ) -> None: ...

@@ -1,4 +1,5 @@
 """The OND agent interface (a ``typing.Protocol``: any class with these methods is an agent)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -14,6 +14,7 @@ finite for every agent observed at the last history step; padding agents may be 
 - ``predict_class_probs(history, *, pred_len, dt) -> [S, N_A, C]``: behaviour class probabilities (see
   :mod:`owl_eval.protocols.trajectory.classes`); otherwise the protocol derives them from the predicted futures.
 """
+
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
@@ -25,8 +26,9 @@ import numpy as np
 class TrajectoryPredictor(Protocol):
     def fit(self, train: Any, *, rng: np.random.Generator) -> None: ...
 
-    def predict(self, history: np.ndarray, *, pred_len: int, num_preds: int, dt: float,
-                rng: np.random.Generator) -> np.ndarray: ...
+    def predict(
+        self, history: np.ndarray, *, pred_len: int, num_preds: int, dt: float, rng: np.random.Generator
+    ) -> np.ndarray: ...
 
 
 def last_position_and_velocity(history: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
 """Labelled feature data for the OND protocol, and the embedded default domain (scikit-learn digits)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -11,6 +11,7 @@ Labels are always the original digits 0..9 (a single 10-way label space), so the
 class-incremental evaluation (predict among all 10) and task-incremental evaluation (the learner is told
 the task and may restrict itself to ``ContinualTask.classes``).
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -119,8 +120,10 @@ class SplitDigits:
             or sorted(int(c) for c in order) != list(range(NUM_CLASSES))
         ):
             raise ConfigError(f"domain.class_order must be a permutation of 0..9, got {class_order!r}")
-        if isinstance(classes_per_task, bool) or not isinstance(classes_per_task, (int, np.integer)) or not (
-            1 <= classes_per_task <= NUM_CLASSES and NUM_CLASSES % classes_per_task == 0
+        if (
+            isinstance(classes_per_task, bool)
+            or not isinstance(classes_per_task, (int, np.integer))
+            or not (1 <= classes_per_task <= NUM_CLASSES and NUM_CLASSES % classes_per_task == 0)
         ):
             raise ConfigError(
                 f"domain.classes_per_task must be a whole divisor of 10 (1, 2, 5 or 10), got {classes_per_task!r}"
@@ -236,8 +239,14 @@ class PermutedDigits:
             Xp = X[:, perm]
             out.append(
                 ContinualTask(
-                    t, Xp[train_idx], y[train_idx].copy(), Xp[test_idx], y[test_idx].copy(), classes,
-                    train_idx.copy(), test_idx.copy(),
+                    t,
+                    Xp[train_idx],
+                    y[train_idx].copy(),
+                    Xp[test_idx],
+                    y[test_idx].copy(),
+                    classes,
+                    train_idx.copy(),
+                    test_idx.copy(),
                 )
             )
         return out

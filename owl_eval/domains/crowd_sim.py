@@ -12,6 +12,7 @@ with e_i the unit vector to the goal, n_ji the unit vector from j to i, xi_i sta
 and agents step at once (arrays ``[S, A, 2]``). After ``warmup_steps`` steps, ``obs_len + pred_len``
 steps are recorded. The generator passed to ``load`` drives everything: same seed, same scenes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,18 +37,36 @@ def _non_negative(value, key: str) -> float:
 class CrowdSimDomain:
     name = "crowd_sim"
 
-    def __init__(self, num_train_scenes: int = 300, num_test_scenes: int = 100, min_agents: int = 4,
-                 max_agents: int = 12, area: float = 12.0, obs_len: int = 8, pred_len: int = 12, dt: float = 0.4,
-                 substeps: int = 4, warmup_steps: int = 5, speed_mean: float = 1.3, speed_std: float = 0.2,
-                 max_speed_factor: float = 1.3, tau: float = 0.5, repulsion_strength: float = 2.0,
-                 repulsion_range: float = 0.3, radius: float = 0.3, noise_std: float = 0.3,
-                 goal_radius: float = 0.5):
+    def __init__(
+        self,
+        num_train_scenes: int = 300,
+        num_test_scenes: int = 100,
+        min_agents: int = 4,
+        max_agents: int = 12,
+        area: float = 12.0,
+        obs_len: int = 8,
+        pred_len: int = 12,
+        dt: float = 0.4,
+        substeps: int = 4,
+        warmup_steps: int = 5,
+        speed_mean: float = 1.3,
+        speed_std: float = 0.2,
+        max_speed_factor: float = 1.3,
+        tau: float = 0.5,
+        repulsion_strength: float = 2.0,
+        repulsion_range: float = 0.3,
+        radius: float = 0.3,
+        noise_std: float = 0.3,
+        goal_radius: float = 0.5,
+    ):
         self.num_train_scenes = _count(num_train_scenes, "num_train_scenes")
         self.num_test_scenes = _count(num_test_scenes, "num_test_scenes")
         self.min_agents = _count(min_agents, "min_agents")
         self.max_agents = _count(max_agents, "max_agents")
         if self.max_agents < self.min_agents:
-            raise ConfigError(f"domain.max_agents: expected at least domain.min_agents ({self.min_agents}), got {self.max_agents}")
+            raise ConfigError(
+                f"domain.max_agents: expected at least domain.min_agents ({self.min_agents}), got {self.max_agents}"
+            )
         self.area, self.dt = _positive(area, "area"), _positive(dt, "dt")
         self.obs_len = _count(obs_len, "obs_len", 2)  # two observed steps at least: a velocity
         self.pred_len = _count(pred_len, "pred_len")
@@ -62,9 +81,11 @@ class CrowdSimDomain:
 
     def load(self, rng: np.random.Generator) -> TrajectorySplits:
         train_rng, test_rng = rng.spawn(2)
-        return TrajectorySplits(self.simulate(self.num_train_scenes, train_rng, "crowd_sim/train"),
-                                self.simulate(self.num_test_scenes, test_rng, "crowd_sim/test"),
-                                description=f"crowd_sim: {self.num_train_scenes} train, {self.num_test_scenes} test scenes")
+        return TrajectorySplits(
+            self.simulate(self.num_train_scenes, train_rng, "crowd_sim/train"),
+            self.simulate(self.num_test_scenes, test_rng, "crowd_sim/test"),
+            description=f"crowd_sim: {self.num_train_scenes} train, {self.num_test_scenes} test scenes",
+        )
 
     def simulate(self, num_scenes: int, rng: np.random.Generator, source: str = "crowd_sim") -> TrajectoryScenes:
         """``num_scenes`` independent scenes, recorded after the warm-up."""
@@ -82,8 +103,13 @@ class CrowdSimDomain:
             if step >= self.warmup_steps:
                 track[:, :, step - self.warmup_steps] = pos
         track[~present] = np.nan
-        return TrajectoryScenes(track[:, :, : self.obs_len].copy(), track[:, :, self.obs_len:].copy(), self.dt,
-                                np.full(s, source), np.full(s, self.warmup_steps, dtype=np.int64))
+        return TrajectoryScenes(
+            track[:, :, : self.obs_len].copy(),
+            track[:, :, self.obs_len :].copy(),
+            self.dt,
+            np.full(s, source),
+            np.full(s, self.warmup_steps, dtype=np.int64),
+        )
 
     def _step(self, pos, vel, goal, v0, present, rng):
         h = self.dt / self.substeps

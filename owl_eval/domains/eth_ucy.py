@@ -18,6 +18,7 @@ Split: leave one group out. ``groups`` maps a group name to its files (the bench
 students001 + students003, zara1, zara2); the files of ``test_group`` are the test split, every other
 file in ``groups`` plus ``extra_train_files`` (zara03, uni_examples) is the training split.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -30,8 +31,13 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.domains.trajectory_scenes import (WINDOW_RULES, TrajectoryScenes, TrajectorySplits, split_windows,
-                                                windows_from_grid)
+from owl_eval.domains.trajectory_scenes import (
+    WINDOW_RULES,
+    TrajectoryScenes,
+    TrajectorySplits,
+    split_windows,
+    windows_from_grid,
+)
 from owl_eval.errors import ConfigError
 from owl_eval.safe_paths import check_name, read_bytes
 from owl_eval.typed import as_float, as_int, as_str
@@ -62,8 +68,10 @@ def find_file(directory: Path, name: str) -> Path:
         except OSError:
             continue
         return candidate  # a link or a folder here is reported by the read (owl_eval.safe_paths)
-    raise DataPathError(f"domain.path: {directory} has no file {name}.txt.gz or {name}.txt (ETH/UCY tab-separated "
-                        "'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
+    raise DataPathError(
+        f"domain.path: {directory} has no file {name}.txt.gz or {name}.txt (ETH/UCY tab-separated "
+        "'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>"
+    )
 
 
 def _exists(directory: Path, name: str) -> bool:
@@ -102,8 +110,9 @@ def read_tracks(path: Path) -> np.ndarray:
     if bad.any():
         row, column = (int(i) for i in np.argwhere(bad)[0])
         names = ("frame", "pedestrian_id", "x", "y")
-        raise DataPathError(f"{path}: data row {row + 1}, column {names[column]}: expected a finite number, "
-                            f"got {rows[row, column]}")
+        raise DataPathError(
+            f"{path}: data row {row + 1}, column {names[column]}: expected a finite number, got {rows[row, column]}"
+        )
     return rows
 
 
@@ -115,23 +124,29 @@ def track_grid(rows: np.ndarray, frame_step: int) -> tuple[np.ndarray, np.ndarra
     step = np.rint(offset).astype(np.int64)
     if np.any(np.abs(offset - step) > 1e-6):
         bad = rows[np.argmax(np.abs(offset - step)), 0]
-        raise DataPathError(f"frame {bad:g} is not on the grid of frame_step={frame_step} from the first frame {first} "
-                            "(set domain.frame_step)")
+        raise DataPathError(
+            f"frame {bad:g} is not on the grid of frame_step={frame_step} from the first frame {first} "
+            "(set domain.frame_step)"
+        )
     ids, ped = np.unique(rows[:, 1], return_inverse=True)
     if (int(step.max()) + 1) * len(ids) > MAX_GRID_CELLS:
-        raise DataPathError(f"{int(step.max()) + 1} time steps x {len(ids)} pedestrians is too large a track grid "
-                            f"(frames {first}..{int(round(frames.max()))} with frame_step={frame_step}); check the "
-                            "frame column and domain.frame_step")
+        raise DataPathError(
+            f"{int(step.max()) + 1} time steps x {len(ids)} pedestrians is too large a track grid "
+            f"(frames {first}..{int(round(frames.max()))} with frame_step={frame_step}); check the "
+            "frame column and domain.frame_step"
+        )
     grid = np.full((int(step.max()) + 1, len(ids), 2), np.nan)
     grid[step, ped] = rows[:, 2:4]
     return grid, ids, first
 
 
-def file_scenes(path: Path, *, frame_step: int, obs_len: int, pred_len: int, stride: int, max_agents: int,
-                windows: str, dt: float) -> TrajectoryScenes:
+def file_scenes(
+    path: Path, *, frame_step: int, obs_len: int, pred_len: int, stride: int, max_agents: int, windows: str, dt: float
+) -> TrajectoryScenes:
     grid, _, first = track_grid(read_tracks(path), frame_step)
-    windows, start, counts = windows_from_grid(grid, obs_len=obs_len, pred_len=pred_len, stride=stride,
-                                              max_agents=max_agents, windows=windows)
+    windows, start, counts = windows_from_grid(
+        grid, obs_len=obs_len, pred_len=pred_len, stride=stride, max_agents=max_agents, windows=windows
+    )
     windows = windows[:, : max(1, int(counts.max(initial=0)))]  # no all-padding agent columns
     history, future = split_windows(windows, obs_len)
     name = path.name.split(".")[0]
@@ -141,13 +156,25 @@ def file_scenes(path: Path, *, frame_step: int, obs_len: int, pred_len: int, str
 class EthUcyDomain:
     name = "eth_ucy"
 
-    def __init__(self, path: str | None = None, test_group: str = "eth", groups: dict | None = None,
-                 extra_train_files: list | None = None, obs_len: int = 8, pred_len: int = 12, stride: int = 1,
-                 max_agents: int = 32, windows: str = "cvm", frame_step: int = 10, fps: float = 25.0):
+    def __init__(
+        self,
+        path: str | None = None,
+        test_group: str = "eth",
+        groups: dict | None = None,
+        extra_train_files: list | None = None,
+        obs_len: int = 8,
+        pred_len: int = 12,
+        stride: int = 1,
+        max_agents: int = 32,
+        windows: str = "cvm",
+        frame_step: int = 10,
+        fps: float = 25.0,
+    ):
         self.path = path
         self.groups = _groups(DEFAULT_GROUPS if groups is None else groups)
-        self.extra_train_files = _file_names(DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files,
-                                             "domain.extra_train_files")
+        self.extra_train_files = _file_names(
+            DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files, "domain.extra_train_files"
+        )
         self.test_group = as_str(test_group, "domain.test_group")
         if self.test_group not in self.groups:
             raise ConfigError(f"domain.test_group: expected one of {sorted(self.groups)}, got {test_group!r}")
@@ -157,20 +184,26 @@ class EthUcyDomain:
         self.max_agents = as_int(max_agents, "domain.max_agents", minimum=1)
         self.windows = as_str(windows, "domain.windows")
         if self.windows not in WINDOW_RULES:
-            raise ConfigError(f"domain.windows: expected one of {', '.join(WINDOW_RULES)} (which pedestrians a window "
-                              f"scores), got {windows!r}")
+            raise ConfigError(
+                f"domain.windows: expected one of {', '.join(WINDOW_RULES)} (which pedestrians a window "
+                f"scores), got {windows!r}"
+            )
         self.frame_step = as_int(frame_step, "domain.frame_step", minimum=1)
         self.dt = self.frame_step / as_float(fps, "domain.fps", minimum=0.0, open_minimum=True)
         self._splits: TrajectorySplits | None = None  # read once (check, then load)
 
     def _directory(self) -> Path:
         if self.path is None or str(self.path).strip() in ("", "None", "???"):
-            raise DataPathError("domain.path is not set: expected a folder with the ETH/UCY files (biwi_eth.txt.gz, "
-                                "biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...); run with domain.path=<dir>")
+            raise DataPathError(
+                "domain.path is not set: expected a folder with the ETH/UCY files (biwi_eth.txt.gz, "
+                "biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...); run with domain.path=<dir>"
+            )
         directory = Path(str(self.path)).expanduser()
         if not directory.is_dir():
-            raise DataPathError(f"domain.path={self.path!r} is not a folder: expected a folder with the ETH/UCY files "
-                                "(biwi_eth.txt.gz, biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...)")
+            raise DataPathError(
+                f"domain.path={self.path!r} is not a folder: expected a folder with the ETH/UCY files "
+                "(biwi_eth.txt.gz, biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...)"
+            )
         return directory
 
     def files(self) -> tuple[list[Path], list[Path]]:
@@ -181,8 +214,10 @@ class EthUcyDomain:
         train_names += [f for f in self.extra_train_files if f not in train_names and f not in test_names]
         missing = [n for n in test_names + train_names if not _exists(directory, n)]
         if missing:
-            raise DataPathError(f"domain.path: {directory} has no file {', '.join(missing)} (.txt.gz or .txt, ETH/UCY "
-                                "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>")
+            raise DataPathError(
+                f"domain.path: {directory} has no file {', '.join(missing)} (.txt.gz or .txt, ETH/UCY "
+                "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>"
+            )
         return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
 
     def tags(self) -> dict[str, str]:
@@ -202,13 +237,22 @@ class EthUcyDomain:
 
     def _read(self) -> TrajectorySplits:
         train_files, test_files = self.files()
-        kw = dict(frame_step=self.frame_step, obs_len=self.obs_len, pred_len=self.pred_len, stride=self.stride,
-                  max_agents=self.max_agents, windows=self.windows, dt=self.dt)
+        kw = dict(
+            frame_step=self.frame_step,
+            obs_len=self.obs_len,
+            pred_len=self.pred_len,
+            stride=self.stride,
+            max_agents=self.max_agents,
+            windows=self.windows,
+            dt=self.dt,
+        )
         train = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in train_files])
         test = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in test_files])
         if test.num_scenes == 0:
-            raise DataPathError(f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "
-                                f"{self.obs_len}+{self.pred_len} steps")
+            raise DataPathError(
+                f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "
+                f"{self.obs_len}+{self.pred_len} steps"
+            )
         return TrajectorySplits(train, test, description=f"test={self.test_group}: {[p.name for p in test_files]}")
 
 

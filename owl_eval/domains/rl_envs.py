@@ -5,6 +5,7 @@ A *task* is a named environment family instance; a *variant* is a set of paramet
 never rendered; the episode step limit is ours (``max_episode_steps``), so no wrapper sits in the
 hot loop. gymnasium is the ``rl`` extra: a domain built without it fails with the install command.
 """
+
 from __future__ import annotations
 
 import json
@@ -33,6 +34,7 @@ def require_gymnasium():
 
 # ------------------------------------------------------------------------------------------ families
 
+
 class CartPoleFamily:
     """CartPole-v1 dynamics with settable physics. ``length`` is gymnasium's half pole length (0.5)."""
 
@@ -48,8 +50,12 @@ class CartPoleFamily:
         """Every parameter a finite number (masses, length and time step positive); the values are kept as
         given (they key the STE references)."""
         for key, value in params.items():
-            as_float(value, f"{where}.{key}", minimum=0.0 if key in self.positive + ("masspole",) else None,
-                     open_minimum=key in self.positive)
+            as_float(
+                value,
+                f"{where}.{key}",
+                minimum=0.0 if key in self.positive + ("masspole",) else None,
+                open_minimum=key in self.positive,
+            )
 
     def make(self, params: Mapping[str, Any]):
         from gymnasium.envs.classic_control.cartpole import CartPoleEnv
@@ -63,8 +69,16 @@ class CartPoleFamily:
         return env
 
     def spec(self, task: str, variant: str, params: Mapping[str, Any]) -> TaskSpec:
-        return TaskSpec(task=task, variant=variant, family=self.name, num_actions=2, observation_shape=(4,),
-                        observation_low=self.low.copy(), observation_high=self.high.copy(), params=dict(params))
+        return TaskSpec(
+            task=task,
+            variant=variant,
+            family=self.name,
+            num_actions=2,
+            observation_shape=(4,),
+            observation_low=self.low.copy(),
+            observation_high=self.high.copy(),
+            params=dict(params),
+        )
 
 
 class FrozenLakeFamily:
@@ -108,14 +122,21 @@ class FrozenLakeFamily:
 
     def spec(self, task: str, variant: str, params: Mapping[str, Any]) -> TaskSpec:
         desc = self._desc(params)
-        return TaskSpec(task=task, variant=variant, family=self.name, num_actions=4,
-                        num_observations=len(desc) * len(desc[0]), params=dict(params))
+        return TaskSpec(
+            task=task,
+            variant=variant,
+            family=self.name,
+            num_actions=4,
+            num_observations=len(desc) * len(desc[0]),
+            params=dict(params),
+        )
 
 
 FAMILIES = {f.name: f for f in (CartPoleFamily(), FrozenLakeFamily())}
 
 
 # ------------------------------------------------------------------------------------------ episodes
+
 
 class TaskEnv:
     """One (task, variant) environment: ``reset(seed) -> obs``, ``step(a) -> (obs, r, terminated, truncated)``."""
@@ -140,6 +161,7 @@ class TaskEnv:
 
 # ------------------------------------------------------------------------------------------ domain
 
+
 class RLDomain:
     """Named tasks, each a family with base parameters and named variants.
 
@@ -151,17 +173,25 @@ class RLDomain:
         require_gymnasium()
         self.name = as_str(str(name), "domain.name")
         if not isinstance(tasks, Mapping) or not tasks:
-            raise ConfigError(f"domain.tasks: expected a non-empty mapping {{task: {{family, variants, ...}}}}, got {tasks!r}")
+            raise ConfigError(
+                f"domain.tasks: expected a non-empty mapping {{task: {{family, variants, ...}}}}, got {tasks!r}"
+            )
         self.tasks: dict[str, dict] = {}
         for task, node in tasks.items():
             where = f"domain.tasks.{task}"
             if not isinstance(node, Mapping):
-                raise ConfigError(f"{where}: expected a mapping {{family, max_episode_steps, params, variants}}, got {node!r}")
+                raise ConfigError(
+                    f"{where}: expected a mapping {{family, max_episode_steps, params, variants}}, got {node!r}"
+                )
             if not TASK_RE.fullmatch(str(task)):
-                raise ConfigError(f"{where}: task names are lower-case letters, digits, '.', '-' (no '_'), got {task!r}")
+                raise ConfigError(
+                    f"{where}: task names are lower-case letters, digits, '.', '-' (no '_'), got {task!r}"
+                )
             family = FAMILIES.get(node.get("family", task))
             if family is None:
-                raise ConfigError(f"{where}.family: unknown family {node.get('family', task)!r}; known: {sorted(FAMILIES)}")
+                raise ConfigError(
+                    f"{where}.family: unknown family {node.get('family', task)!r}; known: {sorted(FAMILIES)}"
+                )
             variants = node.get("variants") or {"default": {}}
             if not isinstance(variants, Mapping):
                 raise ConfigError(f"{where}.variants: expected a mapping {{variant: {{parameters}}}}, got {variants!r}")
@@ -172,12 +202,16 @@ class RLDomain:
                     if not isinstance(value, Mapping):
                         raise ConfigError(f"{part}: expected a mapping of parameters, got {value!r}")
                 if not VARIANT_RE.fullmatch(str(variant)):
-                    raise ConfigError(f"{where}.variants: variant names are lower-case letters, digits, '.', '-', '_', got {variant!r}")
+                    raise ConfigError(
+                        f"{where}.variants: variant names are lower-case letters, digits, '.', '-', '_', got {variant!r}"
+                    )
                 merged = {**(node.get("params") or {}), **(params or {})}
                 unknown = sorted(set(merged) - set(family.params))
                 if unknown:
-                    raise ConfigError(f"{where}.variants.{variant}: unknown parameter(s) {unknown} for family "
-                                     f"{family.name!r}; valid: {list(family.params)}")
+                    raise ConfigError(
+                        f"{where}.variants.{variant}: unknown parameter(s) {unknown} for family "
+                        f"{family.name!r}; valid: {list(family.params)}"
+                    )
                 family.check(merged, f"{where}.variants.{variant}")
                 variants[variant] = merged
             steps = as_int(node.get("max_episode_steps", 200), f"{where}.max_episode_steps", minimum=1)
@@ -189,8 +223,10 @@ class RLDomain:
     def params(self, task: str, variant: str) -> dict:
         node = self._task(task)
         if variant not in node["variants"]:
-            raise KeyError(f"unknown variant {variant!r} of task {task!r} in domain {self.name!r}; "
-                           f"variants: {list(node['variants'])}")
+            raise KeyError(
+                f"unknown variant {variant!r} of task {task!r} in domain {self.name!r}; "
+                f"variants: {list(node['variants'])}"
+            )
         return dict(node["variants"][variant])
 
     def spec(self, task: str, variant: str) -> TaskSpec:
@@ -204,8 +240,11 @@ class RLDomain:
     def identity(self, task: str, variant: str) -> dict:
         """Everything about a (task, variant) that changes its episodes (keys STE references)."""
         node = self._task(task)
-        return {"family": node["family"].name, "params": json.loads(json.dumps(self.params(task, variant))),
-                "max_episode_steps": node["max_episode_steps"]}
+        return {
+            "family": node["family"].name,
+            "params": json.loads(json.dumps(self.params(task, variant))),
+            "max_episode_steps": node["max_episode_steps"],
+        }
 
     def _task(self, task: str) -> dict:
         if task not in self.tasks:

@@ -15,6 +15,7 @@ overridable and hashed like any config value.
 
 A missing package fails at construction, before any MLflow run starts, with one line naming the extra.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -22,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from owl_eval.domains.classification import ClassificationDomain, LabeledData
+from owl_eval.domains.sailon_files import packaged_file, read_mnist_csv, read_segment_csv, read_watch_npy
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_float, as_int, as_str
-from owl_eval.domains.sailon_files import packaged_file, read_mnist_csv, read_segment_csv, read_watch_npy
 
 __all__ = ["HandwritingDomain", "ActivityDomain", "ImageSegmentsDomain", "WINDOW_STATISTICS", "window_features"]
 
@@ -85,7 +86,9 @@ def window_features(windows: np.ndarray, statistics: Sequence[str]) -> np.ndarra
     """``[N, W, C]`` windows -> ``[N, len(statistics) * C]``, grouped by statistic (all channels' mean, then ...)."""
     unknown = [s for s in statistics if not isinstance(s, str) or s not in WINDOW_STATISTICS]
     if unknown or not statistics:
-        raise ConfigError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {list(statistics)}")
+        raise ConfigError(
+            f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {list(statistics)}"
+        )
     return np.concatenate([WINDOW_STATISTICS[s](windows) for s in statistics], axis=1)
 
 
@@ -104,13 +107,17 @@ class ActivityDomain(SailonDomain):
     relative_path = "data/watch_dataset.npy"
     SAMPLE_RATE_HZ = 50
 
-    def __init__(self, window: int = 100, step: int = 50, statistics: Sequence[str] = ("mean", "std", "min", "max", "energy")):
+    def __init__(
+        self, window: int = 100, step: int = 50, statistics: Sequence[str] = ("mean", "std", "min", "max", "energy")
+    ):
         self.window = as_int(window, "domain.window", minimum=2)
         self.step = as_int(step, "domain.step", minimum=1)
         if isinstance(statistics, str):  # one name from the command line (domain.statistics=std)
             statistics = [as_str(statistics, "domain.statistics")]
         if not isinstance(statistics, (list, tuple)):
-            raise ConfigError(f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {statistics!r}")
+            raise ConfigError(
+                f"domain.statistics must be a non-empty list from {sorted(WINDOW_STATISTICS)}, got {statistics!r}"
+            )
         self.statistics = tuple(statistics)
         window_features(np.zeros((1, 2, 1)), self.statistics)  # reject unknown statistics now, not at load
         super().__init__()
@@ -122,7 +129,7 @@ class ActivityDomain(SailonDomain):
             if len(recording) < self.window:
                 continue
             # [n_windows, C, window] view -> [n_windows, window, C]; no copy until the concatenate below
-            view = np.lib.stride_tricks.sliding_window_view(recording, self.window, axis=0)[::self.step]
+            view = np.lib.stride_tricks.sliding_window_view(recording, self.window, axis=0)[:: self.step]
             windows.append(view.transpose(0, 2, 1))
             labels.append(np.full(len(view), label, dtype=np.int64))
         if not windows:
@@ -145,5 +152,6 @@ class ImageSegmentsDomain(SailonDomain):
     def load(self) -> LabeledData:
         features, categories, _ = read_segment_csv(self.path)
         class_names, labels = np.unique(categories, return_inverse=True)
-        return LabeledData(features=features.copy(), labels=labels.astype(np.int64),
-                           class_names=tuple(str(c) for c in class_names))
+        return LabeledData(
+            features=features.copy(), labels=labels.astype(np.int64), class_names=tuple(str(c) for c in class_names)
+        )

@@ -6,6 +6,7 @@ slowly and pull optional dependencies we never use). Nothing is downloaded and n
 this repository. The raw readers are cached per process, so a sweep worker that runs many jobs parses
 each file once; the cached arrays are read-only.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -34,12 +35,16 @@ def packaged_file(package: str, relative: str, *, domain: str) -> Path:
     """Path of ``relative`` inside the installed ``package``; a one-line error if either is missing."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise MissingDomainExtra(f"domain '{domain}' reads its data from the '{package}' package, which is not "
-                                 f"installed: install the domains extra with {INSTALL_HINT}")
+        raise MissingDomainExtra(
+            f"domain '{domain}' reads its data from the '{package}' package, which is not "
+            f"installed: install the domains extra with {INSTALL_HINT}"
+        )
     path = Path(next(iter(spec.submodule_search_locations))) / relative
     if not path.is_file():
-        raise FileNotFoundError(f"domain '{domain}': the installed '{package}' has no {relative} (looked at {path}); "
-                                f"reinstall the domains extra with {INSTALL_HINT}")
+        raise FileNotFoundError(
+            f"domain '{domain}': the installed '{package}' has no {relative} (looked at {path}); "
+            f"reinstall the domains extra with {INSTALL_HINT}"
+        )
     return path
 
 
@@ -87,8 +92,10 @@ def read_watch_npy(path: Path) -> dict:
     raw = path.read_bytes()
     digest = hashlib.sha256(raw).hexdigest()
     if digest != WATCH_FILE_SHA256:
-        raise ValueError(f"{path} is not the watch data shipped in seglearn 1.2.x (sha256 {digest}); refusing to "
-                         "unpickle it. Reinstall seglearn, or update WATCH_FILE_SHA256 after checking the new wheel.")
+        raise ValueError(
+            f"{path} is not the watch data shipped in seglearn 1.2.x (sha256 {digest}); refusing to "
+            "unpickle it. Reinstall seglearn, or update WATCH_FILE_SHA256 after checking the new wheel."
+        )
     loaded = np.load(io.BytesIO(raw), allow_pickle=True)
     data = loaded.item() if loaded.dtype == object and loaded.shape == () else None
     if not isinstance(data, dict) or not {"X", "y", "y_labels", "X_labels"} <= data.keys():
@@ -101,14 +108,20 @@ def read_watch_npy(path: Path) -> dict:
     channels = len(data["X_labels"])
     for i, rec in enumerate(recordings):
         if not (isinstance(rec, np.ndarray) and rec.ndim == 2 and rec.shape[1] == channels and rec.dtype.kind == "f"):
-            raise ValueError(f"{path}: recording {i} must be a float [n, {channels}] array, got "
-                             f"{type(rec).__name__} {getattr(rec, 'shape', '')}")
+            raise ValueError(
+                f"{path}: recording {i} must be a float [n, {channels}] array, got "
+                f"{type(rec).__name__} {getattr(rec, 'shape', '')}"
+            )
         if not np.all(np.isfinite(rec)):
             raise ValueError(f"{path}: recording {i} contains NaN or inf")
     if labels.dtype.kind not in "iu" or labels.min() < 0 or labels.max() >= len(names):
         raise ValueError(f"{path}: y must hold integer labels in 0..{len(names) - 1}")
-    return {"recordings": tuple(_frozen(r.astype(np.float64)) for r in recordings), "labels": _frozen(labels.astype(np.int64)),
-            "class_names": names, "channel_names": tuple(str(c) for c in data["X_labels"])}
+    return {
+        "recordings": tuple(_frozen(r.astype(np.float64)) for r in recordings),
+        "labels": _frozen(labels.astype(np.int64)),
+        "class_names": names,
+        "channel_names": tuple(str(c) for c in data["X_labels"]),
+    }
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

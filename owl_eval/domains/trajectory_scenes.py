@@ -5,6 +5,7 @@ A *scene* holds up to ``N_A`` agents (padded): ``history[S, N_A, N_I, 2]`` obser
 steps and padding agents alike). ``history_mask`` / ``future_mask`` say which steps are real. Positions are
 in the domain's world frame; ``dt`` is the time between steps in seconds.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,8 +24,10 @@ class TrajectoryScenes:
     def __post_init__(self):
         h, f = self.history, self.future
         if h.ndim != 4 or h.shape[-1] != 2 or f.ndim != 4 or f.shape[:2] != h.shape[:2] or f.shape[-1] != 2:
-            raise ValueError(f"scenes: expected history [S, A, N_I, 2] and future [S, A, N_O, 2] with equal S, A; "
-                             f"got {h.shape} and {f.shape}")
+            raise ValueError(
+                f"scenes: expected history [S, A, N_I, 2] and future [S, A, N_O, 2] with equal S, A; "
+                f"got {h.shape} and {f.shape}"
+            )
         if self.scene_source.shape != (h.shape[0],) or self.scene_frame.shape != (h.shape[0],):
             raise ValueError(f"scenes: scene_source and scene_frame must have shape [{h.shape[0]}]")
 
@@ -57,12 +60,13 @@ class TrajectoryScenes:
     def pred_len(self) -> int:
         return self.future.shape[2]
 
-    def subset(self, index) -> "TrajectoryScenes":
-        return TrajectoryScenes(self.history[index], self.future[index], self.dt, self.scene_source[index],
-                                self.scene_frame[index])
+    def subset(self, index) -> TrajectoryScenes:
+        return TrajectoryScenes(
+            self.history[index], self.future[index], self.dt, self.scene_source[index], self.scene_frame[index]
+        )
 
     @staticmethod
-    def concatenate(parts: list["TrajectoryScenes"]) -> "TrajectoryScenes":
+    def concatenate(parts: list[TrajectoryScenes]) -> TrajectoryScenes:
         """Scenes of several sources in one set, padded to the widest agent count."""
         if not parts:
             raise ValueError("no scenes to concatenate")
@@ -73,10 +77,13 @@ class TrajectoryScenes:
             out[:, : a.shape[1]] = a
             return out
 
-        return TrajectoryScenes(np.concatenate([pad(p.history) for p in parts]),
-                                np.concatenate([pad(p.future) for p in parts]), parts[0].dt,
-                                np.concatenate([p.scene_source for p in parts]),
-                                np.concatenate([p.scene_frame for p in parts]))
+        return TrajectoryScenes(
+            np.concatenate([pad(p.history) for p in parts]),
+            np.concatenate([pad(p.future) for p in parts]),
+            parts[0].dt,
+            np.concatenate([p.scene_source for p in parts]),
+            np.concatenate([p.scene_frame for p in parts]),
+        )
 
 
 @dataclass(frozen=True)
@@ -91,9 +98,9 @@ class TrajectorySplits:
 # Which pedestrians of a window are scored (domain setting ``windows``).
 WINDOW_RULES = {
     "cvm": "present at every observed step and at least one future step (Schoeller et al. 2020, the constant "
-           "velocity model paper)",
+    "velocity model paper)",
     "social_gan": "present at every observed and future step, in windows with at least two such pedestrians "
-                  "(Social-GAN's loader: min_ped=1, num_peds_considered > min_ped)",
+    "(Social-GAN's loader: min_ped=1, num_peds_considered > min_ped)",
     "last_observed": "present at the last observed step; missing steps masked (histories may be one point long)",
 }
 
@@ -110,8 +117,9 @@ def window_agents(present: np.ndarray, obs_len: int, rule: str) -> np.ndarray:
     raise ValueError(f"windows: expected one of {sorted(WINDOW_RULES)}, got {rule!r}")
 
 
-def windows_from_grid(positions: np.ndarray, *, obs_len: int, pred_len: int, stride: int, max_agents: int,
-                      windows: str = "cvm") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def windows_from_grid(
+    positions: np.ndarray, *, obs_len: int, pred_len: int, stride: int, max_agents: int, windows: str = "cvm"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Cut a dense track grid ``positions[T, P, 2]`` (NaN = absent) into scenes.
 
     A scene is a window start ``t0`` (every ``stride`` steps) with the pedestrians that ``windows`` selects

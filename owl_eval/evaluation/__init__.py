@@ -5,6 +5,7 @@ protocol, looked up by the protocol's name (:func:`evaluation_for`).
 options)`` returns the metric results and the figures' values (:class:`~owl_eval.evaluation.base.Scored`),
 ``figures(scored, options)`` draws them (:mod:`owl_eval.plots`). Live runs and sources are scored alike.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping

@@ -6,6 +6,7 @@ name, :func:`owl_eval.evaluation.evaluation_for`) turns the ``metrics`` config n
 results and the values the figures draw) and draws the figures from those values alone
 (:meth:`Evaluation.figures`). A source (results produced elsewhere) is scored by the same evaluation.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod

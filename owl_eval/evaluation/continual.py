@@ -5,6 +5,7 @@ accuracies ``b`` or test sizes ``n`` are unknown (``record.has_init`` / ``record
 :mod:`owl_eval.sources.accuracy_matrix`) has the metrics that need them N/A. A partial record (``k``
 completed rows) is scored on ``A[:k, :k]`` (see :mod:`owl_eval.protocols.continual`).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,9 +26,15 @@ class ContinualEvaluation(Evaluation):
         if not figures or record.num_completed == 0:
             return Scored(results)
         title = f"Accuracy matrix ({record.domain}, {record.scenario})" if record.domain else "Accuracy matrix"
-        return Scored(results, {"accuracy": np.asarray(record.accuracy, dtype=np.float64),
-                                "init_accuracy": np.asarray(record.init_accuracy, dtype=np.float64),
-                                "task_classes": record.task_classes, "title": title})
+        return Scored(
+            results,
+            {
+                "accuracy": np.asarray(record.accuracy, dtype=np.float64),
+                "init_accuracy": np.asarray(record.init_accuracy, dtype=np.float64),
+                "task_classes": record.task_classes,
+                "title": title,
+            },
+        )
 
     def figures(self, scored: Scored, options: ContinualMetricOptions) -> dict:
         if not scored.figure_data:
@@ -48,8 +55,11 @@ def score_continual(record) -> MetricResults:
             out.set(spec.name, NA("no task was learned and evaluated before the run stopped"))
         return out
     A = np.asarray(record.accuracy, dtype=np.float64)
-    metrics = continual_metrics(A[:k, :k], init_accuracy=record.init_accuracy[:k] if has_init else None,
-                                num_instances=record.num_instances[:k] if has_sizes else None)
+    metrics = continual_metrics(
+        A[:k, :k],
+        init_accuracy=record.init_accuracy[:k] if has_init else None,
+        num_instances=record.num_instances[:k] if has_sizes else None,
+    )
     out.update(MetricResults(values=metrics.values, na=metrics.na))
     for name, series in metrics.series.items():
         out.series[SERIES_PREFIX + name] = series

@@ -4,6 +4,7 @@ and the values the lifelong-RL figures draw (METRICS.md section 4).
 A live run's record, a saved record and a log read by the l2logger source are scored alike; the figures
 plot the ``reward`` column (a log without one has no figures).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -70,8 +71,16 @@ def learning_curve_data(log, evaluated: dict, options: LifelongRLMetricOptions) 
     spans = []
     for s, e in zip(change.tolist(), ends.tolist()):
         is_test = bool(block_type[s] == "test")
-        spans.append({"task": str(task[s]), "test": is_test, "start": exp[s] - 0.5, "end": exp[e - 1] + 0.5,
-                      "episodes": exp[s:e], "smoothed": None if is_test else _smooth(reward[s:e], options)})
+        spans.append(
+            {
+                "task": str(task[s]),
+                "test": is_test,
+                "start": exp[s] - 0.5,
+                "end": exp[e - 1] + 0.5,
+                "episodes": exp[s:e],
+                "smoothed": None if is_test else _smooth(reward[s:e], options),
+            }
+        )
     saturation, recovery = [], []
     blocks = evaluated.get("blocks", {})
     for i in np.flatnonzero(np.asarray(blocks.get("block_type", [])) == "train").tolist():
@@ -79,15 +88,21 @@ def learning_curve_data(log, evaluated: dict, options: LifelongRLMetricOptions) 
         if not rows.size:
             continue
         s, n = int(rows[0]), int(blocks["length"][i])
-        curve = _smooth(reward[s:s + n], options)
+        curve = _smooth(reward[s : s + n], options)
         t = blocks["eps_to_sat"][i]
         if np.isfinite(t) and 0 <= t < n:
             saturation.append((exp[s + int(t)], curve[int(t)]))
         r = blocks["recovery_time"][i]
         if np.isfinite(r) and 0 <= r < n:
             recovery.append((exp[s + int(r)], reward[s + int(r)]))
-    return {"episodes": exp, "reward": reward, "tasks": list(dict.fromkeys(task.tolist())), "spans": spans,
-            "saturation": saturation, "recovery": recovery}
+    return {
+        "episodes": exp,
+        "reward": reward,
+        "tasks": list(dict.fromkeys(task.tolist())),
+        "spans": spans,
+        "saturation": saturation,
+        "recovery": recovery,
+    }
 
 
 def agent_vs_ste_data(log, ste_logs: dict, options: LifelongRLMetricOptions) -> list[dict]:
@@ -99,8 +114,15 @@ def agent_vs_ste_data(log, ste_logs: dict, options: LifelongRLMetricOptions) -> 
         mine = log["reward"][(log["task_name"] == name) & (log["block_type"] == "train")].astype(float)
         ref = ste_logs[name]
         theirs = ref["reward"][ref["block_type"] == "train"].astype(float)
-        out.append({"task": name, "agent": mine, "agent_smoothed": _smooth(mine, options), "ste": theirs,
-                    "ste_smoothed": _smooth(theirs, options)})
+        out.append(
+            {
+                "task": name,
+                "agent": mine,
+                "agent_smoothed": _smooth(mine, options),
+                "ste": theirs,
+                "ste_smoothed": _smooth(theirs, options),
+            }
+        )
     return out
 
 

@@ -1,5 +1,6 @@
 """OND scoring: SAIL-ON program metrics of the agent (with the baseline for M3-M6), the baseline's own
 metrics under ``baseline.``, and the values the OND figures draw (METRICS.md section 1)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,14 +21,24 @@ class OndEvaluation(Evaluation):
         results = score_ond(record, options)
         if not figures:
             return Scored(results)
-        data = {"threshold": options.threshold,
-                "timeline": [{"trial_id": t.trial_id, "p_world_changed": t.p_world_changed,
-                              "p_unknown": t.p_class[:, 0], "red_light": t.red_light}
-                             for t in record.trials[:TIMELINE_TRIALS]],
-                "detection_vs_threshold": detection_vs_threshold(record.trials, DETECTION_THRESHOLD_GRID),
-                "roc": []}
-        for label, trials, key in (("agent", record.trials, "auroc_novel"),
-                                   ("baseline", record.baseline_trials, "baseline.auroc_novel")):
+        data = {
+            "threshold": options.threshold,
+            "timeline": [
+                {
+                    "trial_id": t.trial_id,
+                    "p_world_changed": t.p_world_changed,
+                    "p_unknown": t.p_class[:, 0],
+                    "red_light": t.red_light,
+                }
+                for t in record.trials[:TIMELINE_TRIALS]
+            ],
+            "detection_vs_threshold": detection_vs_threshold(record.trials, DETECTION_THRESHOLD_GRID),
+            "roc": [],
+        }
+        for label, trials, key in (
+            ("agent", record.trials, "auroc_novel"),
+            ("baseline", record.baseline_trials, "baseline.auroc_novel"),
+        ):
             points = roc_points(trials) if trials else None
             if points is not None:
                 data["roc"].append({"label": label, "fpr": points[0], "tpr": points[1], "auroc_key": key})
@@ -45,8 +56,14 @@ def score_ond(record, options: OndMetricOptions) -> MetricResults:
     if record.baseline_trials:
         base = program_metrics(record.baseline_trials, None, condition=record.condition, **settings)
         own = lambda name: not name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
-        results.update(MetricResults(values={k: v for k, v in base.values.items() if own(k)}, series=base.series,
-                                     na={k: v for k, v in base.na.items() if own(k)}), prefix="baseline.")
+        results.update(
+            MetricResults(
+                values={k: v for k, v in base.values.items() if own(k)},
+                series=base.series,
+                na={k: v for k, v in base.na.items() if own(k)},
+            ),
+            prefix="baseline.",
+        )
     return results
 
 

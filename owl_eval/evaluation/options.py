@@ -11,6 +11,7 @@ checked by :func:`check_against` with what the protocol (live runs) or the recor
 A ``null`` is accepted only where it means something (``names``, ``window_length``, ``data_range``); any
 other ``null`` is an error, never a silent fall-back to a function default.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -72,10 +73,14 @@ class MetricOptions:
         if settings is None:
             settings = {}
         if not isinstance(settings, Mapping):
-            raise ConfigError(f"{where}: expected a mapping of metric settings (metrics={cls.protocol}), got {settings!r}")
+            raise ConfigError(
+                f"{where}: expected a mapping of metric settings (metrics={cls.protocol}), got {settings!r}"
+            )
         target = settings.get("_target_")
         if target is not None and target != cls.target():
-            raise ConfigError(f"{where}._target_: expected {cls.target()} for the {cls.protocol} metrics, got {target!r}")
+            raise ConfigError(
+                f"{where}._target_: expected {cls.target()} for the {cls.protocol} metrics, got {target!r}"
+            )
         settings = {k: v for k, v in settings.items() if k != "_target_"}
         fields = {f.name: f for f in dataclasses.fields(cls)}
         check_keys(settings, list(fields), where)
@@ -202,8 +207,15 @@ def parse(protocol: str, settings: Mapping[str, Any] | None, where: str = "metri
 # ------------------------------------------------------------------------------- data-dependent checks
 
 
-def check_against(options: MetricOptions, *, num_preds: int | None = None, class_names=None, columns=None,
-                  where: str = "metrics", preds_from: str = "protocol.num_preds") -> None:
+def check_against(
+    options: MetricOptions,
+    *,
+    num_preds: int | None = None,
+    class_names=None,
+    columns=None,
+    where: str = "metrics",
+    preds_from: str = "protocol.num_preds",
+) -> None:
     """The settings that depend on the data: ``num_preds`` predictions per agent (trajectory ``k_values``),
     the behaviour ``class_names`` (``tnr_pr_positive``), the log's performance ``columns`` (``perf_measure``).
     ``None`` = not known yet (nothing checked)."""
@@ -211,17 +223,21 @@ def check_against(options: MetricOptions, *, num_preds: int | None = None, class
         if num_preds is not None:
             too_many = [k for k in options.k_values if k > num_preds]
             if too_many:
-                raise ConfigError(f"{where}.k_values: K={too_many[0]} exceeds the {num_preds} predictions per agent "
-                                  f"({preds_from}); expected values in 1..{num_preds}, e.g. {where}.k_values=[{num_preds}]")
+                raise ConfigError(
+                    f"{where}.k_values: K={too_many[0]} exceeds the {num_preds} predictions per agent "
+                    f"({preds_from}); expected values in 1..{num_preds}, e.g. {where}.k_values=[{num_preds}]"
+                )
         names = [str(c) for c in class_names] if class_names is not None and len(class_names) else None
         if names is not None and options.tnr_pr_positive not in names:
-            raise ConfigError(f"{where}.tnr_pr_positive: expected one of the classes {names}, "
-                              f"got {options.tnr_pr_positive!r}")
+            raise ConfigError(
+                f"{where}.tnr_pr_positive: expected one of the classes {names}, got {options.tnr_pr_positive!r}"
+            )
     if isinstance(options, LifelongRLMetricOptions) and columns is not None:
         valid = sorted(str(c) for c in columns)
         if options.perf_measure not in valid:
-            raise ConfigError(f"{where}.perf_measure: expected a performance column of the log {valid}, "
-                              f"got {options.perf_measure!r}")
+            raise ConfigError(
+                f"{where}.perf_measure: expected a performance column of the log {valid}, got {options.perf_measure!r}"
+            )
 
 
 def record_context(record: Any) -> dict[str, Any]:
@@ -243,8 +259,9 @@ def record_context(record: Any) -> dict[str, Any]:
     return context
 
 
-def build(protocol: str, settings: Mapping[str, Any] | None, *, record: Any = None, where: str = "metrics",
-          **context) -> MetricOptions:
+def build(
+    protocol: str, settings: Mapping[str, Any] | None, *, record: Any = None, where: str = "metrics", **context
+) -> MetricOptions:
     """The typed ``metrics`` node of ``protocol``, checked against ``context`` (what a live protocol knows:
     ``num_preds``, ``class_names``, ``columns``) and what ``record`` tells (a source)."""
     options = parse(protocol, settings, where)

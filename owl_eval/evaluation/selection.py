@@ -4,13 +4,14 @@ A listed name keeps the metric of that name and every name made from it (``basel
 ``task/<task>/saturation``, the series ``top1_batch`` is its own name). :func:`check_names` validates the
 selection against the protocol's declarations alone, so it runs before any run (or result) exists.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from owl_eval.errors import ConfigError
 from owl_eval.metrics.registry import base_name, spec_for, specs
 from owl_eval.metrics.results import MetricResults
-from owl_eval.errors import ConfigError
 
 KEY = "metrics.names"
 

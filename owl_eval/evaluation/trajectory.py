@@ -5,6 +5,7 @@ Two records: a live run's (or a saved) :class:`~owl_eval.protocols.trajectory.re
 held in memory, and a trajectories source's :class:`~owl_eval.sources.trajectories.TrajectoryFile`, whose
 arrays stay on disk and are streamed in chunks of ``chunk_size`` scenes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,18 +31,23 @@ class TrajectoryEvaluation(Evaluation):
         results = score_record(record, options)
         if not figures:
             return Scored(results)
-        return Scored(results, {
-            "example_scenes": example_scenes(record, num_scenes=int(self.context.get("plot_scenes", 4))),
-            "error_vs_horizon": error_by_step(record),
-            "kde_calibration": kde_calibration(record),
-            "class_reliability": class_reliability(record, bins=options.class_ece_bins),
-        })
+        return Scored(
+            results,
+            {
+                "example_scenes": example_scenes(record, num_scenes=int(self.context.get("plot_scenes", 4))),
+                "error_vs_horizon": error_by_step(record),
+                "kde_calibration": kde_calibration(record),
+                "class_reliability": class_reliability(record, bins=options.class_ece_bins),
+            },
+        )
 
     def figures(self, scored: Scored, options: TrajectoryMetricOptions) -> dict:
         from owl_eval.plots import trajectory as plots
 
         if scored.figure_data.get("from_file"):
-            return {"error_vs_horizon": plots.error_by_step_from_series(scored.results)} if scored.results.series else {}
+            return (
+                {"error_vs_horizon": plots.error_by_step_from_series(scored.results)} if scored.results.series else {}
+            )
         if not scored.figure_data:
             return {}
         return plots.trajectory_figures(scored.figure_data, scored.results)
@@ -63,36 +69,56 @@ def score_record(record, options: TrajectoryMetricOptions) -> MetricResults:
     """The whole metric table of a record held in memory."""
     from owl_eval.metrics.trajectory import trajectory_table
 
-    results = trajectory_table(record.path_true, record.path_pred, record.pred_steps,
-                               rng=np.random.default_rng(record.metric_seed), log_probs=record.log_probs,
-                               **table_options(options))
+    results = trajectory_table(
+        record.path_true,
+        record.path_pred,
+        record.pred_steps,
+        rng=np.random.default_rng(record.metric_seed),
+        log_probs=record.log_probs,
+        **table_options(options),
+    )
     results.set("num_scenes", record.num_scenes)
     results.set("num_agents", int(record.pred_steps.any(-1).sum()))
     results.set("num_classified_agents", len(record.p_true))
-    set_class_metrics(results, record.p_true, record.p_pred, record.class_names, options,
-                      empty_reason="no classifiable agent (heading undefined or no valid future step)")
+    set_class_metrics(
+        results,
+        record.p_true,
+        record.p_pred,
+        record.class_names,
+        options,
+        empty_reason="no classifiable agent (heading undefined or no valid future step)",
+    )
     return results
 
 
 def score_file(record, options: TrajectoryMetricOptions) -> MetricResults:
     """The metric table of a validated file, streamed in chunks of the source's ``chunk_size`` scenes."""
     kwargs = {k: v for k, v in table_options(options).items() if k != "chunk_size"}
-    results = trajectory_table_npz(record.path, rng=np.random.default_rng(record.seed), chunk_size=record.chunk_size,
-                                   true_key=record.keys["true"], pred_key=record.keys["pred"],
-                                   mask_key=record.keys["mask"], log_prob_key=record.keys["log_probs"], **kwargs)
+    results = trajectory_table_npz(
+        record.path,
+        rng=np.random.default_rng(record.seed),
+        chunk_size=record.chunk_size,
+        true_key=record.keys["true"],
+        pred_key=record.keys["pred"],
+        mask_key=record.keys["mask"],
+        log_prob_key=record.keys["log_probs"],
+        **kwargs,
+    )
     results.set("num_scenes", record.num_scenes)
     results.set("num_agents", record.num_valid_agents)
     if record.p_true is None:
         for key in ("auc", "class_ece", "tnr_pr"):
             results.set(key, NA("the file has no class outputs (P_true, P_pred)"))
     else:
-        set_class_metrics(results, record.p_true, record.p_pred, record.class_names, options,
-                          empty_reason="no scene in the file")
+        set_class_metrics(
+            results, record.p_true, record.p_pred, record.class_names, options, empty_reason="no scene in the file"
+        )
     return results
 
 
-def set_class_metrics(results: MetricResults, p_true, p_pred, class_names, options: TrajectoryMetricOptions, *,
-                      empty_reason: str) -> None:
+def set_class_metrics(
+    results: MetricResults, p_true, p_pred, class_names, options: TrajectoryMetricOptions, *, empty_reason: str
+) -> None:
     """AUC, class ECE and TNR-PR (positive class ``metrics.tnr_pr_positive``, by name) into ``results``."""
     from owl_eval.metrics.trajectory import auc, class_ece, tnr_pr
 
@@ -132,9 +158,15 @@ def example_scenes(record, *, num_scenes: int = 4) -> list[dict]:
     scenes = []
     for s in chosen:
         agents = np.nonzero(record.pred_steps[s].any(-1))[0]
-        scenes.append({"title": f"{record.scene_source[s]} @ {record.scene_frame[s]}", "agents": agents,
-                       "history": record.path_history[s, agents], "truth": record.path_true[s, 0, agents],
-                       "predictions": record.path_pred[s, :MAX_PREDS_SHOWN][:, agents]})
+        scenes.append(
+            {
+                "title": f"{record.scene_source[s]} @ {record.scene_frame[s]}",
+                "agents": agents,
+                "history": record.path_history[s, agents],
+                "truth": record.path_true[s, 0, agents],
+                "predictions": record.path_pred[s, :MAX_PREDS_SHOWN][:, agents],
+            }
+        )
     return scenes
 
 
@@ -149,8 +181,13 @@ def error_by_step(record) -> dict:
         best = np.where(mask, np.nan_to_num(err).min(1), 0.0).sum((0, 1)) / n
         cv = constant_velocity_future(record.path_history, len(steps))
         cv_err = np.where(mask, np.nan_to_num(np.linalg.norm(cv - true, axis=-1)), 0.0).sum((0, 1)) / n
-    return {"dt": record.dt, "horizon": steps * record.dt, "best": best, "constant_velocity": cv_err,
-            "num_preds": record.path_pred.shape[1]}
+    return {
+        "dt": record.dt,
+        "horizon": steps * record.dt,
+        "best": best,
+        "constant_velocity": cv_err,
+        "num_preds": record.path_pred.shape[1],
+    }
 
 
 def kde_calibration(record) -> dict:
@@ -180,5 +217,8 @@ def class_reliability(record, *, bins: int = 10) -> dict:
     t, p = record.p_true.ravel(), record.p_pred.ravel()
     order = np.argsort(p, kind="stable")
     groups = np.array_split(order, min(bins, len(order)))
-    return {"predicted": np.array([p[g].mean() for g in groups]), "observed": np.array([t[g].mean() for g in groups]),
-            "class_names": names}
+    return {
+        "predicted": np.array([p[g].mean() for g in groups]),
+        "observed": np.array([t[g].mean() for g in groups]),
+        "class_names": names,
+    }

@@ -3,6 +3,7 @@
 Row numbers in messages are 1-based lines of the file as an editor shows them (a skipped header and blank
 lines counted), so a user can go straight to the line.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.safe_paths import read_text
 from owl_eval.errors import SourceFormatError
+from owl_eval.safe_paths import read_text
 
 
 @dataclass
@@ -54,8 +55,14 @@ def read_rows(path: Path, *, skip_header: bool, min_width: int = 1, text: str | 
         i = int(bad[0]) if bad.size else 0
         got = int(commas[i]) + 1 if len(lines) else 0
         expected = max(width, min_width) if not bad.size else width
-        raise SourceFormatError(f"{path}, row {first_row + int(keep[i])}: expected {expected} comma-separated fields, got {got}")
-    fields = np.array(",".join(lines).split(","), dtype=str).reshape(len(lines), width) if lines else np.zeros((0, width), str)
+        raise SourceFormatError(
+            f"{path}, row {first_row + int(keep[i])}: expected {expected} comma-separated fields, got {got}"
+        )
+    fields = (
+        np.array(",".join(lines).split(","), dtype=str).reshape(len(lines), width)
+        if lines
+        else np.zeros((0, width), str)
+    )
     return Table(header=header, fields=fields, line_numbers=first_row + keep)
 
 
@@ -65,13 +72,22 @@ def read_table(path: Path, *, skip_header: bool, min_width: int = 1) -> tuple[li
     return table.header, table.fields
 
 
-def numeric(path: Path, fields: np.ndarray, *, columns: list[int], names: list[str], first_row_number: int,
-            allow_nan: bool = False, row_numbers: np.ndarray | None = None) -> np.ndarray:
+def numeric(
+    path: Path,
+    fields: np.ndarray,
+    *,
+    columns: list[int],
+    names: list[str],
+    first_row_number: int,
+    allow_nan: bool = False,
+    row_numbers: np.ndarray | None = None,
+) -> np.ndarray:
     """``float64 [rows, len(columns)]`` of the given columns; a non-number or NaN is one clear error.
 
     Row ``i`` is called ``row_numbers[i]`` in messages when given (a :class:`Table`'s ``line_numbers``),
     else ``first_row_number + i``.
     """
+
     def row(i: int) -> int:
         return int(row_numbers[i]) if row_numbers is not None else first_row_number + i
 
@@ -85,8 +101,9 @@ def numeric(path: Path, fields: np.ndarray, *, columns: list[int], names: list[s
                 try:
                     table[i, j] = float(text)
                 except ValueError:
-                    raise SourceFormatError(f"{path}, row {row(i)}, column {name!r}: "
-                                            f"expected a number, got {text.strip()[:40]!r}") from None
+                    raise SourceFormatError(
+                        f"{path}, row {row(i)}, column {name!r}: expected a number, got {text.strip()[:40]!r}"
+                    ) from None
     if not allow_nan and np.isnan(table).any():
         i, j = np.argwhere(np.isnan(table))[0]
         raise SourceFormatError(f"{path}, row {row(int(i))}, column {names[int(j)]!r}: NaN where a value is required")

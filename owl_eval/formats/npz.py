@@ -10,6 +10,7 @@ check is a sequential read of the file (measured: 0.07 s for a 210 MB file in th
 Every malformed member (bad CRC, truncated, not a ``.npy``, a header that does not match the member's
 size, Python objects) is a :class:`~owl_eval.errors.MetricInputError` naming the file and the member.
 """
+
 from __future__ import annotations
 
 import struct
@@ -23,8 +24,17 @@ from owl_eval.errors import MetricInputError
 from owl_eval.json_input import parse_json
 
 READ_BLOCK = 1 << 22  # bytes per read of the CRC check
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError, ValueError,
-               NotImplementedError, RuntimeError, struct.error)
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    struct.error,
+)
 
 
 def _open_zip(path) -> zipfile.ZipFile:
@@ -59,8 +69,10 @@ def _raise_if_corrupted(path, zf, info):
 
 
 def _corrupted(path, info, exc):
-    return MetricInputError(f"{path}: member {info.filename!r} is corrupted ({exc}); the file was damaged "
-                            "after it was written (copy or download it again)")
+    return MetricInputError(
+        f"{path}: member {info.filename!r} is corrupted ({exc}); the file was damaged "
+        "after it was written (copy or download it again)"
+    )
 
 
 def _header(fh, path, member: str):
@@ -73,14 +85,18 @@ def _header(fh, path, member: str):
     else:
         raise MetricInputError(f"{path}: member {member!r} is a .npy of format version {version}, expected 1.0 or 2.0")
     if dtype.hasobject:
-        raise MetricInputError(f"{path}: member {member!r} holds Python objects (dtype {dtype}); refusing to unpickle: "
-                               "save numeric arrays (float, int or bool)")
+        raise MetricInputError(
+            f"{path}: member {member!r} holds Python objects (dtype {dtype}); refusing to unpickle: "
+            "save numeric arrays (float, int or bool)"
+        )
     return shape, fortran, dtype
 
 
 def _size_error(path, member, shape, dtype, need, have):
-    return MetricInputError(f"{path}: member {member!r} has a header for shape {shape} of {dtype} ({need} bytes) "
-                            f"but holds {have} bytes of data")
+    return MetricInputError(
+        f"{path}: member {member!r} has a header for shape {shape} of {dtype} ({need} bytes) "
+        f"but holds {have} bytes of data"
+    )
 
 
 def _stored_array(path, fh, info, name):
@@ -146,7 +162,9 @@ def npz_arrays(path, *, verify: bool = True) -> dict:
             except MetricInputError:
                 raise
             except _ZIP_ERRORS as exc:
-                raise MetricInputError(f"{path}: member {info.filename!r} is not a readable .npy array ({exc})") from None
+                raise MetricInputError(
+                    f"{path}: member {info.filename!r} is not a readable .npy array ({exc})"
+                ) from None
     return out
 
 

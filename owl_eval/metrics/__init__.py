@@ -5,6 +5,7 @@ plain functions in the style of ``sklearn.metrics`` and a ``SPECS`` list of :cla
 declares every metric name it reports (better direction, bounds, plot scale). ``owl_eval.metrics.registry``
 collects them.
 """
+
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
 from owl_eval.metrics.validation import MetricInputError
 

@@ -17,13 +17,14 @@ The five Renate metrics (``average_accuracy``, ``micro_average_accuracy``, ``for
 All steps are computed at once (``*_series`` helpers return one value per ``t``); the per-step functions
 index into them.
 """
+
 from __future__ import annotations
 
 import numbers
 
 import numpy as np
 
-from owl_eval.metrics.results import MetricResults, MetricSpec, NA, Series
+from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
 from owl_eval.metrics.validation import MetricInputError, as_array
 
 __all__ = [
@@ -44,46 +45,70 @@ PROTOCOL = "continual"
 
 SPECS: list[MetricSpec] = [
     MetricSpec(
-        "average_accuracy", PROTOCOL, True, (0.0, 1.0),
+        "average_accuracy",
+        PROTOCOL,
+        True,
+        (0.0, 1.0),
         description="Mean accuracy over the tasks learned so far, after learning task t (Renate average_accuracy).",
         latex=r"\frac{1}{t+1}\sum_{i\le t} A_{t,i}",
     ),
     MetricSpec(
-        "micro_average_accuracy", PROTOCOL, True, (0.0, 1.0),
+        "micro_average_accuracy",
+        PROTOCOL,
+        True,
+        (0.0, 1.0),
         description="Accuracy over the pooled test samples of the tasks learned so far (Renate micro_average_accuracy).",
         latex=r"\sum_{i\le t} n_i A_{t,i} / \sum_{i\le t} n_i",
     ),
     MetricSpec(
-        "forgetting", PROTOCOL, False, (-1.0, 1.0),
+        "forgetting",
+        PROTOCOL,
+        False,
+        (-1.0, 1.0),
         description="Mean over earlier tasks of the best accuracy in any earlier row minus the current accuracy "
         "(Chaudhry et al.; Renate forgetting, max over all rows k<t; may be negative).",
         latex=r"\frac{1}{t}\sum_{i<t} \max_{k<t} A_{k,i} - A_{t,i}",
     ),
     MetricSpec(
-        "backward_transfer", PROTOCOL, True, (-1.0, 1.0),
+        "backward_transfer",
+        PROTOCOL,
+        True,
+        (-1.0, 1.0),
         description="Mean over earlier tasks of current accuracy minus accuracy right after learning it (Renate backward_transfer).",
         latex=r"\frac{1}{t}\sum_{i<t} A_{t,i} - A_{i,i}",
     ),
     MetricSpec(
-        "forward_transfer", PROTOCOL, True, (-1.0, 1.0),
+        "forward_transfer",
+        PROTOCOL,
+        True,
+        (-1.0, 1.0),
         description="Mean over tasks 1..t of accuracy before learning the task (after task i-1) minus accuracy "
         "at initialisation (Renate forward_transfer).",
         latex=r"\frac{1}{t}\sum_{1\le i\le t} A_{i-1,i} - b_i",
     ),
     MetricSpec(
-        "forgetting_avalanche", PROTOCOL, False, (-1.0, 1.0),
+        "forgetting_avalanche",
+        PROTOCOL,
+        False,
+        (-1.0, 1.0),
         description="Avalanche StreamForgetting: mean over earlier tasks of accuracy right after learning it "
         "minus current accuracy (no max; equals -backward_transfer).",
         latex=r"\frac{1}{t}\sum_{i<t} A_{i,i} - A_{t,i}",
     ),
     MetricSpec(
-        "forgetting_since_learned", PROTOCOL, False, (-1.0, 1.0),
+        "forgetting_since_learned",
+        PROTOCOL,
+        False,
+        (-1.0, 1.0),
         description="Forgetting with the max over the rows since task i was learned (k in [i, t)); never "
         "counts accuracy a task had before it was trained.",
         latex=r"\frac{1}{t}\sum_{i<t} \max_{i\le k<t} A_{k,i} - A_{t,i}",
     ),
     MetricSpec(
-        "forward_transfer_avalanche", PROTOCOL, True, (-1.0, 1.0),
+        "forward_transfer_avalanche",
+        PROTOCOL,
+        True,
+        (-1.0, 1.0),
         description="Avalanche StreamForwardTransfer: like forward_transfer but one task ahead (after task t "
         "it already counts task t+1).",
         latex=r"\frac{1}{m}\sum_{1\le i\le m} A_{i-1,i} - b_i,\ m=\min(t+1, T-1)",
@@ -120,9 +145,7 @@ def _check_task_id(task_id, num_tasks: int) -> int:
 
 
 def _check_init(init_accuracy, num_tasks: int) -> np.ndarray:
-    return as_array(
-        "init_accuracy", init_accuracy, shape=(num_tasks,), allow_nan=False, low=0.0, high=1.0
-    )
+    return as_array("init_accuracy", init_accuracy, shape=(num_tasks,), allow_nan=False, low=0.0, high=1.0)
 
 
 def _check_sizes(num_instances, num_tasks: int) -> np.ndarray:
@@ -142,8 +165,10 @@ def _average_accuracy_series(A: np.ndarray) -> np.ndarray:
 
 
 # Test sizes are only checked to be whole and finite: sizes near 1e308 overflow the pooled sums.
-MICRO_OVERFLOW = ("not a finite number: the pooled test sizes overflow float64 (num_instances too large, "
-                  "e.g. 1e308); a value of that size is not a count")
+MICRO_OVERFLOW = (
+    "not a finite number: the pooled test sizes overflow float64 (num_instances too large, "
+    "e.g. 1e308); a value of that size is not a count"
+)
 
 
 @np.errstate(over="ignore", invalid="ignore")  # an overflow is returned as N/A, not printed
@@ -373,7 +398,9 @@ def from_renate_results(results: dict) -> tuple[np.ndarray, np.ndarray | None]:
     if not isinstance(results, dict):
         raise MetricInputError(f"results: expected a Renate results dict, got {type(results).__name__}")
     if "accuracy" not in results:
-        raise MetricInputError(f"results: expected a Renate results dict with key 'accuracy', got keys {sorted(results)}")
+        raise MetricInputError(
+            f"results: expected a Renate results dict with key 'accuracy', got keys {sorted(results)}"
+        )
     A = _check_matrix(results["accuracy"])
     b = None
     if "accuracy_init" in results:

@@ -7,6 +7,7 @@ with a reason when the value is undefined (e.g. no novel or no known sample), in
 All curve metrics share one sort: samples are ordered by score, tied scores form one group, and the
 curve moves by a whole group at a time (so tied samples are neither ordered arbitrarily nor split).
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -20,6 +20,7 @@ agent's under ``baseline/<name>``, timings under ``time/``, everything else unde
 sweeps (``name@t``, ``name_vs_threshold``) are logged tables ``threshold/<name>`` (columns threshold, value),
 never metric steps. ``spec_for_key`` resolves every one of these forms (and the older unprefixed keys).
 """
+
 from __future__ import annotations
 
 import functools
@@ -62,8 +63,13 @@ RUNNER_SPECS: dict[str, list[MetricSpec]] = {
     "ond": [],
     "continual": [
         _count("tasks_completed", "continual", "tasks learned and evaluated before the run ended"),
-        MetricSpec("accuracy", "continual", True, (0.0, 1.0),
-                   description="task/<i>/accuracy: accuracy on task i after each update (column i of A), a series"),
+        MetricSpec(
+            "accuracy",
+            "continual",
+            True,
+            (0.0, 1.0),
+            description="task/<i>/accuracy: accuracy on task i after each update (column i of A), a series",
+        ),
     ],
     "trajectory": [
         _count("num_scenes", "trajectory", "scenes scored"),
@@ -71,24 +77,58 @@ RUNNER_SPECS: dict[str, list[MetricSpec]] = {
         _count("num_classified_agents", "trajectory", "agents with a behaviour class (AUC, ECE, TNR-PR)"),
     ],
     "lifelong_rl": [
-        *(_count(f"ste/{s}", "lifelong_rl", f"tasks whose single-task-expert log was {s}") for s in ("reused", "computed", "missing")),
+        *(
+            _count(f"ste/{s}", "lifelong_rl", f"tasks whose single-task-expert log was {s}")
+            for s in ("reused", "computed", "missing")
+        ),
         _count("episodes", "lifelong_rl", "episodes in the log"),
-        MetricSpec("reward", "lifelong_rl", True, description="reward per episode (the log's perf_measure column), a series"),
-        MetricSpec("reward_processed", "lifelong_rl", True,
-                   description="reward per episode after smoothing and normalisation, a series"),
+        MetricSpec(
+            "reward", "lifelong_rl", True, description="reward per episode (the log's perf_measure column), a series"
+        ),
+        MetricSpec(
+            "reward_processed",
+            "lifelong_rl",
+            True,
+            description="reward per episode after smoothing and normalisation, a series",
+        ),
     ],
 }
 # What users of each field look at first (SAIL-ON program metrics, Renate/Avalanche continual summaries,
 # trajectory-forecasting leaderboards, l2metrics' lifetime summary): logged under plain MLflow keys and printed
 # at the end of a run, in this order. ``{k}`` matches every K of the trajectory ``k_values``.
 HEADLINE: dict[str, tuple[str, ...]] = {
-    "ond": ("top1", "top3", "m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct", "m3_nrp_top1", "m4_nrp_top1",
-            "m5_opti_top1", "m6_apti_top1", "auroc_novel", "oscr"),
+    "ond": (
+        "top1",
+        "top3",
+        "m1_mean_fn_cdt",
+        "m2_cdt_pct",
+        "m21_fp_pct",
+        "m3_nrp_top1",
+        "m4_nrp_top1",
+        "m5_opti_top1",
+        "m6_apti_top1",
+        "auroc_novel",
+        "oscr",
+    ),
     "continual": ("average_accuracy", "micro_average_accuracy", "forgetting", "backward_transfer", "forward_transfer"),
-    "trajectory": ("ade_marginal", "fde_marginal", "min_ade_{k}_marginal", "min_fde_{k}_marginal", "miss_rate_marginal",
-                   "kde_nll_marginal", "kde_ece_marginal", "collision_rate_marginal"),
-    "lifelong_rl": ("perf_recovery", "perf_maintenance_mrlep", "forward_transfer_ratio", "backward_transfer_ratio",
-                    "ste_rel_perf", "sample_efficiency"),
+    "trajectory": (
+        "ade_marginal",
+        "fde_marginal",
+        "min_ade_{k}_marginal",
+        "min_fde_{k}_marginal",
+        "miss_rate_marginal",
+        "kde_nll_marginal",
+        "kde_ece_marginal",
+        "collision_rate_marginal",
+    ),
+    "lifelong_rl": (
+        "perf_recovery",
+        "perf_maintenance_mrlep",
+        "forward_transfer_ratio",
+        "backward_transfer_ratio",
+        "ste_rel_perf",
+        "sample_efficiency",
+    ),
 }
 DETAIL_PREFIX = "detail/"
 BASELINE_PREFIX = "baseline/"
@@ -107,7 +147,7 @@ def headline_rank(protocol: str, name: str) -> int | None:
             return i
         if "{k}" in declared:
             head, tail = declared.split("{k}", 1)
-            middle = name[len(head):len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
+            middle = name[len(head) : len(name) - len(tail)] if name.startswith(head) and name.endswith(tail) else ""
             if middle.isdigit() and len(name) > len(head) + len(tail):
                 return i
     return None
@@ -140,7 +180,7 @@ def logged_key(protocol: str, name: str) -> str:
     if name.startswith(TIME_PREFIX):
         return metric_key(name)
     if name.startswith("baseline."):
-        return BASELINE_PREFIX + metric_key(name[len("baseline."):])
+        return BASELINE_PREFIX + metric_key(name[len("baseline.") :])
     if is_headline(protocol, name):
         return metric_key(name)
     return DETAIL_PREFIX + metric_key(name)
@@ -150,7 +190,7 @@ def threshold_table_name(name: str) -> str:
     """The logged table of a threshold sweep of ``name`` (``ndp_f1_post`` or ``baseline.ndp_f1_post``):
     ``threshold/ndp_f1_post``, ``threshold/baseline/ndp_f1_post``."""
     if name.startswith("baseline."):
-        return THRESHOLD_PREFIX + BASELINE_PREFIX + metric_key(name[len("baseline."):])
+        return THRESHOLD_PREFIX + BASELINE_PREFIX + metric_key(name[len("baseline.") :])
     return THRESHOLD_PREFIX + metric_key(name)
 
 
@@ -200,14 +240,18 @@ def _by_key(protocol: str) -> dict[str, MetricSpec]:
     for name, spec in specs(protocol).items():
         key = metric_key(name)
         if key in out and out[key] is not spec:
-            raise ValueError(f"metrics of protocol {protocol!r}: {out[key].name!r} and {name!r} share the MLflow key {key!r}")
+            raise ValueError(
+                f"metrics of protocol {protocol!r}: {out[key].name!r} and {name!r} share the MLflow key {key!r}"
+            )
         out[key] = spec
     return out
 
 
 # Declared names that are series (one value per step), besides the series suffixes and prefixes above.
 SERIES_NAMES: dict[str, frozenset[str]] = {
-    "ond": frozenset(), "continual": frozenset({"accuracy"}), "trajectory": frozenset(),
+    "ond": frozenset(),
+    "continual": frozenset({"accuracy"}),
+    "trajectory": frozenset(),
     "lifelong_rl": frozenset({"reward", "reward_processed"}),
 }
 
@@ -234,13 +278,20 @@ def _core(protocol: str, key: str) -> tuple[MetricSpec, bool] | None:
         match = pattern.match(key)
         if match:
             k = match.group(1)
-            spec = MetricSpec(template.name.format(k=k), template.protocol, template.higher_is_better, template.bounds,
-                              template.log_scale, template.description.replace("K ", f"{k} "),
-                              (template.latex or "").replace("{k}", k) or None, template.combine)
+            spec = MetricSpec(
+                template.name.format(k=k),
+                template.protocol,
+                template.higher_is_better,
+                template.bounds,
+                template.log_scale,
+                template.description.replace("K ", f"{k} "),
+                (template.latex or "").replace("{k}", k) or None,
+                template.combine,
+            )
             return spec, template.name in _table_series(protocol)
     for suffix in SERIES_SUFFIXES.get(protocol, ()):
-        if key.endswith(suffix) and key[:-len(suffix)] in table:
-            return table[key[:-len(suffix)]], True
+        if key.endswith(suffix) and key[: -len(suffix)] in table:
+            return table[key[: -len(suffix)]], True
     return None
 
 
@@ -249,26 +300,26 @@ def _resolve(protocol: str, key: str) -> tuple[MetricSpec, bool] | None:
     if key.startswith(TIME_PREFIX) and len(key) > len(TIME_PREFIX):
         return _time_spec(protocol), False
     if key.startswith(THRESHOLD_PREFIX):  # a logged threshold table: a series over thresholds
-        found = _resolve(protocol, key[len(THRESHOLD_PREFIX):])
+        found = _resolve(protocol, key[len(THRESHOLD_PREFIX) :])
         return None if found is None else (found[0], True)
     if key.startswith(DETAIL_PREFIX):
-        rest = key[len(DETAIL_PREFIX):]
+        rest = key[len(DETAIL_PREFIX) :]
         return None if rest.startswith((DETAIL_PREFIX, BASELINE_PREFIX)) else _resolve(protocol, rest)
     if key.startswith(BASELINE_PREFIX):
-        key = "baseline." + key[len(BASELINE_PREFIX):]
+        key = "baseline." + key[len(BASELINE_PREFIX) :]
     found = _core(protocol, key)
     if found is not None:
         return found
     if key.endswith(SERIES_KEY_SUFFIX):  # a series renamed beside a scalar of the same name
-        found = _core(protocol, key[:-len(SERIES_KEY_SUFFIX)])
+        found = _core(protocol, key[: -len(SERIES_KEY_SUFFIX)])
         if found is not None:
             return found[0], True
     for prefix in PREFIXES[protocol]:
         if isinstance(prefix, str):
-            rest = key[len(prefix):] if key.startswith(prefix) else None
+            rest = key[len(prefix) :] if key.startswith(prefix) else None
         else:
             match = prefix.match(key)
-            rest = key[match.end():] if match else None
+            rest = key[match.end() :] if match else None
         found = _core(protocol, rest) if rest else None
         if found is not None:
             return found[0], found[1] or prefix == "by_task/"
@@ -302,8 +353,8 @@ def spec_for(protocol: str, name: str) -> MetricSpec | None:
 def base_name(name: str) -> str:
     """The name a ``metrics.names`` selection matches: without the ``baseline.`` and ``task/<task>/`` or
     ``by_task/`` prefix and the ``@threshold`` suffix (``baseline.m2_cdt_pct@0.3`` -> ``m2_cdt_pct``)."""
-    name = name[len("baseline."):] if name.startswith("baseline.") else name
-    name = name[len("by_task/"):] if name.startswith("by_task/") else _ANY_TASK.sub("", name, count=1)
+    name = name[len("baseline.") :] if name.startswith("baseline.") else name
+    name = name[len("by_task/") :] if name.startswith("by_task/") else _ANY_TASK.sub("", name, count=1)
     return name.split("@", 1)[0]
 
 

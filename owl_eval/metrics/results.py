@@ -1,4 +1,5 @@
 """The small value types every metric module shares: declarations, N/A values, results."""
+
 from __future__ import annotations
 
 import math
@@ -85,7 +86,7 @@ class MetricResults:
         self.values[name] = value
         self.na.pop(name, None)
 
-    def update(self, other: "MetricResults", prefix: str = "") -> None:
+    def update(self, other: MetricResults, prefix: str = "") -> None:
         for k, v in other.values.items():
             self.values[prefix + k] = v
         for k, v in other.na.items():

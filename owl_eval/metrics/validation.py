@@ -1,4 +1,5 @@
 """Input validation shared by every metric module: one clear error naming the array and what was expected."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -28,7 +29,9 @@ def as_array(
     try:
         arr = np.asarray(value, dtype=dtype)
     except (TypeError, ValueError) as exc:
-        raise MetricInputError(f"{name}: expected numbers convertible to {np.dtype(dtype).name}, got {type(value).__name__} ({exc})") from None
+        raise MetricInputError(
+            f"{name}: expected numbers convertible to {np.dtype(dtype).name}, got {type(value).__name__} ({exc})"
+        ) from None
     if shape is not None:
         ndim = len(shape)
     if ndim is not None and arr.ndim != ndim:
@@ -42,7 +45,9 @@ def as_array(
     if arr.dtype.kind == "f":
         if finite and not np.all(np.isfinite(arr)):
             bad = np.argwhere(~np.isfinite(arr))[0]
-            raise MetricInputError(f"{name}: expected finite values, got {arr[tuple(bad)]} at index {tuple(int(i) for i in bad)}")
+            raise MetricInputError(
+                f"{name}: expected finite values, got {arr[tuple(bad)]} at index {tuple(int(i) for i in bad)}"
+            )
         if not allow_nan and np.isnan(arr).any():
             bad = np.argwhere(np.isnan(arr))[0]
             raise MetricInputError(f"{name}: NaN at index {tuple(int(i) for i in bad)}; expected no missing values")

@@ -4,9 +4,15 @@ Rows come from :func:`owl_eval.runner.compare.compare`. Tables round to 3 signif
 precision); ``±`` is the half-width of the 95 % Student-t interval; an N/A cell (no value in any seed) shows
 its reason and is never "best"; nothing is best when every measured group has the same mean.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import Any
+
+# a comparison row (owl_eval.runner.compare.Row): plots read its fields and import nothing from the runner
+Row = Any
 
 MAX_PANELS = 24
 ARROWS = {"maximize": "higher is better ↑", "minimize": "lower is better ↓", "none": ""}
@@ -37,8 +43,17 @@ def to_csv(rows: Sequence[Row]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([*keys, "metric", "direction", "n", *STATS, "runs", "na_reason"])
     for r in rows:
-        w.writerow([*(v for _, v in r.group), r.metric, r.direction, r.n, *(repr(getattr(r, s)) for s in STATS),
-                    r.runs, r.na_reason])
+        w.writerow(
+            [
+                *(v for _, v in r.group),
+                r.metric,
+                r.direction,
+                r.n,
+                *(repr(getattr(r, s)) for s in STATS),
+                r.runs,
+                r.na_reason,
+            ]
+        )
     return buf.getvalue()
 
 
@@ -78,10 +93,12 @@ def _cell(r: Row, best: bool, footnote: int | None) -> str:
     return f"**{text}**" if best else text
 
 
-LEGEND = ("Mean over seeds ± half-width of the 95 % Student-t confidence interval of the mean; n = seeds with a "
-          "value. **Bold**: best mean by the metric's declared direction (↑ higher, ↓ lower is better) among the groups "
-          "that differ only in the agent (same domain, condition, ...). N/A: not a "
-          "measurement (reasons below), never best. Numbers to 3 significant digits; comparison.csv has full precision.")
+LEGEND = (
+    "Mean over seeds ± half-width of the 95 % Student-t confidence interval of the mean; n = seeds with a "
+    "value. **Bold**: best mean by the metric's declared direction (↑ higher, ↓ lower is better) among the groups "
+    "that differ only in the agent (same domain, condition, ...). N/A: not a "
+    "measurement (reasons below), never best. Numbers to 3 significant digits; comparison.csv has full precision."
+)
 
 
 def to_markdown(rows: Sequence[Row]) -> str:
@@ -111,10 +128,12 @@ def to_markdown(rows: Sequence[Row]) -> str:
     if reasons:
         lines += ["", *(f"[{i}] {reason}" for reason, i in reasons.items())]
     if nowhere:
-        lines += ["", "N/A in every group (not compared):",
-                  *(f"- {', '.join(names)}: {reason}" for reason, names in nowhere.items())]
+        lines += [
+            "",
+            "N/A in every group (not compared):",
+            *(f"- {', '.join(names)}: {reason}" for reason, names in nowhere.items()),
+        ]
     return "\n".join(lines) + "\n"
-
 
 
 # -- figure ------------------------------------------------------------------------------------------------
@@ -149,11 +168,17 @@ def comparison_figure(rows, metrics: list[str] | None = None):
         lo = [r.mean - r.ci95_low if r is not None and r.n > 1 else 0.0 for r in found]
         hi = [r.ci95_high - r.mean if r is not None and r.n > 1 else 0.0 for r in found]
         direction = next((r.direction for r in found if r is not None), "none")
-        bars = ax.bar(range(len(labels)), means, yerr=[lo, hi], capsize=4,
-                      color=[colors[i % len(colors)] for i in range(len(labels))], alpha=0.8)
+        bars = ax.bar(
+            range(len(labels)),
+            means,
+            yerr=[lo, hi],
+            capsize=4,
+            color=[colors[i % len(colors)] for i in range(len(labels))],
+            alpha=0.8,
+        )
         present = [i for i, r in enumerate(found) if r is not None]
         best = {present[j] for j in best_rows([found[i] for i in present])}
-        for i, (bar, m) in enumerate(zip(bars, means)):
+        for i, bar in enumerate(bars):
             if i in best:
                 bar.set_edgecolor("black")
                 bar.set_linewidth(2)
@@ -163,9 +188,10 @@ def comparison_figure(rows, metrics: list[str] | None = None):
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
         ax.tick_params(axis="y", labelsize=7)
-    for ax in list(axes.flat)[len(metrics):]:
+    for ax in list(axes.flat)[len(metrics) :]:
         ax.axis("off")
-    fig.suptitle("Mean over seeds, whiskers = 95 % Student-t confidence interval; best outlined, N/A never best",
-                 fontsize=10)
+    fig.suptitle(
+        "Mean over seeds, whiskers = 95 % Student-t confidence interval; best outlined, N/A never best", fontsize=10
+    )
     fig.tight_layout()
     return fig

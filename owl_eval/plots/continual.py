@@ -1,4 +1,5 @@
 """Continual figures: the accuracy matrix as a heatmap, each task's accuracy over the sequence, metric series."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -39,7 +40,9 @@ def task_accuracy_curves(accuracy: np.ndarray, init_accuracy: np.ndarray, task_c
     colors = plt.get_cmap("tab10")
     for i in range(T):
         y = np.concatenate([[init_accuracy[i]], accuracy[:, i]])
-        label = f"task {i}" + (f" {tuple(task_classes[i])}" if task_classes is not None and len(task_classes[i]) <= 3 else "")
+        label = f"task {i}" + (
+            f" {tuple(task_classes[i])}" if task_classes is not None and len(task_classes[i]) <= 3 else ""
+        )
         ax.plot(x, y, marker=".", color=colors(i % 10), label=label)
         if i < k:
             ax.plot([i], [accuracy[i, i]], marker="o", ms=8, mfc="none", color=colors(i % 10))

@@ -1,6 +1,7 @@
 """Lifelong-RL figures: learning curve over the syllabus, agent vs STE curves, transfer matrices.
 
 Drawn from values computed by :mod:`owl_eval.evaluation.lifelong_rl` (``figure_data``) only."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -27,8 +28,14 @@ def learning_curve(data: dict):
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
     fig, ax = plt.subplots(figsize=(11, 4.2))
     for span in data["spans"]:
-        ax.axvspan(span["start"], span["end"], color=colors[span["task"]], alpha=0.28 if span["test"] else 0.12, lw=0,
-                   hatch="//" if span["test"] else None)
+        ax.axvspan(
+            span["start"],
+            span["end"],
+            color=colors[span["task"]],
+            alpha=0.28 if span["test"] else 0.12,
+            lw=0,
+            hatch="//" if span["test"] else None,
+        )
         if not span["test"]:
             ax.plot(span["episodes"], span["smoothed"], color=colors[span["task"]], lw=2)
     ax.plot(exp, reward, color="0.3", lw=0.5, alpha=0.6, label="reward per episode")
@@ -38,8 +45,9 @@ def learning_curve(data: dict):
         ax.plot(x, y, "o", mfc="none", mec="tab:red", ms=9, mew=2, label=None if i else "recovery")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.4) for n in names]
     handles.append(plt.Rectangle((0, 0), 1, 1, fc="white", ec="0.4", hatch="//"))
-    first = ax.legend(handles, names + ["evaluation block (hatched)"], loc="upper left", fontsize=7,
-                      bbox_to_anchor=(1.01, 1.0))
+    first = ax.legend(
+        handles, names + ["evaluation block (hatched)"], loc="upper left", fontsize=7, bbox_to_anchor=(1.01, 1.0)
+    )
     ax.add_artist(first)
     ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7)
     ax.set_xlim(exp[0] - 0.5, exp[-1] + 0.5) if len(exp) else None
@@ -63,7 +71,7 @@ def agent_vs_ste(curves: list[dict]):
         ax.set_title(curve["task"], fontsize=9)
         ax.set_xlabel("training episodes on this task", fontsize=8)
         ax.set_ylabel("reward", fontsize=8)
-    for ax in axes.ravel()[len(curves):]:
+    for ax in axes.ravel()[len(curves) :]:
         ax.axis("off")
     if curves:
         axes.ravel()[0].legend(fontsize=7)

@@ -1,6 +1,7 @@
 """OND figures: detection timelines, top-1 per batch (agent vs baseline), detection vs threshold, novelty ROC.
 
 Drawn from values computed by :mod:`owl_eval.evaluation.ond` (``figure_data``) and the metric results only."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -50,7 +51,10 @@ def detection_rate_vs_threshold(table: dict):
     """M2 and M2.1 against the detection threshold (``table``: ``metrics.ond.detection_vs_threshold``)."""
     grid = np.asarray(table["threshold"], dtype=float)
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    for key, label in (("m2_cdt_pct", "M2 correctly detected trials %"), ("m21_fp_pct", "M2.1 false-positive trials %")):
+    for key, label in (
+        ("m2_cdt_pct", "M2 correctly detected trials %"),
+        ("m21_fp_pct", "M2.1 false-positive trials %"),
+    ):
         if key in table:
             ax.plot(grid, np.asarray(table[key], dtype=float), marker="o", label=label)
     ax.set_xlabel("detection threshold on P(world changed)")

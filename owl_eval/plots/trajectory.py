@@ -1,6 +1,7 @@
 """Trajectory figures: example scenes, error against horizon, KDE calibration curve, class reliability.
 
 Drawn from values computed by :mod:`owl_eval.evaluation.trajectory` (``figure_data``) and the metric results only."""
+
 from __future__ import annotations
 
 import matplotlib
@@ -42,7 +43,9 @@ def error_vs_horizon(data: dict, results: MetricResults):
     series = results.series.get("displacement_by_step_marginal")
     if series is not None:
         ax.plot(series.steps * data["dt"], series.values, marker="o", ms=3, label="predictor: mean over predictions")
-    ax.plot(data["horizon"], data["best"], marker="s", ms=3, label=f"predictor: min over {data['num_preds']} predictions")
+    ax.plot(
+        data["horizon"], data["best"], marker="s", ms=3, label=f"predictor: min over {data['num_preds']} predictions"
+    )
     ax.plot(data["horizon"], data["constant_velocity"], color="gray", ls="--", label="constant velocity (reference)")
     ax.set_xlabel("prediction horizon [s]")
     ax.set_ylabel("displacement error [m]")
@@ -58,7 +61,13 @@ def error_by_step_from_series(results: MetricResults):
     for name in ("displacement_by_step_marginal", "displacement_by_step_joint"):
         s = results.series.get(name)
         if s is not None:
-            ax.plot(s.steps, s.values, marker="o", ms=3, label=name.replace("displacement_by_step_", "mean over predictions, "))
+            ax.plot(
+                s.steps,
+                s.values,
+                marker="o",
+                ms=3,
+                label=name.replace("displacement_by_step_", "mean over predictions, "),
+            )
     ax.set_xlabel("future step")
     ax.set_ylabel("displacement [m]")
     ax.legend(fontsize=8)
@@ -75,8 +84,15 @@ def kde_calibration(data: dict):
     if data["share"] is not None:
         ax.plot(levels, data["share"], label=f"predictor ({data['agents']} agents)")
     else:
-        ax.text(0.5, 0.5, "no non-singular KDE\n(N_P <= 2 x valid steps,\nor identical predictions)",
-                ha="center", va="center", transform=ax.transAxes, fontsize=9)
+        ax.text(
+            0.5,
+            0.5,
+            "no non-singular KDE\n(N_P <= 2 x valid steps,\nor identical predictions)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+        )
     ax.set_xlabel("level k/200")
     ax.set_ylabel("share of agents with m > level")
     ax.set_title("KDE calibration (ECE curve)")
@@ -101,7 +117,9 @@ def class_reliability(data: dict):
 
 def trajectory_figures(data: dict, results: MetricResults) -> dict:
     """Every trajectory figure from the evaluation's ``figure_data`` and the (selected) results."""
-    return {"example_scenes": example_scenes(data["example_scenes"]),
-            "error_vs_horizon": error_vs_horizon(data["error_vs_horizon"], results),
-            "kde_calibration": kde_calibration(data["kde_calibration"]),
-            "class_reliability": class_reliability(data["class_reliability"])}
+    return {
+        "example_scenes": example_scenes(data["example_scenes"]),
+        "error_vs_horizon": error_vs_horizon(data["error_vs_horizon"], results),
+        "kde_calibration": kde_calibration(data["kde_calibration"]),
+        "class_reliability": class_reliability(data["class_reliability"]),
+    }

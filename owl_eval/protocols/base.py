@@ -7,6 +7,7 @@ Scoring the record is not the protocol's job: the evaluation of the protocol's `
 (:func:`owl_eval.evaluation.evaluation_for`) does it. If ``run`` raises (a crashing agent), the runner asks
 ``record_so_far()`` for what was completed and logs its metrics before marking the MLflow run FAILED.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -24,11 +25,12 @@ class Protocol(ABC):
     name: str = ""
 
     @abstractmethod
-    def run(self, *, domain: Any, agent: Any, rng: np.random.Generator, baseline: Any = None,
-            progress: bool = True) -> Any:
+    def run(
+        self, *, domain: Any, agent: Any, rng: np.random.Generator, baseline: Any = None, progress: bool = True
+    ) -> Any:
         """Drive the agent (and the baseline, if the protocol uses one) and return the record."""
 
-    def check(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:
+    def check(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:  # noqa: B027 (optional hook)
         """Everything that can be checked before a run exists: the agent's (and baseline's) interface, the
         domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
 

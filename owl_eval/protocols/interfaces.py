@@ -7,6 +7,7 @@ choose from: an RL agent under OND is "agent (owl_eval.agents.lifelong_rl.q_lear
 has no predict_batch(batch) method; choose agent=ond/<option> (...)". Without this check the mismatch
 shows as an AttributeError in the middle of the run, which leaves a FAILED run behind.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -48,8 +49,9 @@ def require_interface(obj: object, methods: Sequence[Method], *, role: str, kind
     for method in methods:
         bound = getattr(obj, method.name, None)
         if not callable(bound):
-            raise ConfigError(f"{role} ({class_name(obj)}) is not {kind}: it has no {method.call} method; "
-                              f"choose {choose}")
+            raise ConfigError(
+                f"{role} ({class_name(obj)}) is not {kind}: it has no {method.call} method; choose {choose}"
+            )
         try:
             signature = inspect.signature(bound)
         except (TypeError, ValueError):  # a builtin or a C extension: nothing to check against
@@ -57,8 +59,10 @@ def require_interface(obj: object, methods: Sequence[Method], *, role: str, kind
         try:
             signature.bind(*([None] * method.args), **{k: None for k in method.keywords})
         except TypeError as exc:
-            raise ConfigError(f"{role} ({class_name(obj)}) is not {kind}: its {method.name}({plain(signature)}) cannot "
-                              f"be called as {method.call} ({exc}); choose {choose}") from None
+            raise ConfigError(
+                f"{role} ({class_name(obj)}) is not {kind}: its {method.name}({plain(signature)}) cannot "
+                f"be called as {method.call} ({exc}); choose {choose}"
+            ) from None
 
 
 def plain(signature: inspect.Signature) -> str:
@@ -82,11 +86,14 @@ def require_attributes(obj: object, names: Sequence[str], *, role: str, kind: st
     """``obj`` has every attribute of ``names`` (e.g. a continual domain's ``num_classes``)."""
     for name in names:
         if not hasattr(obj, name):
-            raise ConfigError(f"{role} ({class_name(obj)}) is not {kind}: it has no {name!r} attribute; choose {choose}")
+            raise ConfigError(
+                f"{role} ({class_name(obj)}) is not {kind}: it has no {name!r} attribute; choose {choose}"
+            )
 
 
 def no_baseline(baseline: object, protocol: str) -> None:
     """Protocols that run no baseline agent reject one (it would be built and silently ignored)."""
     if baseline is not None:
-        raise ConfigError(f"baseline ({class_name(baseline)}): the {protocol} protocol runs no baseline agent; "
-                          "choose baseline=none")
+        raise ConfigError(
+            f"baseline ({class_name(baseline)}): the {protocol} protocol runs no baseline agent; choose baseline=none"
+        )

@@ -1,4 +1,5 @@
 """One job: build everything from config, run the protocol, compute metrics, log to MLflow."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,11 +14,11 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from owl_eval.evaluation import Scored, evaluation_for
+from owl_eval.evaluation.selection import select
 from owl_eval.runner.build import build_part
 from owl_eval.runner.prepare import JobSwitches, job_switches, resolve_config, tracking_settings
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
-from owl_eval.evaluation import Scored, evaluation_for
-from owl_eval.evaluation.selection import select
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,9 @@ def prepare_job(cfg: DictConfig) -> PreparedJob:
     evaluation = evaluation_for(protocol.name, protocol.evaluation_context())
     metric_options = evaluation.options(resolved.get("metrics") or {})
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
-    return PreparedJob(resolved, settings, switches, protocol, domain, agent, baseline, evaluation, metric_options,
-                       names)
+    return PreparedJob(
+        resolved, settings, switches, protocol, domain, agent, baseline, evaluation, metric_options, names
+    )
 
 
 def _run_job(cfg: DictConfig) -> dict[str, float]:
@@ -126,21 +128,36 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
     job_label = " ".join(hc.overrides.task) if hc is not None else "job"
     if skip:
         # Resuming a sweep: a config that already has a FINISHED (or running) run is not run again.
-        reused = reuse_finished(settings, launch_dir, config_hash(cfg), parent_run_id=parent_run_id, job_label=job_label)
+        reused = reuse_finished(
+            settings, launch_dir, config_hash(cfg), parent_run_id=parent_run_id, job_label=job_label
+        )
         if reused is not None:
             return reused
     names = job.names
-    tags = {
-        RUN_KIND_TAG: "job", "protocol": protocol.name, "domain": getattr(job.domain, "name", names["domain"]),
-        "agent": names["agent"], "baseline": names["baseline"] if job.baseline is not None else "none",
-        "seed": str(seed), "experiment": str(cfg.get("experiment_name", "")),
-        "git_commit": git_commit(launch_dir), CONFIG_HASH_TAG: config_hash(cfg),
-    } | protocol.tags() | getattr(job.domain, "tags", dict)()  # domain settings that change the numbers (windows)
+    tags = (
+        {
+            RUN_KIND_TAG: "job",
+            "protocol": protocol.name,
+            "domain": getattr(job.domain, "name", names["domain"]),
+            "agent": names["agent"],
+            "baseline": names["baseline"] if job.baseline is not None else "none",
+            "seed": str(seed),
+            "experiment": str(cfg.get("experiment_name", "")),
+            "git_commit": git_commit(launch_dir),
+            CONFIG_HASH_TAG: config_hash(cfg),
+        }
+        | protocol.tags()
+        | getattr(job.domain, "tags", dict)()
+    )  # domain settings that change the numbers (windows)
     from owl_eval.runner.callbacks import job_run_name
 
-    run_name = job_run_name(agent=names["agent"], seed=seed, condition=tags.get("condition"),
-                            job_num=hc.job.num if multirun else None,
-                            task_overrides=list(hc.overrides.task) if multirun else ())
+    run_name = job_run_name(
+        agent=names["agent"],
+        seed=seed,
+        condition=tags.get("condition"),
+        job_num=hc.job.num if multirun else None,
+        task_overrides=list(hc.overrides.task) if multirun else (),
+    )
     run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir)
     if skip:
         earlier = yield_to_earlier_claim(settings, launch_dir, run.run_id, config_hash(cfg), job_label=job_label)
@@ -156,8 +173,9 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
             rng = np.random.default_rng(seed)
             t0 = time.perf_counter()
             try:
-                record = protocol.run(domain=job.domain, agent=job.agent, baseline=job.baseline, rng=rng,
-                                      progress=job.switches.progress)
+                record = protocol.run(
+                    domain=job.domain, agent=job.agent, baseline=job.baseline, rng=rng, progress=job.switches.progress
+                )
             except BaseException:
                 # A crash or Ctrl-C: what was completed is scored and logged before the run ends.
                 partial = protocol.record_so_far()
@@ -168,17 +186,32 @@ def _run_job(cfg: DictConfig) -> dict[str, float]:
             run_seconds = time.perf_counter() - t0
             run.set_tags(protocol.tags())  # what actually happened (e.g. which references were reused)
             timings: dict[str, float] = {}
-            results = log_outcome(run, job.evaluation, record, job.metric_options, settings, figures=job.switches.figures,
-                                  timings=timings)
-            run.log_metrics({"time/setup_s": setup_seconds, "time/protocol_s": run_seconds, **timings,
-                             "time/total_s": time.perf_counter() - started})
+            results = log_outcome(
+                run, job.evaluation, record, job.metric_options, settings, figures=job.switches.figures, timings=timings
+            )
+            run.log_metrics(
+                {
+                    "time/setup_s": setup_seconds,
+                    "time/protocol_s": run_seconds,
+                    **timings,
+                    "time/total_s": time.perf_counter() - started,
+                }
+            )
         finally:
             _attach_job_log(run)
     return dict(results.values)
 
 
-def log_outcome(run: TrackedRun, evaluation, record, options, settings: TrackingSettings, *,
-                figures: bool, timings: dict[str, float] | None = None):
+def log_outcome(
+    run: TrackedRun,
+    evaluation,
+    record,
+    options,
+    settings: TrackingSettings,
+    *,
+    figures: bool,
+    timings: dict[str, float] | None = None,
+):
     """Metrics (and figures and the record) of a complete or partial record, scored by the protocol's
     ``evaluation`` with its checked ``options``; ``timings`` gets the seconds spent on metrics, figures and
     MLflow logging."""
@@ -210,8 +243,9 @@ def finite_only(results):
         number = float(value)
         if not np.isfinite(number) or abs(number) >= OVERFLOW_LIMIT:
             del results.values[name]
-            results.na[name] = (f"not a finite number ({number!r}): the computation overflowed; check the inputs "
-                                "for extreme values")
+            results.na[name] = (
+                f"not a finite number ({number!r}): the computation overflowed; check the inputs for extreme values"
+            )
     return results
 
 
@@ -227,7 +261,9 @@ def _attach_job_log(run: TrackedRun) -> None:
         run.log_artifact(job_log, "logs")
 
 
-def run(overrides: list[str] | tuple[str, ...] = (), *, output_dir: str | os.PathLike | None = None) -> dict[str, float]:
+def run(
+    overrides: list[str] | tuple[str, ...] = (), *, output_dir: str | os.PathLike | None = None
+) -> dict[str, float]:
     """Python API: compose the packaged config with command-line style overrides and run one job.
 
     ``run(["+experiment=ond_given_detection", "seed=3"])`` is ``python -m owl_eval +experiment=... seed=3``

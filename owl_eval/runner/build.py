@@ -1,4 +1,5 @@
 """Building domain, protocol and agents from config nodes, with errors that name the config key."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,6 +34,6 @@ def build_part(cfg: DictConfig, key: str) -> Any:
             # Already names its key; an agent built as the baseline names it under ``baseline.``.
             text = str(cause)
             if key != "agent" and text.startswith("agent."):
-                text = f"{key}.{text[len('agent.'):]}"
+                text = f"{key}.{text[len('agent.') :]}"
             raise ConfigError(text) from None
         raise ValueError(f"could not build '{key}' ({node['_target_']}): {cause}") from None

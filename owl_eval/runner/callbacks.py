@@ -9,6 +9,7 @@ the logic lives in plain functions that tests call directly. When the launcher i
 ``abort_open_sweep`` (called by the CLI) ends the parent FAILED; if even that never runs (kill -9), the
 next launch into the store ends it KILLED (``owl_eval.runner.liveness``).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,15 +23,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from owl_eval.runner.compare import summarize_sweep, swept_keys
 from owl_eval.errors import LaunchAborted
+from owl_eval.runner.compare import summarize_sweep, swept_keys
 from owl_eval.runner.liveness import owner_tags, reap_quietly
 from owl_eval.runner.resolvers import register_resolvers
 from owl_eval.runner.tracking import (
-    delete_run_permanently,
     RUN_KIND_TAG,
     SWEEP_DIR_TAG,
     TrackingSettings,
+    delete_run_permanently,
     filter_literal,
     get_or_create_experiment,
     make_client,
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 register_resolvers()
 
 SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
-REAPED_TAG = "owl_eval.reaped"                      # on a sweep parent: runs of dead processes it marked KILLED
+REAPED_TAG = "owl_eval.reaped"  # on a sweep parent: runs of dead processes it marked KILLED
 
 SWEPT_KEYS_ENV = "OWL_EVAL_SWEPT_KEYS"  # comma-separated keys the sweep varies: what a job's run name shows
 MAX_NAME_PART = 24
@@ -70,8 +71,9 @@ def sweep_dir_digest(sweep_dir: str) -> str:
     return hashlib.sha256(str(sweep_dir).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
-def start_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, experiment: str,
-                       overrides: list[str]) -> str:
+def start_sweep_parent(
+    settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, experiment: str, overrides: list[str]
+) -> str:
     """Create the sweep's parent run; first end KILLED the runs dead processes of this host left RUNNING
     (logged, and listed on the new parent as ``owl_eval.reaped``)."""
     uri = settings.resolved_uri(launch_dir)
@@ -79,8 +81,12 @@ def start_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: s
     experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
     reaped = reap_quietly(client, experiment_id, found_by=f"the launch of sweep {sweep_dir} (process {os.getpid()})")
     name = f"sweep-{experiment or 'owl-eval'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    tags = {RUN_KIND_TAG: "sweep", SWEEP_DIR_TAG: sweep_dir[:5000], SWEEP_DIR_DIGEST_TAG: sweep_dir_digest(sweep_dir),
-            "experiment": experiment or ""} | owner_tags()
+    tags = {
+        RUN_KIND_TAG: "sweep",
+        SWEEP_DIR_TAG: sweep_dir[:5000],
+        SWEEP_DIR_DIGEST_TAG: sweep_dir_digest(sweep_dir),
+        "experiment": experiment or "",
+    } | owner_tags()
     if reaped:
         log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
         tags[REAPED_TAG] = ",".join(reaped)[:5000]
@@ -96,8 +102,12 @@ def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: st
     if exp is None:
         return None
     digest = filter_literal(sweep_dir_digest(sweep_dir), what="hydra.sweep.dir")
-    runs = client.search_runs([exp.experiment_id], filter_string=f"tags.`{SWEEP_DIR_DIGEST_TAG}` = {digest}",
-                              order_by=["attributes.start_time DESC"], max_results=1)
+    runs = client.search_runs(
+        [exp.experiment_id],
+        filter_string=f"tags.`{SWEEP_DIR_DIGEST_TAG}` = {digest}",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     if runs:
         log.info("sweep parent run %s found by its sweep-dir tag", runs[0].info.run_id)
     return runs[0].info.run_id if runs else None
@@ -131,8 +141,10 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         parent = client.get_run(sweep["run_id"])
         # A job that failed has already marked the parent FAILED (on_job_end): an empty parent goes anyway.
         if delete_if_empty and not client.search_runs(
-                [parent.info.experiment_id], filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep['run_id']}'",
-                max_results=1):
+            [parent.info.experiment_id],
+            filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep['run_id']}'",
+            max_results=1,
+        ):
             delete_run_permanently(client, sweep["run_id"])
             log.info("sweep parent run %s deleted: the sweep stopped before any job ran (%s)", sweep["run_id"], reason)
             return
@@ -170,8 +182,15 @@ def _name_part(value: str) -> str:
     return re.sub(r"[^0-9A-Za-z_.=+-]", "_", value.rstrip("/").rsplit("/", 1)[-1])[:MAX_NAME_PART]
 
 
-def job_run_name(*, agent: str, seed, condition: str | None = None, job_num=None,
-                 task_overrides: Sequence[str] = (), swept: Sequence[str] | None = None) -> str:
+def job_run_name(
+    *,
+    agent: str,
+    seed,
+    condition: str | None = None,
+    job_num=None,
+    task_overrides: Sequence[str] = (),
+    swept: Sequence[str] | None = None,
+) -> str:
     """``[<job>-]<swept values>-[<condition>-]<agent>-seed<seed>``, e.g. ``3-handwriting-system-knn_novelty-seed1``.
 
     ``swept``: the keys the sweep varies (default: :data:`SWEPT_KEYS_ENV`, set by the sweep callback); each one's
@@ -207,16 +226,24 @@ class MlflowSweepCallback(Callback):
             settings = _settings(config)
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
             raise LaunchAborted(exc) from exc
-        run_id = start_sweep_parent(settings, str(config.hydra.runtime.cwd), _sweep_dir(config),
-                                    experiment=str(config.get("experiment_name", "")),
-                                    overrides=list(config.hydra.overrides.task))
+        run_id = start_sweep_parent(
+            settings,
+            str(config.hydra.runtime.cwd),
+            _sweep_dir(config),
+            experiment=str(config.get("experiment_name", "")),
+            overrides=list(config.hydra.overrides.task),
+        )
         os.environ[self.env_var] = run_id
         params = OmegaConf.select(config, "hydra.sweeper.params")
-        os.environ[SWEPT_KEYS_ENV] = ",".join(swept_keys(
-            list(OmegaConf.select(config, "hydra.overrides.task") or []),
-            OmegaConf.to_container(params, resolve=True) if params else {}))
-        _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id,
-                           env_var=self.env_var)
+        os.environ[SWEPT_KEYS_ENV] = ",".join(
+            swept_keys(
+                list(OmegaConf.select(config, "hydra.overrides.task") or []),
+                OmegaConf.to_container(params, resolve=True) if params else {},
+            )
+        )
+        _open_sweep.update(
+            settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id, env_var=self.env_var
+        )
         log.info("MLflow sweep parent run %s", run_id)
 
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
@@ -233,11 +260,20 @@ class MlflowSweepCallback(Callback):
         if run_id:
             try:
                 params = config.hydra.sweeper.get("params")
-                rows = summarize_sweep(settings, launch_dir, run_id, list(config.hydra.overrides.task),
-                                       sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {})
+                rows = summarize_sweep(
+                    settings,
+                    launch_dir,
+                    run_id,
+                    list(config.hydra.overrides.task),
+                    sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {},
+                )
                 print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
-                log.exception("comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it", run_id, run_id)
+                log.exception(
+                    "comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it",
+                    run_id,
+                    run_id,
+                )
             mark_parent(settings, launch_dir, run_id, "FINISHED")
         os.environ.pop(self.env_var, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)

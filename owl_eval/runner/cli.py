@@ -1,4 +1,5 @@
 """``python -m owl_eval +experiment=NAME``: one evaluation (or a sweep with ``-m``), logged to MLflow."""
+
 from __future__ import annotations
 
 import os

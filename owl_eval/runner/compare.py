@@ -10,6 +10,7 @@ of seeds. The sweep callback (logged to the parent run) and the command line use
 
 Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
 """
+
 from __future__ import annotations
 
 import json
@@ -22,11 +23,18 @@ import numpy as np
 
 from owl_eval.errors import ConfigError
 from owl_eval.plots.compare import LEGEND, STATS, best_means, significant, to_csv, to_markdown  # noqa: F401 (the tables)
-from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackingSettings, filter_literal, make_client, metric_key
+from owl_eval.runner.tracking import (
+    CONFIG_HASH_TAG,
+    RUN_KIND_TAG,
+    TrackingSettings,
+    filter_literal,
+    make_client,
+    metric_key,
+)
 
-REUSED_TAG_PREFIX = "owl_eval.reused."   # on a sweep parent: a finished run a resumed sweep reused
-SWEEP_PARAMS_PARAM = "sweep.params"      # on a sweep parent: hydra.sweeper.params as JSON (experiment files)
-NOT_GROUPED = {"seed"}                   # what varies between the runs averaged together
+REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a resumed sweep reused
+SWEEP_PARAMS_PARAM = "sweep.params"  # on a sweep parent: hydra.sweeper.params as JSON (experiment files)
+NOT_GROUPED = {"seed"}  # what varies between the runs averaged together
 # Tags that name what a run evaluated: group keys with readable labels, tried before the params behind them.
 GROUP_TAGS = ("domain", "condition", "baseline")
 # Params that never make two runs different evaluations.
@@ -38,16 +46,16 @@ BOOKKEEPING_PREFIXES = ("tracking.", "hydra.")
 class Row:
     """One group's summary of one metric over its runs (one per seed)."""
 
-    group: tuple[tuple[str, str], ...]   # ((key, value), ...), agent first
+    group: tuple[tuple[str, str], ...]  # ((key, value), ...), agent first
     metric: str
-    direction: str                       # maximize | minimize | none
-    n: int                               # seeds with a value
+    direction: str  # maximize | minimize | none
+    n: int  # seeds with a value
     mean: float
     std: float
     ci95_low: float
     ci95_high: float
-    runs: int = 0                        # seeds in the group (n < runs when the metric is N/A in some)
-    na_reason: str = ""                  # why there is no value (n = 0)
+    runs: int = 0  # seeds in the group (n < runs when the metric is N/A in some)
+    na_reason: str = ""  # why there is no value (n = 0)
 
     @property
     def label(self) -> str:
@@ -141,8 +149,12 @@ def grouping_keys(runs: Sequence, swept: Sequence[str] = ()) -> list[str]:
     runs = dedupe(runs)  # the runs compare() averages
     keys = ["agent"]
     forced = set(swept) - NOT_GROUPED
-    params = {name for r in runs for name in r.data.params
-              if name not in BOOKKEEPING_PARAMS and not name.startswith(BOOKKEEPING_PREFIXES)}
+    params = {
+        name
+        for r in runs
+        for name in r.data.params
+        if name not in BOOKKEEPING_PARAMS and not name.startswith(BOOKKEEPING_PREFIXES)
+    }
 
     def values(name: str) -> list:
         return [r.data.params.get(name) for r in runs]
@@ -203,8 +215,16 @@ def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> l
             raise ConfigError(f"--metrics: {missing} not logged by these runs; logged: {sorted(logged)}")
         return keys
     keep = [k for k in logged if any(_declared(p, k) is not None and not _is_series(p, k) for p in protocols)]
-    return sorted(keep, key=lambda k: (k.startswith("time/"), k.startswith(("baseline/", "baseline.")),
-                                       k.startswith("detail/"), "_at_" in k, k))
+    return sorted(
+        keep,
+        key=lambda k: (
+            k.startswith("time/"),
+            k.startswith(("baseline/", "baseline.")),
+            k.startswith("detail/"),
+            "_at_" in k,
+            k,
+        ),
+    )
 
 
 def _logged_as(name: str, logged: Mapping, protocols: Iterable[str]) -> str:
@@ -275,8 +295,13 @@ def _search(client, experiment_ids, filter_string: str) -> list:
 
     out, token = [], None
     while True:
-        page = client.search_runs(experiment_ids, filter_string=filter_string, run_view_type=ViewType.ACTIVE_ONLY,
-                                  max_results=1000, page_token=token)
+        page = client.search_runs(
+            experiment_ids,
+            filter_string=filter_string,
+            run_view_type=ViewType.ACTIVE_ONLY,
+            max_results=1000,
+            page_token=token,
+        )
         out.extend(page)
         token = page.token
         if not token:
@@ -296,10 +321,16 @@ def sweep_runs(client, parent_run_id: str) -> list:
     """The FINISHED job runs of a sweep: its children plus the finished runs a resumed sweep reused."""
     parent = _get_run(client, parent_run_id, "--sweep")
     parent_id = filter_literal(parent_run_id, what="--sweep")
-    children = _search(client, [parent.info.experiment_id],
-                       f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'")
-    reused = [_get_run(client, k[len(REUSED_TAG_PREFIX):], f"sweep {parent_run_id} tag {k}")
-              for k in parent.data.tags if k.startswith(REUSED_TAG_PREFIX)]
+    children = _search(
+        client,
+        [parent.info.experiment_id],
+        f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'",
+    )
+    reused = [
+        _get_run(client, k[len(REUSED_TAG_PREFIX) :], f"sweep {parent_run_id} tag {k}")
+        for k in parent.data.tags
+        if k.startswith(REUSED_TAG_PREFIX)
+    ]
     return children + [r for r in reused if r.info.status == "FINISHED"]
 
 
@@ -316,13 +347,22 @@ def experiment_runs(client, experiment: str, tags: Mapping[str, str] | None = No
     return _search(client, [exp.experiment_id], " and ".join(clauses))
 
 
-def sweep_comparison(client, parent_run_id: str, *, overrides: Sequence[str] | None = None,
-                     sweeper_params: Mapping | None = None, metrics: Sequence[str] | None = None,
-                     group: Sequence[str] | None = None, tags: Mapping[str, str] | None = None) -> list[Row]:
+def sweep_comparison(
+    client,
+    parent_run_id: str,
+    *,
+    overrides: Sequence[str] | None = None,
+    sweeper_params: Mapping | None = None,
+    metrics: Sequence[str] | None = None,
+    group: Sequence[str] | None = None,
+    tags: Mapping[str, str] | None = None,
+) -> list[Row]:
     """The comparison of a sweep's finished jobs (those with every tag of ``tags``), grouped by
     :func:`grouping_keys` unless ``group`` is given; the swept keys come from the parent run's params
     (``sweep.overrides``, ``sweep.params``) unless given. [] when no job matches."""
-    runs = [r for r in sweep_runs(client, parent_run_id) if all(r.data.tags.get(k) == v for k, v in (tags or {}).items())]
+    runs = [
+        r for r in sweep_runs(client, parent_run_id) if all(r.data.tags.get(k) == v for k, v in (tags or {}).items())
+    ]
     if not runs:
         return []
     params = _get_run(client, parent_run_id, "--sweep").data.params
@@ -364,8 +404,13 @@ def log_to_parent(tracked_run, rows: Sequence[Row]) -> None:
     tracked_run.log_figures({"comparison": comparison_figure(rows)}, folder="comparison")
 
 
-def summarize_sweep(settings: TrackingSettings, launch_dir: str, parent_run_id: str, overrides: Sequence[str],
-                    sweeper_params: Mapping | None = None) -> list[Row]:
+def summarize_sweep(
+    settings: TrackingSettings,
+    launch_dir: str,
+    parent_run_id: str,
+    overrides: Sequence[str],
+    sweeper_params: Mapping | None = None,
+) -> list[Row]:
     """Called at the end of a sweep: compare its finished jobs and log the result to the parent run.
 
     ``sweeper_params``: ``hydra.sweeper.params`` (sweeps declared in an experiment file); logged to the parent as
@@ -375,8 +420,10 @@ def summarize_sweep(settings: TrackingSettings, launch_dir: str, parent_run_id: 
 
     client = make_client(settings.resolved_uri(launch_dir))
     if sweeper_params is not None:
-        sweeper_params = {str(k): [str(x) for x in v] if isinstance(v, Sequence) and not isinstance(v, str) else str(v)
-                          for k, v in sweeper_params.items()}
+        sweeper_params = {
+            str(k): [str(x) for x in v] if isinstance(v, Sequence) and not isinstance(v, str) else str(v)
+            for k, v in sweeper_params.items()
+        }
         if SWEEP_PARAMS_PARAM not in client.get_run(parent_run_id).data.params:
             client.log_param(parent_run_id, SWEEP_PARAMS_PARAM, json.dumps(sweeper_params, sort_keys=True)[:6000])
     rows = sweep_comparison(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
@@ -389,7 +436,15 @@ USAGE = __doc__.split("::", 1)[1].split("Reads", 1)[0].strip("\n")
 
 
 def parse_args(argv: Sequence[str]) -> dict:
-    opts: dict = {"tags": {}, "metrics": None, "experiment": None, "sweep": None, "group": None, "uri": None, "store_dir": None}
+    opts: dict = {
+        "tags": {},
+        "metrics": None,
+        "experiment": None,
+        "sweep": None,
+        "group": None,
+        "uri": None,
+        "store_dir": None,
+    }
     args = list(argv)
     while args:
         a = args.pop(0)

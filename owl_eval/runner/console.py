@@ -5,6 +5,7 @@ artifact); ``HYDRA_FULL_ERROR=1`` shows it on the console too. This covers error
 (:func:`user_facing`) and errors Hydra raises before or around the jobs - an override that does not
 parse, a key that is not in the config, a sweep whose job failed (:func:`install_one_line_errors`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -13,16 +14,25 @@ import sys
 import traceback
 from pathlib import Path
 
+from hydra.errors import HydraException
+from omegaconf.errors import OmegaConfBaseException
+
 from owl_eval.errors import LaunchAborted
 
 log = logging.getLogger("runner")
 
 # Errors caused by the config or the input: the message is the whole story.
-from hydra.errors import HydraException
-from omegaconf.errors import OmegaConfBaseException
 
-USER_ERRORS = (ValueError, ImportError, OSError, UnicodeError, RecursionError, OverflowError, OmegaConfBaseException,
-               HydraException)
+USER_ERRORS = (
+    ValueError,
+    ImportError,
+    OSError,
+    UnicodeError,
+    RecursionError,
+    OverflowError,
+    OmegaConfBaseException,
+    HydraException,
+)
 
 
 def full_errors_wanted() -> bool:
@@ -119,7 +129,7 @@ class _FailedJobNote:
 
     def write(self, text: str) -> int:
         if text.startswith(self.PREFIX):
-            self.overrides = text[len(self.PREFIX):].strip()
+            self.overrides = text[len(self.PREFIX) :].strip()
             return len(text)
         return self.stream.write(text)
 
@@ -151,8 +161,11 @@ def install_one_line_errors() -> None:
             where = job_log_file()
             if where is None and not isinstance(exc, USER_ERRORS):
                 where = save_traceback(exc)
-            error_exit(exc, where_traceback=str(where) if where else None,
-                       job=f"the sweep's job with overrides {note.overrides}" if note.overrides else None)
+            error_exit(
+                exc,
+                where_traceback=str(where) if where else None,
+                job=f"the sweep's job with overrides {note.overrides}" if note.overrides else None,
+            )
         finally:
             if sys.stderr is note:
                 sys.stderr = note.stream

@@ -6,6 +6,7 @@ an ``.npz``), and ``record`` (a record saved by an owl-eval run, to recompute wi
 settings). Everything is read and validated first; only then is an MLflow run created and logged exactly
 like a live run (no half-logged runs).
 """
+
 from __future__ import annotations
 
 import logging
@@ -55,18 +56,29 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     evaluation = evaluation_for(data.protocol)
     metric_options = evaluation.options(resolved.get("metrics") or {}, record=data.record)
     read_seconds = time.perf_counter() - started
-    tags = {RUN_KIND_TAG: "evaluate", "protocol": data.protocol, "git_commit": git_commit(launch_dir),
-            CONFIG_HASH_TAG: config_hash(cfg), "experiment": str(cfg.get("experiment_name", ""))}
+    tags = {
+        RUN_KIND_TAG: "evaluate",
+        "protocol": data.protocol,
+        "git_commit": git_commit(launch_dir),
+        CONFIG_HASH_TAG: config_hash(cfg),
+        "experiment": str(cfg.get("experiment_name", "")),
+    }
     tags |= data.tags
     run_name = f"evaluate-{tags.get('source', 'source')}-{tags.get('session', tags.get('agent', ''))}".rstrip("-")
-    run = TrackedRun.start(settings, run_name=run_name, tags=tags, parent_run_id=find_parent_run(settings, launch_dir),
-                           launch_dir=launch_dir)
+    run = TrackedRun.start(
+        settings,
+        run_name=run_name,
+        tags=tags,
+        parent_run_id=find_parent_run(settings, launch_dir),
+        launch_dir=launch_dir,
+    )
     with run:
         run.log_params(flatten(resolved))
         run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
         timings: dict[str, float] = {}
-        results = log_outcome(run, evaluation, data.record, metric_options, settings, figures=switches.figures,
-                              timings=timings)
+        results = log_outcome(
+            run, evaluation, data.record, metric_options, settings, figures=switches.figures, timings=timings
+        )
         run.log_metrics({"time/read_s": read_seconds, **timings, "time/total_s": time.perf_counter() - started})
     log.info("evaluated %s into MLflow run %s", tags.get("source"), run.run_id)
     return dict(results.values)

@@ -11,6 +11,7 @@ now held by a process started later is not the run's process.
 this harness on this host whose process is gone are ended KILLED with the reason as a tag. Runs of other
 hosts are left alone (their processes cannot be checked from here).
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,7 +42,7 @@ def _stat_fields(pid: int) -> list[str] | None:
             text = handle.read().decode("ascii", "replace")
     except OSError:
         return None
-    return text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2 :].split()
 
 
 def process_start(pid: int) -> str:
@@ -107,8 +108,10 @@ def mark_dead_runs(client, experiment_id: str, *, found_by: str = "") -> list[st
         tags = run.data.tags
         if KIND_TAG not in tags or tags.get(HOST_TAG) != host or owner_alive(tags):
             continue
-        reason = (f"process {tags.get(PID_TAG)} on host {host} is gone (found at {when} by "
-                  f"{found_by or f'the launch of process {os.getpid()}'})")
+        reason = (
+            f"process {tags.get(PID_TAG)} on host {host} is gone (found at {when} by "
+            f"{found_by or f'the launch of process {os.getpid()}'})"
+        )
         try:
             client.log_batch(run.info.run_id, tags=[RunTag(KILLED_REASON_TAG, reason[:5000])])
             client.set_terminated(run.info.run_id, status="KILLED")

@@ -3,6 +3,7 @@
 Hydra lists the available options only for flat groups; ``agent=ond/nope`` would just say "could not
 find". This check names the group and every valid option, nested ones included.
 """
+
 from __future__ import annotations
 
 import re
@@ -40,24 +41,42 @@ def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> st
         options = sorted({option for d in dirs for option in group_options(group, d)})
         missing = [v for v in value.split(",") if v not in options]
         if missing:
-            return (f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: "
-                    + ", ".join(options))
+            return f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: " + ", ".join(options)
     return None
 
 
 BARE_FLAGS = ("-m", "--multirun", "--run", "--resolve", "--help", "--hydra-help", "--version")
 
 
-VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
-               "--info", "-i", "--experimental-rerun", "--shell-completion", "-sc", "-h")
+VALUE_FLAGS = (
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-path",
+    "-cp",
+    "--config-name",
+    "-cn",
+    "--config-dir",
+    "-cd",
+    "--info",
+    "-i",
+    "--experimental-rerun",
+    "--shell-completion",
+    "-sc",
+    "-h",
+)
 
 
 def unknown_flag_message(args: list[str]) -> str | None:
     """One line for a command-line flag Hydra does not know (its parser would print the whole usage)."""
     for arg in args:
         if arg.startswith("-") and arg not in BARE_FLAGS + VALUE_FLAGS and arg.split("=", 1)[0] not in VALUE_FLAGS:
-            return (f"unknown flag {arg!r}; overrides are key=value (e.g. seed=1), flags are "
-                    + ", ".join(BARE_FLAGS) + " (--help lists them)")
+            return (
+                f"unknown flag {arg!r}; overrides are key=value (e.g. seed=1), flags are "
+                + ", ".join(BARE_FLAGS)
+                + " (--help lists them)"
+            )
     return None
 
 
@@ -97,5 +116,8 @@ def _close_open_sweep(exc: BaseException) -> None:
 
     cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
     status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"
-    abort_open_sweep(f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500], status=status,
-                     delete_if_empty=isinstance(cause, USER_ERRORS))
+    abort_open_sweep(
+        f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500],
+        status=status,
+        delete_if_empty=isinstance(cause, USER_ERRORS),
+    )

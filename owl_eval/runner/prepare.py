@@ -1,6 +1,7 @@
 """The checks every job makes before an MLflow run exists: the config resolves, the tracking settings
 and the top-level switches are of the right type. Protocol, domain, agent and metric settings are checked
 by the protocol and its evaluation (``Protocol.check`` and ``Evaluation.options``)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,6 +40,8 @@ class JobSwitches:
 
 def job_switches(cfg: DictConfig) -> JobSwitches:
     """The top-level ``seed``, ``progress`` and ``figures`` values, typed."""
-    return JobSwitches(seed=as_int(cfg.get("seed", 0), "seed", minimum=0, maximum=2**32 - 1),
-                       progress=as_bool(cfg.get("progress", True), "progress"),
-                       figures=as_bool(cfg.get("figures", True), "figures"))
+    return JobSwitches(
+        seed=as_int(cfg.get("seed", 0), "seed", minimum=0, maximum=2**32 - 1),
+        progress=as_bool(cfg.get("progress", True), "progress"),
+        figures=as_bool(cfg.get("figures", True), "figures"),
+    )

@@ -9,6 +9,7 @@ sweep resolve the same directory, on every launcher.
 Registered at import of ``owl_eval.runner.callbacks`` (the sweep callback every Hydra run instantiates, and that
 launchers pickle into their workers along with the Hydra context), and by the entry points.
 """
+
 from __future__ import annotations
 
 import secrets

@@ -12,6 +12,7 @@ launched twice at once runs each config once. The exact race (both launches chec
 created its run) is settled after creation by :func:`yield_to_earlier_claim`: the later run deletes
 itself. Order of claims: start time, then run id.
 """
+
 from __future__ import annotations
 
 import logging
@@ -39,8 +40,10 @@ def skip_enabled(settings: TrackingSettings, multirun: bool) -> bool:
 
 def _claims(client, experiment_id: str, config_hash: str) -> list:
     """Active (not deleted) job runs of this config that are FINISHED or RUNNING, oldest first."""
-    query = (f"tags.`{CONFIG_HASH_TAG}` = {filter_literal(config_hash, what='owl_eval.config_hash')}"
-             f" and tags.`{RUN_KIND_TAG}` = 'job'")  # MLflow's IN works on run ids only: status is checked here
+    query = (
+        f"tags.`{CONFIG_HASH_TAG}` = {filter_literal(config_hash, what='owl_eval.config_hash')}"
+        f" and tags.`{RUN_KIND_TAG}` = 'job'"
+    )  # MLflow's IN works on run ids only: status is checked here
     runs = client.search_runs([experiment_id], filter_string=query, max_results=1000)
     return sorted((r for r in runs if r.info.status in ("FINISHED", "RUNNING")), key=_order)
 
@@ -78,8 +81,9 @@ def _record_on_parent(client, parent_run_id: str | None, run_id: str, job_label:
         client.set_tag(parent_run_id, f"{REUSED_TAG_PREFIX}{run_id}", job_label)
 
 
-def reuse_finished(settings: TrackingSettings, launch_dir: str, config_hash: str, *, parent_run_id: str | None,
-                   job_label: str) -> dict[str, float] | None:
+def reuse_finished(
+    settings: TrackingSettings, launch_dir: str, config_hash: str, *, parent_run_id: str | None, job_label: str
+) -> dict[str, float] | None:
     """The metrics of the run that already has this config (FINISHED, or RUNNING in a live process: then
     its metrics so far, possibly none), noted on the parent; None to run the job."""
     client = make_client(settings.resolved_uri(launch_dir))
@@ -88,19 +92,32 @@ def reuse_finished(settings: TrackingSettings, launch_dir: str, config_hash: str
     if found is None:
         return None
     if found.info.status == "FINISHED":
-        log.info("skipped %s: config %s already FINISHED in MLflow run %s (%s); tracking.skip_finished=false re-runs it",
-                 job_label, config_hash, found.info.run_id, found.info.run_name)
+        log.info(
+            "skipped %s: config %s already FINISHED in MLflow run %s (%s); tracking.skip_finished=false re-runs it",
+            job_label,
+            config_hash,
+            found.info.run_id,
+            found.info.run_name,
+        )
     else:
         tags = found.data.tags
-        log.info("skipped %s: config %s is running in run %s (%s, process %s on %s); tracking.skip_finished=false "
-                 "runs it anyway", job_label, config_hash, found.info.run_id, found.info.run_name,
-                 tags.get(PID_TAG, "?"), tags.get(HOST_TAG, "?"))
+        log.info(
+            "skipped %s: config %s is running in run %s (%s, process %s on %s); tracking.skip_finished=false "
+            "runs it anyway",
+            job_label,
+            config_hash,
+            found.info.run_id,
+            found.info.run_name,
+            tags.get(PID_TAG, "?"),
+            tags.get(HOST_TAG, "?"),
+        )
     _record_on_parent(client, parent_run_id, found.info.run_id, job_label)
     return dict(found.data.metrics)
 
 
-def yield_to_earlier_claim(settings: TrackingSettings, launch_dir: str, run_id: str, config_hash: str, *,
-                           job_label: str = "job") -> str | None:
+def yield_to_earlier_claim(
+    settings: TrackingSettings, launch_dir: str, run_id: str, config_hash: str, *, job_label: str = "job"
+) -> str | None:
     """Settle the race of two launches that both found no claim and both created a run of this config.
 
     Call right after creating the run (``run_id``). If another active job run of the same config, FINISHED
@@ -119,6 +136,11 @@ def yield_to_earlier_claim(settings: TrackingSettings, launch_dir: str, run_id: 
     client.set_terminated(run_id, status="KILLED")
     client.delete_run(run_id)
     _record_on_parent(client, mine.data.tags.get(PARENT_TAG), winner.info.run_id, job_label)
-    log.info("run %s deleted: config %s was claimed first by run %s (%s)", run_id, config_hash,
-             winner.info.run_id, winner.info.status)
+    log.info(
+        "run %s deleted: config %s was claimed first by run %s (%s)",
+        run_id,
+        config_hash,
+        winner.info.run_id,
+        winner.info.status,
+    )
     return winner.info.run_id

@@ -4,6 +4,7 @@ exact command that opens it.
 Everything printed is read back from the tracking store (a printed number is the logged number), so a FAILED
 or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.app.run``) prints nothing.
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,8 @@ from pathlib import Path
 from owl_eval.metrics.registry import HEADLINE, PROTOCOL_MODULES, headline_rank
 from owl_eval.plots.compare import significant
 
-MAX_REASON = 70   # characters of an N/A reason in the table
-TOP_GROUPS = 5    # groups shown at the end of a sweep
+MAX_REASON = 70  # characters of an N/A reason in the table
+TOP_GROUPS = 5  # groups shown at the end of a sweep
 
 
 def open_command(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
@@ -34,7 +35,7 @@ def open_command(uri: str, experiment_id: str | None = None, run_id: str | None 
 
 def _short(reason: str) -> str:
     reason = " ".join(reason.split())
-    return reason if len(reason) <= MAX_REASON else reason[:MAX_REASON - 3] + "..."
+    return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
 
 
 def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]) -> list[tuple[str, str]]:
@@ -47,7 +48,7 @@ def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]
         if headline_rank(protocol, key) is not None:
             found[key] = significant(value) if math.isfinite(value) else str(value)
     for tag, reason in tags.items():
-        key = tag[len("na."):]
+        key = tag[len("na.") :]
         if tag.startswith("na.") and key not in found and headline_rank(protocol, key) is not None:
             found[key] = f"N/A ({_short(reason)})"
 
@@ -139,4 +140,3 @@ def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str
     lines.append(f"sweep run: {parent_run_id}")
     lines.append(open_command(uri, experiment_id, parent_run_id))
     return "\n".join(lines)
-

@@ -1,5 +1,6 @@
 """A metric's values over detection thresholds as one table (logged with ``TrackedRun.log_tables``), instead of
 one MLflow key per threshold (``m2_cdt_pct@0.3``) and a series whose "step" is the threshold x 1000."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -29,7 +30,7 @@ class ThresholdSweeps:
     def add_series(self, name: str, series) -> bool:
         if not name.endswith(THRESHOLD_SERIES_SUFFIX):
             return False
-        points = self._points.setdefault(name[:-len(THRESHOLD_SERIES_SUFFIX)], {})
+        points = self._points.setdefault(name[: -len(THRESHOLD_SERIES_SUFFIX)], {})
         for step, value in zip(series.steps.tolist(), series.values.tolist()):
             finite = bool(np.isfinite(value))
             points.setdefault(round(step / 1000, 6), (value if finite else None, "" if finite else "not a number"))
@@ -40,6 +41,9 @@ class ThresholdSweeps:
         out = {}
         for base, points in self._points.items():
             thresholds = sorted(points)
-            out[threshold_table_name(base)] = {"threshold": thresholds, "value": [points[t][0] for t in thresholds],
-                                               "na_reason": [points[t][1] for t in thresholds]}
+            out[threshold_table_name(base)] = {
+                "threshold": thresholds,
+                "value": [points[t][0] for t in thresholds],
+                "na_reason": [points[t][1] for t in thresholds],
+            }
         return out

@@ -4,6 +4,7 @@ One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eva
 nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
 10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,6 +35,7 @@ SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
 
+
 def filter_literal(value: str, *, what: str) -> str:
     """``value`` as a string literal of an MLflow search filter: single quotes, or double quotes when it
     holds a single quote (MLflow's filter grammar has no escape character). A value holding both kinds of
@@ -45,13 +47,18 @@ def filter_literal(value: str, *, what: str) -> str:
         return f"'{text}'"
     if '"' not in text:
         return f'"{text}"'
-    raise ConfigError(f"{what}: {text!r} holds both ' and \" quotes, which an MLflow search filter cannot express; "
-                      "rename it")
+    raise ConfigError(
+        f"{what}: {text!r} holds both ' and \" quotes, which an MLflow search filter cannot express; rename it"
+    )
 
 
-_KNOWN_URI = re.compile(r"^(sqlite:///.+|file:.+|https?://[^/\s]+.*|databricks(-uc)?(://.*)?|(postgresql|mysql)(\+\w+)?://.+)$")
-_URI_EXPECTED = ("expected sqlite:///<path>, file:<path>, http(s)://<host>:<port>, databricks[://<profile>], "
-                 "postgresql://... or mysql://... (for a local folder use tracking.store_dir=<dir>)")
+_KNOWN_URI = re.compile(
+    r"^(sqlite:///.+|file:.+|https?://[^/\s]+.*|databricks(-uc)?(://.*)?|(postgresql|mysql)(\+\w+)?://.+)$"
+)
+_URI_EXPECTED = (
+    "expected sqlite:///<path>, file:<path>, http(s)://<host>:<port>, databricks[://<profile>], "
+    "postgresql://... or mysql://... (for a local folder use tracking.store_dir=<dir>)"
+)
 
 
 def _unusable_dir(path: Path) -> str | None:
@@ -96,7 +103,7 @@ class TrackingSettings:
         self.validate()
 
     @classmethod
-    def from_config(cls, node) -> "TrackingSettings":
+    def from_config(cls, node) -> TrackingSettings:
         """From the resolved ``tracking`` config node (a mapping); an unknown key is a ConfigError naming
         the closest valid one, a bad value one naming its key (:meth:`validate`)."""
         from dataclasses import fields
@@ -123,7 +130,7 @@ class TrackingSettings:
             if not _KNOWN_URI.match(self.uri):
                 raise ConfigError(f"tracking.uri: {self.uri!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}")
             if self.uri.startswith("sqlite:///"):
-                db = Path(self.uri[len("sqlite:///"):]).expanduser()
+                db = Path(self.uri[len("sqlite:///") :]).expanduser()
                 if db.is_dir():
                     raise ConfigError(f"tracking.uri: {db} is a directory, expected the SQLite database file")
                 if not db.parent.is_dir():
@@ -135,10 +142,13 @@ class TrackingSettings:
             if problem:
                 raise ConfigError(f"tracking.store_dir: {problem}")
         if not isinstance(self.experiment_name, str) or not self.experiment_name.strip():
-            raise ConfigError(f"tracking.experiment_name: {self.experiment_name!r} is not a usable MLflow experiment "
-                              "name; expected a non-blank string (set experiment_name=<name>)")
-        if self.artifact_location is not None and (not isinstance(self.artifact_location, (str, os.PathLike))
-                                                   or not str(self.artifact_location).strip()):
+            raise ConfigError(
+                f"tracking.experiment_name: {self.experiment_name!r} is not a usable MLflow experiment "
+                "name; expected a non-blank string (set experiment_name=<name>)"
+            )
+        if self.artifact_location is not None and (
+            not isinstance(self.artifact_location, (str, os.PathLike)) or not str(self.artifact_location).strip()
+        ):
             bad("artifact_location", self.artifact_location, "a path, a URI or null")
         if not isinstance(self.log_record, bool):
             bad("log_record", self.log_record, "true or false")
@@ -166,7 +176,7 @@ class TrackingSettings:
         if self.artifact_location:
             return Path(self.artifact_location).expanduser().resolve().as_uri()
         if uri.startswith("sqlite:///"):
-            return (Path(uri[len("sqlite:///"):]).parent / "mlartifacts").resolve().as_uri()
+            return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
         return None  # a tracking server chooses its own artifact store
 
 
@@ -206,7 +216,9 @@ def flatten(mapping: Mapping, prefix: str = "") -> dict[str, str]:
     items = mapping.items() if isinstance(mapping, Mapping) else enumerate(mapping)
     for key, value in items:
         name = f"{prefix}{key}"
-        if isinstance(value, Mapping) or (isinstance(value, list) and value and all(isinstance(v, (Mapping, list)) for v in value)):
+        if isinstance(value, Mapping) or (
+            isinstance(value, list) and value and all(isinstance(v, (Mapping, list)) for v in value)
+        ):
             out.update(flatten(value, name + "."))
         else:
             text = "null" if value is None else str(value)
@@ -241,7 +253,7 @@ def series_csv(series) -> str:
 
 def _chunks(items: list, size: int) -> Iterable[list]:
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 @dataclass(frozen=True)
@@ -275,15 +287,24 @@ class TrackedRun:
         self._ended = False
 
     @classmethod
-    def start(cls, settings: TrackingSettings, *, run_name: str, tags: Mapping[str, str] | None = None,
-              parent_run_id: str | None = None, launch_dir=None) -> "TrackedRun":
+    def start(
+        cls,
+        settings: TrackingSettings,
+        *,
+        run_name: str,
+        tags: Mapping[str, str] | None = None,
+        parent_run_id: str | None = None,
+        launch_dir=None,
+    ) -> TrackedRun:
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
         from owl_eval.runner.liveness import owner_tags, reap_quietly
 
         uri = settings.resolved_uri(launch_dir)
         client = make_client(uri)
-        experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
+        experiment_id = get_or_create_experiment(
+            client, settings.experiment_name, settings.resolved_artifact_location(uri)
+        )
         # Runs left RUNNING by dead processes of this host are ended KILLED before this one starts.
         reap_quietly(client, experiment_id, found_by=f"the start of run {run_name!r} (process {os.getpid()})")
         all_tags = {k: str(v) for k, v in (tags or {}).items()} | owner_tags()
@@ -291,8 +312,9 @@ class TrackedRun:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
         STARTED_RUNS.append(StartedRun(uri, settings.experiment_name, run_name, run.info.run_id))
-        return cls(client, run.info.run_id, max_series_points=settings.max_series_points,
-                   protocol=all_tags.get("protocol"))
+        return cls(
+            client, run.info.run_id, max_series_points=settings.max_series_points, protocol=all_tags.get("protocol")
+        )
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
@@ -363,9 +385,13 @@ class TrackedRun:
             if self.max_series_points and len(steps) > self.max_series_points:
                 # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
                 steps, values = bin_means(steps, values, self.max_series_points)
-                downsampled[key] = f"mean over {len(series.steps) / len(steps):.1f} steps per point; full series in series/{key.replace('/', '_')}.csv"
+                downsampled[key] = (
+                    f"mean over {len(series.steps) / len(steps):.1f} steps per point; full series in series/{key.replace('/', '_')}.csv"
+                )
                 self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
-            items.extend(Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v))
+            items.extend(
+                Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v)
+            )
         self._send_metrics(items)
         self.log_tables({f"{name}.json": columns for name, columns in sweeps.tables().items()})
         if downsampled:
@@ -445,7 +471,7 @@ class TrackedRun:
         finally:
             self.end("KILLED" if interrupted else "FAILED")
 
-    def __enter__(self) -> "TrackedRun":
+    def __enter__(self) -> TrackedRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -4,6 +4,7 @@ Each source validates everything it reads before anything is logged, and returns
 scores it, by name, with the record to score (:class:`SourceData`); the evaluation of that protocol
 (:func:`owl_eval.evaluation.evaluation_for`) scores it like a live run's record.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

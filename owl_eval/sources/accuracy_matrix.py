@@ -16,6 +16,7 @@ Bad input is one error naming the file and row / task (or the ``source.*`` key):
 JSON that does not parse (or nests too deeply), a list where the results object belongs, accuracies that are
 not numbers in [0, 1], test sizes that are not whole numbers in 1..2**53 (1e19 is not a count).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,12 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
+from owl_eval.errors import ConfigError
+from owl_eval.formats.csv_table import numeric, read_rows
 from owl_eval.json_input import json_type, parse_json
 from owl_eval.protocols.continual.record import RENATE_FILE, SCENARIOS, ContinualRecord
-from owl_eval.errors import ConfigError
 from owl_eval.safe_paths import read_text
 from owl_eval.sources import SourceData, SourceFormatError
-from owl_eval.formats.csv_table import numeric, read_rows
 from owl_eval.typed import as_choice, as_str
 
 LABEL_COLUMN = "after_task"
@@ -40,8 +41,15 @@ MAX_TEST_SIZE = 2**53  # every whole number up to here is exact in float64; beyo
 class AccuracyMatrixSource:
     """Options are kept as given and checked in :meth:`load` (owl_eval.typed), before any run exists."""
 
-    def __init__(self, path: str, format: str = "auto", init_accuracy: list | None = None,
-                 num_instances: list | None = None, scenario: str = "class_incremental", domain: str = ""):
+    def __init__(
+        self,
+        path: str,
+        format: str = "auto",
+        init_accuracy: list | None = None,
+        num_instances: list | None = None,
+        scenario: str = "class_incremental",
+        domain: str = "",
+    ):
         self.path, self.format = path, format
         self.init_accuracy, self.num_instances = init_accuracy, num_instances
         self.scenario, self.domain = scenario, domain
@@ -62,20 +70,35 @@ class AccuracyMatrixSource:
         self._options()
         kind = self.format if self.format != "auto" else {".json": "json", ".csv": "csv"}.get(self.path.suffix.lower())
         if kind not in ("json", "csv"):
-            raise SourceFormatError(f"{self.path}: cannot tell the format from the suffix; set source.format=json or csv")
+            raise SourceFormatError(
+                f"{self.path}: cannot tell the format from the suffix; set source.format=json or csv"
+            )
         text = self._text()
         A, b, n = self._read_json(text) if kind == "json" else self._read_csv(text)
         T = A.shape[0]
         b = self._merge(b, self.init_accuracy, "accuracy_init", "source.init_accuracy", T, whole=False)
         n = self._merge(n, self.num_instances, "num_instances", "source.num_instances", T, whole=True)
-        record = GivenMatrixRecord(scenario=self.scenario, accuracy=A,
-                                   init_accuracy=np.full(T, np.nan) if b is None else b,
-                                   num_instances=np.zeros(T, np.int64) if n is None else n.astype(np.int64),
-                                   task_classes=tuple(() for _ in range(T)), domain=self.domain,
-                                   has_init=b is not None, has_sizes=n is not None)
-        return SourceData(protocol="continual", record=record,
-                          tags={"scenario": self.scenario, "source": "accuracy_matrix", "format": kind, "tasks": str(T),
-                                               "file": self.path.name})
+        record = GivenMatrixRecord(
+            scenario=self.scenario,
+            accuracy=A,
+            init_accuracy=np.full(T, np.nan) if b is None else b,
+            num_instances=np.zeros(T, np.int64) if n is None else n.astype(np.int64),
+            task_classes=tuple(() for _ in range(T)),
+            domain=self.domain,
+            has_init=b is not None,
+            has_sizes=n is not None,
+        )
+        return SourceData(
+            protocol="continual",
+            record=record,
+            tags={
+                "scenario": self.scenario,
+                "source": "accuracy_matrix",
+                "format": kind,
+                "tasks": str(T),
+                "file": self.path.name,
+            },
+        )
 
     def _text(self) -> str:
         """The file the user named (a link given as the path is followed, as chosen), as UTF-8 text."""
@@ -92,15 +115,18 @@ class AccuracyMatrixSource:
         results = parse_json(text, where=str(self.path), error=SourceFormatError)
         if not isinstance(results, dict) or "accuracy" not in results:
             got = f"keys {sorted(results)[:20]}" if isinstance(results, dict) else f"a JSON {json_type(results)}"
-            raise SourceFormatError(f"{self.path}: expected Renate's results dict (a JSON object) with key 'accuracy', "
-                                    f"got {got}")
+            raise SourceFormatError(
+                f"{self.path}: expected Renate's results dict (a JSON object) with key 'accuracy', got {got}"
+            )
         A = self._matrix(results["accuracy"], "'accuracy'")
         b = None
         if "accuracy_init" in results:
             init = results["accuracy_init"]
             if not (isinstance(init, list) and len(init) == 1 and isinstance(init[0], list)):
-                raise SourceFormatError(f"{self.path}, key 'accuracy_init': expected one row [[b_0, ..., b_T-1]], "
-                                        f"got a JSON {json_type(init)}")
+                raise SourceFormatError(
+                    f"{self.path}, key 'accuracy_init': expected one row [[b_0, ..., b_T-1]], "
+                    f"got a JSON {json_type(init)}"
+                )
             b = self._vector(init[0], "key 'accuracy_init' row 0", A.shape[0], whole=False)
         n = None
         if "num_instances" in results:
@@ -113,8 +139,10 @@ class AccuracyMatrixSource:
         T = len(rows)
         for j, row in enumerate(rows):
             if len(row) != T:
-                raise SourceFormatError(f"{self.path}, key {what}, row {j}: expected {T} accuracies (a T x T matrix "
-                                        f"with T = {T} rows), got {len(row)}")
+                raise SourceFormatError(
+                    f"{self.path}, key {what}, row {j}: expected {T} accuracies (a T x T matrix "
+                    f"with T = {T} rows), got {len(row)}"
+                )
         return np.array([self._vector(row, f"key {what} row {j}", T, whole=False) for j, row in enumerate(rows)])
 
     def _vector(self, values, what: str, T: int, *, whole: bool, config: bool = False) -> np.ndarray:
@@ -155,24 +183,36 @@ class AccuracyMatrixSource:
         width = fields.shape[1] - labelled
         T = fields.shape[0]
         if width != T:
-            raise SourceFormatError(f"{self.path}: expected a square T x T matrix ({T} rows, so {T} task columns"
-                                    f"{' after ' + LABEL_COLUMN if labelled else ''}), got {width} columns: "
-                                    f"{'a missing' if width < T else 'an extra'} column or row")
+            raise SourceFormatError(
+                f"{self.path}: expected a square T x T matrix ({T} rows, so {T} task columns"
+                f"{' after ' + LABEL_COLUMN if labelled else ''}), got {width} columns: "
+                f"{'a missing' if width < T else 'an extra'} column or row"
+            )
         names = header[labelled:] if header else [f"task_{i}" for i in range(T)]
         if labelled:
-            labels = numeric(self.path, fields, columns=[0], names=[LABEL_COLUMN], first_row_number=0,
-                             row_numbers=lines)[:, 0]
+            labels = numeric(
+                self.path, fields, columns=[0], names=[LABEL_COLUMN], first_row_number=0, row_numbers=lines
+            )[:, 0]
             wrong = np.flatnonzero(labels != np.arange(T))
             if wrong.size:
-                raise SourceFormatError(f"{self.path}, row {int(lines[wrong[0]])}, column {LABEL_COLUMN!r}: "
-                                        f"expected {int(wrong[0])} (rows in task order), got {fields[wrong[0], 0].strip()[:40]}")
-        A = numeric(self.path, fields, columns=list(range(labelled, labelled + T)), names=names, first_row_number=0,
-                    row_numbers=lines)
+                raise SourceFormatError(
+                    f"{self.path}, row {int(lines[wrong[0]])}, column {LABEL_COLUMN!r}: "
+                    f"expected {int(wrong[0])} (rows in task order), got {fields[wrong[0], 0].strip()[:40]}"
+                )
+        A = numeric(
+            self.path,
+            fields,
+            columns=list(range(labelled, labelled + T)),
+            names=names,
+            first_row_number=0,
+            row_numbers=lines,
+        )
         outside = ~((A >= 0) & (A <= 1))
         if outside.any():
             j, i = (int(x) for x in np.argwhere(outside)[0])
-            raise SourceFormatError(f"{self.path}, row {int(lines[j])}, column {names[i]!r}: accuracy must lie in [0, 1], "
-                                    f"got {A[j, i]!r}")
+            raise SourceFormatError(
+                f"{self.path}, row {int(lines[j])}, column {names[i]!r}: accuracy must lie in [0, 1], got {A[j, i]!r}"
+            )
         return A, None, None
 
     def _merge(self, from_file, from_config, file_key, config_key, T, *, whole):
@@ -184,8 +224,10 @@ class AccuracyMatrixSource:
             except SourceFormatError as exc:  # a config value: the message starts with the key
                 raise ConfigError(str(exc)) from None
         if from_file is not None and given is not None and not np.allclose(from_file, given, rtol=0, atol=1e-12):
-            raise SourceFormatError(f"{self.path}: {file_key} in the file {from_file.tolist()} differs from "
-                                    f"{config_key} {given.tolist()}; give one")
+            raise SourceFormatError(
+                f"{self.path}: {file_key} in the file {from_file.tolist()} differs from "
+                f"{config_key} {given.tolist()}; give one"
+            )
         return from_file if from_file is not None else given
 
 

@@ -10,12 +10,13 @@ l2metrics-style setting comes from the ``metrics`` config (``owl_eval/conf/metri
 The folders are user data: they are listed without following links (a link anywhere below them is one
 error), and the record keeps exactly the files the reader parsed (see :class:`RLRecord`).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
-from owl_eval.formats.l2logger import EpisodeLog, L2LogError, read_log
 from owl_eval.errors import ConfigError
+from owl_eval.formats.l2logger import EpisodeLog, L2LogError, read_log
 from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.safe_paths import list_files
 from owl_eval.sources import SourceData, SourceFormatError
@@ -26,8 +27,9 @@ VARIANT_MODES = ("aware", "agnostic")
 
 
 class L2LoggerSource:
-    def __init__(self, path: str, ste_paths: list | str | None = None, perf_measure: str = "reward",
-                 variant_mode: str = "aware"):
+    def __init__(
+        self, path: str, ste_paths: list | str | None = None, perf_measure: str = "reward", variant_mode: str = "aware"
+    ):
         self.given = {"path": path, "ste_paths": ste_paths, "perf_measure": perf_measure, "variant_mode": variant_mode}
 
     def _check_options(self) -> None:
@@ -39,7 +41,9 @@ class L2LoggerSource:
         ste = given["ste_paths"]
         ste = [] if ste is None else [ste] if isinstance(ste, str) else ste
         if not isinstance(ste, (list, tuple)):
-            raise ConfigError(f"source.ste_paths: expected a list of STE log folders, got {ste!r} ({type(ste).__name__})")
+            raise ConfigError(
+                f"source.ste_paths: expected a list of STE log folders, got {ste!r} ({type(ste).__name__})"
+            )
         self.ste_paths = [Path(as_str(p, f"source.ste_paths[{i}]")).expanduser() for i, p in enumerate(ste)]
         self.perf_measure = as_str(given["perf_measure"], "source.perf_measure")
         self.variant_mode = as_choice(given["variant_mode"], "source.variant_mode", VARIANT_MODES)
@@ -55,22 +59,40 @@ class L2LoggerSource:
                 ste = self._read(d)
                 trained = sorted(set(ste["task_name"][ste["block_type"] == "train"].tolist()))
                 if len(trained) != 1:
-                    raise SourceFormatError(f"{d}: an STE log must train exactly one task, it trains {trained or 'none'}")
+                    raise SourceFormatError(
+                        f"{d}: an STE log must train exactly one task, it trains {trained or 'none'}"
+                    )
                 task = trained[0]
                 # l2metrics' matching: the exact task name, else the STE task's base name (before the first _)
                 if task not in tasks and task.split("_")[0] not in {self._key(t) for t in tasks}:
-                    raise SourceFormatError(f"{d}: STE log of task {task!r}, which {scenario} does not have "
-                                            f"(its tasks: {sorted(tasks)}; variant_mode {self.variant_mode})")
+                    raise SourceFormatError(
+                        f"{d}: STE log of task {task!r}, which {scenario} does not have "
+                        f"(its tasks: {sorted(tasks)}; variant_mode {self.variant_mode})"
+                    )
                 name, k = task, 0
                 while name in ste_logs:  # several STE logs of one task: task, task-1, task-2, ...
                     k += 1
                     name = f"{task}-{k}"
                 ste_logs[name], ste_dirs[name] = ste, d
-        record = RLRecord(log=log, kind=str(log.scenario_info.get("scenario_type", "custom")), log_dir=scenario,
-                          ste_logs=ste_logs, ste_dirs=ste_dirs, ste_status={k: "given" for k in ste_logs})
-        return SourceData(protocol="lifelong_rl", record=record,
-                          tags={"rl_mode": "given", "source": "l2logger", "log": scenario.name, "episodes": str(len(log)),
-                                "ste_logs": ",".join(ste_logs) or "none"})
+        record = RLRecord(
+            log=log,
+            kind=str(log.scenario_info.get("scenario_type", "custom")),
+            log_dir=scenario,
+            ste_logs=ste_logs,
+            ste_dirs=ste_dirs,
+            ste_status={k: "given" for k in ste_logs},
+        )
+        return SourceData(
+            protocol="lifelong_rl",
+            record=record,
+            tags={
+                "rl_mode": "given",
+                "source": "l2logger",
+                "log": scenario.name,
+                "episodes": str(len(log)),
+                "ste_logs": ",".join(ste_logs) or "none",
+            },
+        )
 
     def _key(self, task: str) -> str:
         return task.split("_")[0] if self.variant_mode == "agnostic" else task
@@ -97,8 +119,9 @@ def scenario_dir(path: Path, what: str) -> Path:
     if len(found) == 1:
         return found[0]
     if len(found) > 1:
-        raise SourceFormatError(f"{path}: holds {len(found)} l2logger logs ({', '.join(p.name for p in found)}); "
-                                f"give one of them ({what})")
+        raise SourceFormatError(
+            f"{path}: holds {len(found)} l2logger logs ({', '.join(p.name for p in found)}); give one of them ({what})"
+        )
     return path  # no logger_info.json: read_log searches for data-log.tsv itself (and says if there is none)
 
 

@@ -13,6 +13,7 @@ is an error), every ``.npz`` member's CRC, dtype and shape is checked, values ar
 source checks them (:mod:`owl_eval.sources.record_checks`), and a ``<kind>_record.*`` of a protocol we do not
 know is named as such. Anything wrong is one error naming the file (and array, index or key).
 """
+
 from __future__ import annotations
 
 import re
@@ -20,9 +21,9 @@ import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from owl_eval.metrics.validation import MetricInputError
-from owl_eval.json_input import parse_json
 from owl_eval.errors import ConfigError, UnsafePathError
+from owl_eval.json_input import parse_json
+from owl_eval.metrics.validation import MetricInputError
 from owl_eval.safe_paths import list_files, read_text, regular_file
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.sources.record_checks import check_continual, check_trajectory
@@ -40,8 +41,18 @@ KINDS = {  # file name -> protocol name
 RECORD_NAME = re.compile(r"^(?P<kind>.+)_record\.(npz|json)$")  # how any record file is named
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 # What reading a damaged record may raise besides our own ValueErrors; each becomes one error naming the file.
-READ_ERRORS = (OSError, KeyError, IndexError, ValueError, TypeError, AttributeError, StopIteration, RecursionError,
-               OverflowError, zipfile.BadZipFile)
+READ_ERRORS = (
+    OSError,
+    KeyError,
+    IndexError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    StopIteration,
+    RecursionError,
+    OverflowError,
+    zipfile.BadZipFile,
+)
 
 
 class RecordSource:
@@ -69,7 +80,9 @@ class RecordSource:
         except MetricInputError as exc:  # the record readers' own errors (they name the file)
             raise SourceFormatError(str(exc) if str(file) in str(exc) else f"{file}: {exc}") from None
         except READ_ERRORS as exc:
-            raise SourceFormatError(f"{file}: not a readable owl-eval record ({type(exc).__name__}: {str(exc)[:300]})") from None
+            raise SourceFormatError(
+                f"{file}: not a readable owl-eval record ({type(exc).__name__}: {str(exc)[:300]})"
+            ) from None
         # Unknown or ill-typed metric settings are refused by the evaluation's options (before any run).
         data.tags = data.tags | {"source": "record", "record_kind": data.protocol, "file": file.name}
         return data
@@ -89,7 +102,9 @@ class RecordSource:
         files = list_files(given, what="record folder")  # a link anywhere inside is one error
         found = [given / name for name in KINDS if name in files]
         if len(found) > 1:
-            raise SourceFormatError(f"{given}: holds several records ({', '.join(p.name for p in found)}); give the file")
+            raise SourceFormatError(
+                f"{given}: holds several records ({', '.join(p.name for p in found)}); give the file"
+            )
         if found:
             return found[0]
         if any(rel == "data-log.tsv" or rel.endswith("/data-log.tsv") for rel in files):
@@ -97,9 +112,13 @@ class RecordSource:
         unknown = sorted(rel for rel in files if "/" not in rel and RECORD_NAME.match(rel))
         if unknown:
             kind = RECORD_NAME.match(unknown[0])["kind"]
-            raise SourceFormatError(f"{given / unknown[0]}: a record of an unknown protocol {kind[:60]!r}; known "
-                                    f"protocols: {', '.join(PROTOCOLS)} (record files {', '.join(sorted(KINDS))})")
-        raise SourceFormatError(f"{given}: no record here (expected one of {sorted(KINDS)} or an l2logger log directory)")
+            raise SourceFormatError(
+                f"{given / unknown[0]}: a record of an unknown protocol {kind[:60]!r}; known "
+                f"protocols: {', '.join(PROTOCOLS)} (record files {', '.join(sorted(KINDS))})"
+            )
+        raise SourceFormatError(
+            f"{given}: no record here (expected one of {sorted(KINDS)} or an l2logger log directory)"
+        )
 
     def _load(self, file: Path) -> SourceData:
         name = file.name if file.is_file() else ""
@@ -126,7 +145,9 @@ class RecordSource:
             record = RLRecord.load(file)  # lists the record folder without links, checks every name
             return SourceData("lifelong_rl", record, {"rl_mode": "given", "episodes": str(len(record.log))})
         perf = str(self.given.get("perf_measure", "reward"))
-        return L2LoggerSource(str(file), perf_measure=perf, variant_mode=str(self.given.get("variant_mode", "aware"))).load()
+        return L2LoggerSource(
+            str(file), perf_measure=perf, variant_mode=str(self.given.get("variant_mode", "aware"))
+        ).load()
 
     def _trajectories_again(self, file: Path) -> SourceData:
         """A trajectories-source run's summary: the .npz it names is read (and checked) again."""
@@ -140,9 +161,15 @@ class RecordSource:
             raise SourceFormatError(f"{file}: key 'arrays': expected an object of array names (strings or null)")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
             raise SourceFormatError(f"{file}: key 'seed': expected an integer in [0, 2**63), got {str(seed)[:30]}")
-        source = TrajectoriesSource(path, chunk_size=self.chunk_size, true_key=arrays.get("true") or "Path_true",
-                                    pred_key=arrays.get("pred") or "Path_pred", mask_key=arrays.get("mask") or "Pred_steps",
-                                    log_probs=arrays.get("log_probs"), seed=seed)
+        source = TrajectoriesSource(
+            path,
+            chunk_size=self.chunk_size,
+            true_key=arrays.get("true") or "Path_true",
+            pred_key=arrays.get("pred") or "Path_pred",
+            mask_key=arrays.get("mask") or "Pred_steps",
+            log_probs=arrays.get("log_probs"),
+            seed=seed,
+        )
         try:
             return source.load()
         except SourceFormatError as exc:
@@ -151,8 +178,9 @@ class RecordSource:
 
 def read_json_object(file: Path) -> dict:
     """A small JSON object file of a record, read without following links; one error naming the file."""
-    return parse_json(read_text(file, what="record file"), where=str(file), error=SourceFormatError,
-                      expect_object="record settings")
+    return parse_json(
+        read_text(file, what="record file"), where=str(file), error=SourceFormatError, expect_object="record settings"
+    )
 
 
 # --------------------------------------------------------------------------------- continual
@@ -164,7 +192,12 @@ def load_continual(file: Path) -> SourceData:
 
     record = ContinualRecord.load(file)
     has_init, has_sizes = check_continual(file, record)
-    record = GivenMatrixRecord(**{f: getattr(record, f) for f in ("scenario", "accuracy", "init_accuracy",
-                                                                  "num_instances", "task_classes", "domain")},
-                               has_init=has_init, has_sizes=has_sizes)
+    record = GivenMatrixRecord(
+        **{
+            f: getattr(record, f)
+            for f in ("scenario", "accuracy", "init_accuracy", "num_instances", "task_classes", "domain")
+        },
+        has_init=has_init,
+        has_sizes=has_sizes,
+    )
     return SourceData("continual", record, {"scenario": record.scenario, "tasks": str(record.num_tasks)})

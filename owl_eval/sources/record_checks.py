@@ -6,6 +6,7 @@ hand-edited or from another version. Every check here runs before any MLflow run
 (Member presence, dtypes and the number of axes are checked when the record is read:
 ``OndRecord.from_arrays``, ``ContinualRecord.from_arrays``, ``TrajectoryRecord.from_arrays``.)
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,8 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from owl_eval.sources import SourceFormatError
-from owl_eval.sources.trajectory_checks import (MAX_ABS_COORDINATE, check_class_outputs, check_coordinates,
-                                              check_log_probs)
+from owl_eval.sources.trajectory_checks import (
+    MAX_ABS_COORDINATE,
+    check_class_outputs,
+    check_coordinates,
+    check_log_probs,
+)
 
 MAX_TEST_SIZE = 2**53  # every whole number up to here is exact in float64
 
@@ -41,14 +46,18 @@ def check_continual(file: Path, record) -> tuple[bool, bool]:
     bad_b = ~((b >= 0) & (b <= 1)) if has_init else np.zeros(T, bool)
     if bad_b.any():
         i = int(np.argmax(bad_b))
-        raise SourceFormatError(f"{file}: array 'init_accuracy' [{i}] is {b[i]}, expected an accuracy in [0, 1] "
-                                "(or NaN for every task: unknown)")
+        raise SourceFormatError(
+            f"{file}: array 'init_accuracy' [{i}] is {b[i]}, expected an accuracy in [0, 1] "
+            "(or NaN for every task: unknown)"
+        )
     has_sizes = bool((n != 0).any())
     bad_n = ((n < 1) | (n > MAX_TEST_SIZE)) if has_sizes else np.zeros(T, bool)
     if bad_n.any():
         i = int(np.argmax(bad_n))
-        raise SourceFormatError(f"{file}: array 'num_instances' [{i}] is {n[i]}, expected a test size in 1..2**53 "
-                                "(or 0 for every task: unknown)")
+        raise SourceFormatError(
+            f"{file}: array 'num_instances' [{i}] is {n[i]}, expected a test size in 1..2**53 "
+            "(or 0 for every task: unknown)"
+        )
     return has_init, has_sizes
 
 
@@ -58,18 +67,27 @@ def check_trajectory(file: Path, record) -> None:
     true, pred, mask = record.path_true, record.path_pred, record.pred_steps
     n_s, n_p, n_a, n_o, two = pred.shape
     if two != 2 or n_p < 1:
-        raise SourceFormatError(f"{file}: array 'Path_pred' has shape {pred.shape}, expected [N_S, N_P >= 1, N_A, N_O, 2]")
-    shapes = {"Path_true": (true, (n_s, 1, n_a, n_o, 2)), "Pred_steps": (mask, (n_s, n_a, n_o)),
-              "Scene_source": (record.scene_source, (n_s,)), "Scene_frame": (record.scene_frame, (n_s,))}
+        raise SourceFormatError(
+            f"{file}: array 'Path_pred' has shape {pred.shape}, expected [N_S, N_P >= 1, N_A, N_O, 2]"
+        )
+    shapes = {
+        "Path_true": (true, (n_s, 1, n_a, n_o, 2)),
+        "Pred_steps": (mask, (n_s, n_a, n_o)),
+        "Scene_source": (record.scene_source, (n_s,)),
+        "Scene_frame": (record.scene_frame, (n_s,)),
+    }
     if record.log_probs is not None:
         shapes["Log_probs"] = (record.log_probs, (n_s, n_p + 1, n_a))
     for key, (arr, shape) in shapes.items():
         if arr.shape != shape:
-            raise SourceFormatError(f"{file}: array {key!r} has shape {arr.shape}, expected {list(shape)} "
-                                    f"(from 'Path_pred' {pred.shape})")
+            raise SourceFormatError(
+                f"{file}: array {key!r} has shape {arr.shape}, expected {list(shape)} (from 'Path_pred' {pred.shape})"
+            )
     history = record.path_history
     if history.shape[:2] != (n_s, n_a) or history.shape[3] != 2:
-        raise SourceFormatError(f"{file}: array 'Path_history' has shape {history.shape}, expected [{n_s}, {n_a}, N_I, 2]")
+        raise SourceFormatError(
+            f"{file}: array 'Path_history' has shape {history.shape}, expected [{n_s}, {n_a}, N_I, 2]"
+        )
     if mask.dtype != bool and not np.isin(mask, (0, 1)).all():
         raise SourceFormatError(f"{file}: array 'Pred_steps' holds values other than 0/1 (dtype {mask.dtype})")
     counted = mask.astype(bool)
@@ -84,16 +102,21 @@ def check_trajectory(file: Path, record) -> None:
         check_class_outputs(file, "P_true", "P_pred", p_true, p_pred, rows=None, row="classified agent")
     index = record.class_index
     if index.shape != (len(p_true), 2):
-        raise SourceFormatError(f"{file}: array 'Class_index' has shape {index.shape}, expected [{len(p_true)}, 2] "
-                                "(scene, agent of each classified agent)")
+        raise SourceFormatError(
+            f"{file}: array 'Class_index' has shape {index.shape}, expected [{len(p_true)}, 2] "
+            "(scene, agent of each classified agent)"
+        )
     outside = (index < 0) | (index >= np.array([n_s, n_a]))
     if outside.any():
         i = int(np.argwhere(outside)[0][0])
-        raise SourceFormatError(f"{file}: array 'Class_index' [{i}] = {index[i].tolist()} is not a (scene, agent) "
-                                f"below ({n_s}, {n_a})")
+        raise SourceFormatError(
+            f"{file}: array 'Class_index' [{i}] = {index[i].tolist()} is not a (scene, agent) below ({n_s}, {n_a})"
+        )
     if len(p_true) and record.class_names.shape != (p_true.shape[1],):
-        raise SourceFormatError(f"{file}: array 'Class_names' has shape {record.class_names.shape}, expected "
-                                f"[{p_true.shape[1]}] (one per column of 'P_true')")
+        raise SourceFormatError(
+            f"{file}: array 'Class_names' has shape {record.class_names.shape}, expected "
+            f"[{p_true.shape[1]}] (one per column of 'P_true')"
+        )
 
 
 __all__ = ["MAX_ABS_COORDINATE", "MAX_TEST_SIZE", "check_continual", "check_trajectory"]

@@ -38,6 +38,7 @@ link anywhere under them is one error), test ids and session names pass
 :func:`owl_eval.safe_paths.check_name`, and every malformed value is one :class:`SourceFormatError` naming
 the file, row and column (or a :class:`ConfigError` naming the ``source.*`` key).
 """
+
 from __future__ import annotations
 
 import inspect
@@ -45,8 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.metrics.ond import OndTrial
 from owl_eval.errors import ConfigError
+from owl_eval.metrics.ond import OndTrial
 from owl_eval.protocols.ond.record import OndRecord
 from owl_eval.safe_paths import check_name, list_files, read_text
 from owl_eval.sources import SourceData, SourceFormatError
@@ -70,10 +71,21 @@ DEFAULT_COLUMNS = {"id": "id", "detection": "detection", "class": "classificatio
 
 
 class SailonSource:
-    def __init__(self, path: str, results_path: str | None = None, session: str | None = None,
-                 baseline_session: str | None = None, columns: dict | None = None, unknown_column: str = "first",
-                 class_index: str = "package", round_size: int | None = None, condition: str = "system",
-                 normalize: bool = False, sum_tolerance: float = 1e-6, **unknown):
+    def __init__(
+        self,
+        path: str,
+        results_path: str | None = None,
+        session: str | None = None,
+        baseline_session: str | None = None,
+        columns: dict | None = None,
+        unknown_column: str = "first",
+        class_index: str = "package",
+        round_size: int | None = None,
+        condition: str = "system",
+        normalize: bool = False,
+        sum_tolerance: float = 1e-6,
+        **unknown,
+    ):
         if unknown:  # a typo such as +source.sesion=S1: name the key and the valid ones
             check_keys(unknown, [p for p in inspect.signature(SailonSource).parameters if p != "unknown"], "source")
         if path is None or not str(path) or str(path) == "???":
@@ -85,7 +97,9 @@ class SailonSource:
         self.columns = _columns(columns)
         self.unknown_column = as_choice(unknown_column, "source.unknown_column", ("first", "last"))
         self.class_index = as_choice(class_index, "source.class_index", CLASS_INDEX)
-        self.round_size = None if round_size is None else as_int(round_size, "source.round_size", minimum=1, maximum=MAX_CLASS)
+        self.round_size = (
+            None if round_size is None else as_int(round_size, "source.round_size", minimum=1, maximum=MAX_CLASS)
+        )
         self.condition = as_choice(condition, "source.condition", ("system", "given"))
         self.normalize = as_bool(normalize, "source.normalize")
         self.sum_tolerance = as_float(sum_tolerance, "source.sum_tolerance", minimum=0.0, maximum=1.0)
@@ -107,8 +121,10 @@ class SailonSource:
     def _find(self, which: str, name: str, *, required: bool = True) -> Path | None:
         found = self._listing(which).get(name, [])
         if len(found) > 1:
-            raise SourceFormatError(f"{name}: found {len(found)} times under source.{which} ({', '.join(map(str, found[:3]))}); "
-                                    "keep one, or point source.path / source.results_path at one of them")
+            raise SourceFormatError(
+                f"{name}: found {len(found)} times under source.{which} ({', '.join(map(str, found[:3]))}); "
+                "keep one, or point source.path / source.results_path at one of them"
+            )
         if not found and required:
             root = self.path if which == "path" or self.results_path is None else self.results_path
             raise SourceFormatError(f"{name}: file not found under {root} (searched recursively)")
@@ -125,16 +141,21 @@ class SailonSource:
 
     def sessions(self, test_id: str) -> list[str]:
         suffix = f".{test_id}{DETECTION_SUFFIX}"
-        return sorted(check_name(name[: -len(suffix)], what="session name", where=str(paths[0]))
-                      for name, paths in self._listing("results_path").items() if name.endswith(suffix))
+        return sorted(
+            check_name(name[: -len(suffix)], what="session name", where=str(paths[0]))
+            for name, paths in self._listing("results_path").items()
+            if name.endswith(suffix)
+        )
 
     def _check_session(self, session: str, key: str, test_ids: list[str]) -> None:
         """A configured session must have result files; otherwise say which sessions exist."""
         if any(f"{session}.{t}{DETECTION_SUFFIX}" in self._listing("results_path") for t in test_ids):
             return
         known = sorted({s for t in test_ids for s in self.sessions(t)})
-        raise ConfigError(f"{key}: no result files '{session}.<test_id>{DETECTION_SUFFIX}' for session {session!r} "
-                          f"under {self.results_path or self.path}; sessions found: {known or 'none'}")
+        raise ConfigError(
+            f"{key}: no result files '{session}.<test_id>{DETECTION_SUFFIX}' for session {session!r} "
+            f"under {self.results_path or self.path}; sessions found: {known or 'none'}"
+        )
 
     # -- reading ----------------------------------------------------------------------------------------
     def load(self) -> SourceData:
@@ -151,27 +172,48 @@ class SailonSource:
             n_columns = trial.p_class.shape[1]
             width = width or (n_columns, scores_path)
             if n_columns != width[0]:
-                raise SourceFormatError(f"{scores_path}: {n_columns} class-score columns, but {width[1]} has {width[0]}; "
-                                        "every test must score the same K+1 classes")
+                raise SourceFormatError(
+                    f"{scores_path}: {n_columns} class-score columns, but {width[1]} has {width[0]}; "
+                    "every test must score the same K+1 classes"
+                )
             trials.append(trial)
             if baseline is not None:
                 base, base_path = self._read_session(self.baseline_session, test_id, truth)
                 if base.p_class.shape[1] != n_columns:
-                    raise SourceFormatError(f"{base_path}: {base.p_class.shape[1]} class-score columns, but {scores_path} "
-                                            f"(session {session!r}) has {n_columns}")
+                    raise SourceFormatError(
+                        f"{base_path}: {base.p_class.shape[1]} class-score columns, but {scores_path} "
+                        f"(session {session!r}) has {n_columns}"
+                    )
                 baseline.append(base)
         num_known = width[0] - 1
-        record = OndRecord(condition=self.condition, known_classes=np.arange(num_known), novel_classes=np.zeros(0, np.int64),
-                           class_names=tuple(str(c) for c in range(num_known)), trials=trials, baseline_trials=baseline)
-        return SourceData(protocol="ond", record=record,
-                          tags={"condition": self.condition, "source": "sailon", "session": session, "tests": str(len(trials)),
-                                "baseline_session": self.baseline_session or "none", "class_index": self.class_index})
+        record = OndRecord(
+            condition=self.condition,
+            known_classes=np.arange(num_known),
+            novel_classes=np.zeros(0, np.int64),
+            class_names=tuple(str(c) for c in range(num_known)),
+            trials=trials,
+            baseline_trials=baseline,
+        )
+        return SourceData(
+            protocol="ond",
+            record=record,
+            tags={
+                "condition": self.condition,
+                "source": "sailon",
+                "session": session,
+                "tests": str(len(trials)),
+                "baseline_session": self.baseline_session or "none",
+                "class_index": self.class_index,
+            },
+        )
 
     def _only_session(self, test_id: str) -> str:
         sessions = self.sessions(test_id)
         if len(sessions) != 1:
-            raise ConfigError(f"source.session: give the session name; found {sessions or 'no'} result files "
-                              f"'<session>.{test_id}{DETECTION_SUFFIX}' under {self.results_path or self.path}")
+            raise ConfigError(
+                f"source.session: give the session name; found {sessions or 'no'} result files "
+                f"'<session>.{test_id}{DETECTION_SUFFIX}' under {self.results_path or self.path}"
+            )
         return sessions[0]
 
     def _read_truth(self, test_id: str) -> Truth:
@@ -184,17 +226,37 @@ class SailonSource:
         det_path = self._find("results_path", f"{session}.{test_id}{DETECTION_SUFFIX}")
         cls_path = self._find("results_path", f"{session}.{test_id}{CLASSIFICATION_SUFFIX}")
         world = read_detection(det_path, read_text(det_path, what="detection file"), truth.ids, truth.path)
-        scores = read_classification(cls_path, read_text(cls_path, what="classification file"), truth.ids, truth.path,
-                                     unknown_column=self.unknown_column, sum_tolerance=self.sum_tolerance,
-                                     normalize=self.normalize)
-        gt_class, gt_novel = labels(truth, scores.shape[1], class_index=self.class_index,
-                                    unknown_column=self.unknown_column, scores_path=cls_path)
+        scores = read_classification(
+            cls_path,
+            read_text(cls_path, what="classification file"),
+            truth.ids,
+            truth.path,
+            unknown_column=self.unknown_column,
+            sum_tolerance=self.sum_tolerance,
+            normalize=self.normalize,
+        )
+        gt_class, gt_novel = labels(
+            truth,
+            scores.shape[1],
+            class_index=self.class_index,
+            unknown_column=self.unknown_column,
+            scores_path=cls_path,
+        )
         round_size = truth.round_size or self.round_size
         if round_size is None:
-            raise ConfigError(f"source.round_size: {truth.metadata_path or f'{test_id}{META_SUFFIX}'} gives no round_size "
-                              "for test " + repr(test_id) + "; set source.round_size")
-        trial = OndTrial(gt_class=gt_class, gt_novel=gt_novel, red_light=red_light(truth, gt_novel),
-                         p_world_changed=world, p_class=scores, batch_size=round_size, trial_id=test_id)
+            raise ConfigError(
+                f"source.round_size: {truth.metadata_path or f'{test_id}{META_SUFFIX}'} gives no round_size "
+                "for test " + repr(test_id) + "; set source.round_size"
+            )
+        trial = OndTrial(
+            gt_class=gt_class,
+            gt_novel=gt_novel,
+            red_light=red_light(truth, gt_novel),
+            p_world_changed=world,
+            p_class=scores,
+            batch_size=round_size,
+            trial_id=test_id,
+        )
         return trial, cls_path
 
 

@@ -5,6 +5,7 @@ agent's classification file tells: :func:`read_truth` parses and checks the file
 :func:`labels` maps the classes to OND labels (0 = unknown, 1..K known) and :func:`red_light` finds the
 red-light row, once K is known. Conventions: see :mod:`owl_eval.sources.sailon`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.json_input import parse_json
 from owl_eval.errors import ConfigError
-from owl_eval.sources import SourceFormatError
 from owl_eval.formats.csv_table import column_index, numeric, read_rows
+from owl_eval.json_input import parse_json
+from owl_eval.sources import SourceFormatError
 from owl_eval.typed import as_int
 
 ROLES = ("id", "detection", "class", "novel")
@@ -51,33 +52,47 @@ def read_truth(test_id: str, path: Path, text: str, columns: dict, metadata: tup
         raise SourceFormatError(f"{path}: no samples after the header")
     # with a novel column the detection column is not read: the package's evaluation then takes the novel
     # column as the ground truth of novelty (activity recognition) and ignores the other
-    used = {role: spec for role, spec in columns.items() if spec is not None and not (role == "detection" and columns.get("novel") is not None)}
+    used = {
+        role: spec
+        for role, spec in columns.items()
+        if spec is not None and not (role == "detection" and columns.get("novel") is not None)
+    }
     roles = {role: column_index(path, table.header, role, spec) for role, spec in used.items()}
     for role, index in roles.items():
         if index >= fields.shape[1]:
-            raise SourceFormatError(f"{path}: column position {index} (source.columns.{role}) is beyond the "
-                                    f"{fields.shape[1]} columns of the file")
+            raise SourceFormatError(
+                f"{path}: column position {index} (source.columns.{role}) is beyond the "
+                f"{fields.shape[1]} columns of the file"
+            )
     names = {role: str(columns[role]) for role in roles}
 
     ids = np.char.strip(fields[:, roles["id"]])
     _check_ids(path, ids, lines, names["id"])
-    values = {role: numeric(path, fields, columns=[roles[role]], names=[names[role]], first_row_number=2,
-                            row_numbers=lines)[:, 0]
-              for role in ("class", "detection", "novel") if role in roles}
+    values = {
+        role: numeric(path, fields, columns=[roles[role]], names=[names[role]], first_row_number=2, row_numbers=lines)[
+            :, 0
+        ]
+        for role in ("class", "detection", "novel")
+        if role in roles
+    }
     classes = values["class"]
     bad = ~np.isfinite(classes) | (classes != np.round(classes)) | (np.abs(classes) >= MAX_CLASS)
     if bad.any():
         i = int(np.argmax(bad))
-        raise SourceFormatError(f"{path}, row {lines[i]}, column {names['class']!r}: expected an integer class index, "
-                                f"got {fields[i, roles['class']].strip()[:40]!r}")
+        raise SourceFormatError(
+            f"{path}, row {lines[i]}, column {names['class']!r}: expected an integer class index, "
+            f"got {fields[i, roles['class']].strip()[:40]!r}"
+        )
     flags = {}
     for role in ("detection", "novel"):
         if role in values:
             not_binary = (values[role] != 0) & (values[role] != 1)
             if not_binary.any():
                 i = int(np.argmax(not_binary))
-                raise SourceFormatError(f"{path}, row {lines[i]}, column {names[role]!r}: expected 0 or 1, "
-                                        f"got {fields[i, roles[role]].strip()[:40]!r}")
+                raise SourceFormatError(
+                    f"{path}, row {lines[i]}, column {names[role]!r}: expected 0 or 1, "
+                    f"got {fields[i, roles[role]].strip()[:40]!r}"
+                )
             flags[role] = values[role] == 1
 
     meta_path, meta = (None, {}) if metadata is None else (metadata[0], _parse_metadata(*metadata))
@@ -88,9 +103,20 @@ def read_truth(test_id: str, path: Path, text: str, columns: dict, metadata: tup
         except ConfigError as exc:
             raise SourceFormatError(str(exc)) from None
     red_light_id, red_light_row = _red_light_id(meta_path, meta, ids, path)
-    return Truth(test_id=test_id, path=path, ids=ids, line_numbers=lines, classes=classes.astype(np.int64),
-                 class_column=names["class"], detection=flags.get("detection"), novel=flags.get("novel"),
-                 metadata_path=meta_path, red_light_id=red_light_id, red_light_row=red_light_row, round_size=round_size)
+    return Truth(
+        test_id=test_id,
+        path=path,
+        ids=ids,
+        line_numbers=lines,
+        classes=classes.astype(np.int64),
+        class_column=names["class"],
+        detection=flags.get("detection"),
+        novel=flags.get("novel"),
+        metadata_path=meta_path,
+        red_light_id=red_light_id,
+        red_light_row=red_light_row,
+        round_size=round_size,
+    )
 
 
 def _check_ids(path: Path, ids: np.ndarray, lines: np.ndarray, column: str) -> None:
@@ -103,13 +129,16 @@ def _check_ids(path: Path, ids: np.ndarray, lines: np.ndarray, column: str) -> N
     if same.any():
         k = int(np.argmax(same))
         first, second = sorted((int(order[k]), int(order[k + 1])))
-        raise SourceFormatError(f"{path}, row {lines[second]}, column {column!r}: sample id {str(ids[second])[:80]!r} "
-                                f"already at row {lines[first]}; every sample appears once")
+        raise SourceFormatError(
+            f"{path}, row {lines[second]}, column {column!r}: sample id {str(ids[second])[:80]!r} "
+            f"already at row {lines[first]}; every sample appears once"
+        )
 
 
 def _parse_metadata(path: Path, text: str) -> dict:
-    return parse_json(text, where=str(path), error=SourceFormatError,
-                      expect_object="test settings (round_size, red_light, ...)")
+    return parse_json(
+        text, where=str(path), error=SourceFormatError, expect_object="test settings (round_size, red_light, ...)"
+    )
 
 
 def _red_light_id(meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: Path) -> tuple[str | None, int | None]:
@@ -118,17 +147,22 @@ def _red_light_id(meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: 
     if value is None or value == "":
         return None, None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise SourceFormatError(f"{meta_path}: key 'red_light': expected the sample id (a string) of the first novel "
-                                f"sample, got {str(value)[:80]!r} ({type(value).__name__})")
+        raise SourceFormatError(
+            f"{meta_path}: key 'red_light': expected the sample id (a string) of the first novel "
+            f"sample, got {str(value)[:80]!r} ({type(value).__name__})"
+        )
     sample = str(value).strip()
     rows = np.flatnonzero(ids == sample)
     if not rows.size:
-        raise SourceFormatError(f"{meta_path}: red_light sample id {sample[:120]!r} is not a sample of {gt_path.name} "
-                                f"({len(ids)} samples)")
+        raise SourceFormatError(
+            f"{meta_path}: red_light sample id {sample[:120]!r} is not a sample of {gt_path.name} ({len(ids)} samples)"
+        )
     return sample, int(rows[0])
 
 
-def labels(truth: Truth, n_columns: int, *, class_index: str, unknown_column: str, scores_path: Path) -> tuple[np.ndarray, np.ndarray]:
+def labels(
+    truth: Truth, n_columns: int, *, class_index: str, unknown_column: str, scores_path: Path
+) -> tuple[np.ndarray, np.ndarray]:
     """``(gt_class, gt_novel)`` for ``n_columns = K + 1`` scores: OND labels (0 = unknown, 1..K known)
     under ``class_index`` (see :mod:`owl_eval.sources.sailon`); a class outside the convention is one error."""
     K = n_columns - 1
@@ -137,19 +171,25 @@ def labels(truth: Truth, n_columns: int, *, class_index: str, unknown_column: st
         # the class is the 0-based column of the K+1 scores as written; move it to our layout (unknown first)
         low, high = 0, K
         label = c if unknown_column == "first" else (c + 1) % n_columns
-        meaning = (f"with source.class_index=package the class is the column of the {n_columns} scores in "
-                   f"{scores_path.name} (unknown column {unknown_column}), so 0..{K}; for known classes 0..K-1 with "
-                   "negative novel classes set source.class_index=zero_based_known")
+        meaning = (
+            f"with source.class_index=package the class is the column of the {n_columns} scores in "
+            f"{scores_path.name} (unknown column {unknown_column}), so 0..{K}; for known classes 0..K-1 with "
+            "negative novel classes set source.class_index=zero_based_known"
+        )
     else:
         low, high = None, K - 1
         label = np.where(c < 0, 0, c + 1)
-        meaning = (f"with source.class_index=zero_based_known known classes are 0..{K - 1} ({scores_path.name} has "
-                   f"{K} known-class columns) and novel classes negative")
+        meaning = (
+            f"with source.class_index=zero_based_known known classes are 0..{K - 1} ({scores_path.name} has "
+            f"{K} known-class columns) and novel classes negative"
+        )
     outside = (c > high) | ((c < low) if low is not None else False)
     if outside.any():
         i = int(np.argmax(outside))
-        raise SourceFormatError(f"{truth.path}, row {truth.line_numbers[i]}, column {truth.class_column!r}: class {int(c[i])} "
-                                f"is out of range; {meaning}")
+        raise SourceFormatError(
+            f"{truth.path}, row {truth.line_numbers[i]}, column {truth.class_column!r}: class {int(c[i])} "
+            f"is out of range; {meaning}"
+        )
     novel = truth.novel if truth.novel is not None else label == 0
     return label.astype(np.int64), novel.astype(np.int64)
 
@@ -168,9 +208,15 @@ def red_light(truth: Truth, gt_novel: np.ndarray) -> int | None:
         return first_novel
     if row != first_novel:
         lines = truth.line_numbers
-        novel_what = "the novel column" if truth.novel is not None else f"the first sample whose class maps to unknown ({truth.class_column!r})"
+        novel_what = (
+            "the novel column"
+            if truth.novel is not None
+            else f"the first sample whose class maps to unknown ({truth.class_column!r})"
+        )
         where = f"row {lines[first_novel]}" if first_novel is not None else "nowhere (no novel sample)"
-        raise SourceFormatError(f"{told} puts the red light at row {lines[row]} of {truth.path.name}, but {novel_what} "
-                                f"is at {where}; the red light is the first novel sample (check source.class_index "
-                                "and source.columns)")
+        raise SourceFormatError(
+            f"{told} puts the red light at row {lines[row]} of {truth.path.name}, but {novel_what} "
+            f"is at {where}; the red light is the first novel sample (check source.class_index "
+            "and source.columns)"
+        )
     return row

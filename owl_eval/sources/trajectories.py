@@ -15,6 +15,7 @@ Positions at counted steps must be finite and within +-1e12 m (:mod:`owl_eval.so
 larger values are export errors and overflow the squared distances. Every ``source.*`` option is typed
 (:mod:`owl_eval.typed`): ``source.chunk_size=2.5`` is one error naming the key.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.metrics.validation import MetricInputError
 from owl_eval.errors import UnsafePathError
+from owl_eval.metrics.validation import MetricInputError
 from owl_eval.safe_paths import regular_file
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.sources.trajectory_checks import check_class_outputs, check_coordinates, check_log_probs
@@ -52,9 +53,17 @@ class TrajectoryFile:
     class_names: tuple[str, ...] = ()
 
     def summary(self) -> dict:
-        return {"path": str(self.path), "arrays": self.keys, "num_scenes": self.num_scenes, "num_preds": self.num_preds,
-                "num_agents": self.num_agents, "pred_len": self.pred_len, "num_valid_agents": self.num_valid_agents, "seed": self.seed,
-                "class_names": list(self.class_names)}
+        return {
+            "path": str(self.path),
+            "arrays": self.keys,
+            "num_scenes": self.num_scenes,
+            "num_preds": self.num_preds,
+            "num_agents": self.num_agents,
+            "pred_len": self.pred_len,
+            "num_valid_agents": self.num_valid_agents,
+            "seed": self.seed,
+            "class_names": list(self.class_names),
+        }
 
     def save(self, directory) -> Path:
         """The input file is the record (possibly gigabytes): log where it is and what was read, not a copy."""
@@ -67,10 +76,19 @@ class TrajectoriesSource:
     """Options are kept as given and checked in :meth:`load` (owl_eval.typed), so a bad one is one error
     naming ``source.<key>`` before any run exists."""
 
-    def __init__(self, path: str, chunk_size: int = 256, true_key: str = "Path_true", pred_key: str = "Path_pred",
-                 mask_key: str = "Pred_steps", log_probs: str | None = "auto", seed: int = 0,
-                 class_true_key: str | None = "P_true", class_pred_key: str | None = "P_pred",
-                 class_names_key: str | None = "Class_names"):
+    def __init__(
+        self,
+        path: str,
+        chunk_size: int = 256,
+        true_key: str = "Path_true",
+        pred_key: str = "Path_pred",
+        mask_key: str = "Pred_steps",
+        log_probs: str | None = "auto",
+        seed: int = 0,
+        class_true_key: str | None = "P_true",
+        class_pred_key: str | None = "P_pred",
+        class_names_key: str | None = "Class_names",
+    ):
         self.path, self.chunk_size, self.seed = path, chunk_size, seed
         self.keys = {"true": true_key, "pred": pred_key, "mask": mask_key}
         self.log_probs = log_probs
@@ -85,15 +103,18 @@ class TrajectoriesSource:
         self.keys = {role: as_str(key, f"source.{role}_key") for role, key in self.keys.items()}
         if self.log_probs is not None:
             self.log_probs = as_str(self.log_probs, "source.log_probs")
-        self.class_keys = {role: None if key is None else as_str(key, f"source.{role}_key")
-                           for role, key in self.class_keys.items()}
+        self.class_keys = {
+            role: None if key is None else as_str(key, f"source.{role}_key") for role, key in self.class_keys.items()
+        }
 
     def load(self) -> SourceData:
         self._options()
         try:  # the file the user named (a link to it is fine); a directory, FIFO or device is not
             regular_file(self.path.resolve(), what="trajectories .npz")
         except (UnsafePathError, OSError, RuntimeError) as exc:  # RuntimeError: a link loop
-            raise SourceFormatError(f"{self.path}: {exc}" if not isinstance(exc, UnsafePathError) else str(exc)) from None
+            raise SourceFormatError(
+                f"{self.path}: {exc}" if not isinstance(exc, UnsafePathError) else str(exc)
+            ) from None
         arrays = self._open()
         keys = dict(self.keys)
         lp_key = self.log_probs
@@ -108,11 +129,30 @@ class TrajectoriesSource:
         n_s, n_p, n_a, n_o = self._check_shapes(keys, true, pred, mask, lp)
         valid_agents = self._check_values(keys, true, pred, mask, lp, n_s)
         p_true, p_pred, class_names = self._read_classes(arrays, n_s)
-        info = TrajectoryFile(self.path.resolve(), keys, n_s, n_p, n_a, n_o, valid_agents, self.seed, self.chunk_size,
-                              p_true, p_pred, class_names)
-        return SourceData(protocol="trajectory", record=info,
-                          tags={"source": "trajectories", "file": self.path.name, "scenes": str(n_s),
-                                "log_probs": keys["log_probs"] or "kde"})
+        info = TrajectoryFile(
+            self.path.resolve(),
+            keys,
+            n_s,
+            n_p,
+            n_a,
+            n_o,
+            valid_agents,
+            self.seed,
+            self.chunk_size,
+            p_true,
+            p_pred,
+            class_names,
+        )
+        return SourceData(
+            protocol="trajectory",
+            record=info,
+            tags={
+                "source": "trajectories",
+                "file": self.path.name,
+                "scenes": str(n_s),
+                "log_probs": keys["log_probs"] or "kde",
+            },
+        )
 
     def _read_classes(self, arrays: dict, n_s: int):
         """The optional class outputs: both arrays or neither; one-hot truth, probability rows summing to 1."""
@@ -122,14 +162,18 @@ class TrajectoriesSource:
             return None, None, ()
         if len(present) == 1:
             missing = p_key if present[0] == t_key else t_key
-            raise SourceFormatError(f"{self.path}: array {present[0]!r} is there but {missing!r} is not; class outputs need both")
+            raise SourceFormatError(
+                f"{self.path}: array {present[0]!r} is there but {missing!r} is not; class outputs need both"
+            )
         p_true, p_pred = check_class_outputs(self.path, t_key, p_key, arrays[t_key], arrays[p_key], rows=n_s)
         n_c = p_true.shape[1]
         if n_key and n_key in arrays:
             names = np.asarray(arrays[n_key])
             if names.dtype.kind not in "US" or names.shape != (n_c,):
-                raise SourceFormatError(f"{self.path}: array {n_key!r} must hold {n_c} class names (strings), got "
-                                        f"dtype {names.dtype}, shape {names.shape}")
+                raise SourceFormatError(
+                    f"{self.path}: array {n_key!r} must hold {n_c} class names (strings), got "
+                    f"dtype {names.dtype}, shape {names.shape}"
+                )
             class_names = tuple(str(n) for n in names.astype(str))
         else:
             class_names = tuple(f"class{c}" for c in range(n_c))
@@ -159,17 +203,24 @@ class TrajectoriesSource:
             fail("pred", f"axis 4 (x, y) has length {two}, expected 2 (shape {pred.shape})")
         if n_p < 1:
             fail("pred", f"axis 1 (N_P, predictions) is empty (shape {pred.shape})")
-        expect = {"true": (true, (n_s, 1, n_a, n_o, 2), ("N_S", "1", "N_A", "N_O", "2")),
-                  "mask": (mask, (n_s, n_a, n_o), ("N_S", "N_A", "N_O"))}
+        expect = {
+            "true": (true, (n_s, 1, n_a, n_o, 2), ("N_S", "1", "N_A", "N_O", "2")),
+            "mask": (mask, (n_s, n_a, n_o), ("N_S", "N_A", "N_O")),
+        }
         if lp is not None:
             expect["log_probs"] = (lp, (n_s, n_p + 1, n_a), ("N_S", "N_P + 1", "N_A"))
         for role, (arr, shape, axes) in expect.items():
             if arr.ndim != len(shape):
-                fail(role, f"has {arr.ndim} axes {arr.shape}, expected {len(shape)}: [{', '.join(axes)}] = {list(shape)}")
+                fail(
+                    role, f"has {arr.ndim} axes {arr.shape}, expected {len(shape)}: [{', '.join(axes)}] = {list(shape)}"
+                )
             for axis, (got, want) in enumerate(zip(arr.shape, shape)):
                 if got != want:
-                    fail(role, f"axis {axis} ({axes[axis]}) has length {got}, expected {want} "
-                               f"(shape {arr.shape}, expected {list(shape)} from {keys['pred']!r} {pred.shape})")
+                    fail(
+                        role,
+                        f"axis {axis} ({axes[axis]}) has length {got}, expected {want} "
+                        f"(shape {arr.shape}, expected {list(shape)} from {keys['pred']!r} {pred.shape})",
+                    )
         if mask.dtype != bool and mask.dtype.kind not in "iu":
             fail("mask", f"has dtype {mask.dtype}, expected booleans (or 0/1 integers)")
         return n_s, n_p, n_a, n_o
@@ -186,13 +237,29 @@ class TrajectoriesSource:
                 bad = (m != 0) & (m != 1)
                 if bad.any():
                     s, a, t = (int(i) for i in np.argwhere(bad)[0])
-                    raise SourceFormatError(f"{self.path}: array {keys['mask']!r} [scene {lo + s}, agent {a}, step {t}] "
-                                            f"is {m[s, a, t]}, expected 0/1 (or booleans)")
+                    raise SourceFormatError(
+                        f"{self.path}: array {keys['mask']!r} [scene {lo + s}, agent {a}, step {t}] "
+                        f"is {m[s, a, t]}, expected 0/1 (or booleans)"
+                    )
                 m = m.astype(bool)
-            check_coordinates(self.path, keys["true"], true[sl], m[:, None], ("scene", "", "agent", "step"), offset=lo,
-                              mask_key=keys["mask"])
-            check_coordinates(self.path, keys["pred"], pred[sl], m[:, None], ("scene", "prediction", "agent", "step"),
-                              offset=lo, mask_key=keys["mask"])
+            check_coordinates(
+                self.path,
+                keys["true"],
+                true[sl],
+                m[:, None],
+                ("scene", "", "agent", "step"),
+                offset=lo,
+                mask_key=keys["mask"],
+            )
+            check_coordinates(
+                self.path,
+                keys["pred"],
+                pred[sl],
+                m[:, None],
+                ("scene", "prediction", "agent", "step"),
+                offset=lo,
+                mask_key=keys["mask"],
+            )
             agents = m.any(-1)
             valid_agents += int(agents.sum())
             if lp is not None:

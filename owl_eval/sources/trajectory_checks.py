@@ -5,6 +5,7 @@ Each check is vectorised over its chunk and raises one :class:`~owl_eval.sources
 the file, the array and the index of the first bad entry (``'Path_pred' [scene 3, prediction 1, agent 0,
 step 7]``) and what was expected.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,10 +34,15 @@ def check_coordinates(where, key: str, xy, counted, axes, *, offset: int = 0, ma
         return
     index = tuple(int(i) for i in np.argwhere(bad)[0])
     value = xy[index].tolist()
-    what = ("NaN/inf" if not np.isfinite(xy[index]).all() else
-            f"beyond +-{MAX_ABS_COORDINATE:g} (metres; larger values are not positions and overflow the squared distances)")
-    raise SourceFormatError(f"{where}: array {key!r} {_index_text(axes, index, offset)} is {value}: {what}, where "
-                            f"{mask_key!r} counts the step (a finite position is required)")
+    what = (
+        "NaN/inf"
+        if not np.isfinite(xy[index]).all()
+        else f"beyond +-{MAX_ABS_COORDINATE:g} (metres; larger values are not positions and overflow the squared distances)"
+    )
+    raise SourceFormatError(
+        f"{where}: array {key!r} {_index_text(axes, index, offset)} is {value}: {what}, where "
+        f"{mask_key!r} counts the step (a finite position is required)"
+    )
 
 
 def check_log_probs(where, key: str, lp, counted_agents, *, offset: int = 0) -> None:
@@ -45,8 +51,10 @@ def check_log_probs(where, key: str, lp, counted_agents, *, offset: int = 0) -> 
     bad = (np.isnan(v) & counted_agents[:, None]) | np.isposinf(v)
     if bad.any():
         s, p, a = (int(i) for i in np.argwhere(bad)[0])
-        raise SourceFormatError(f"{where}: array {key!r} [scene {offset + s}, column {p}, agent {a}] is {v[s, p, a]} "
-                                "(NaN for a counted agent, or +inf)")
+        raise SourceFormatError(
+            f"{where}: array {key!r} [scene {offset + s}, column {p}, agent {a}] is {v[s, p, a]} "
+            "(NaN for a counted agent, or +inf)"
+        )
 
 
 def check_class_outputs(where, t_key: str, p_key: str, p_true, p_pred, *, rows: int | None, row: str = "scene"):
@@ -58,17 +66,24 @@ def check_class_outputs(where, t_key: str, p_key: str, p_true, p_pred, *, rows: 
     p_true, p_pred = np.asarray(p_true, dtype=np.float64), np.asarray(p_pred, dtype=np.float64)
     for key, arr in ((t_key, p_true), (p_key, p_pred)):
         if arr.ndim != 2 or (rows is not None and arr.shape[0] != rows) or arr.shape[1] < 2:
-            raise SourceFormatError(f"{where}: array {key!r} has shape {arr.shape}, expected [N, N_classes] = "
-                                    f"[{'N' if rows is None else rows}, >=2]")
+            raise SourceFormatError(
+                f"{where}: array {key!r} has shape {arr.shape}, expected [N, N_classes] = "
+                f"[{'N' if rows is None else rows}, >=2]"
+            )
         bad = np.argwhere(~np.isfinite(arr))
         if bad.size:
-            raise SourceFormatError(f"{where}: array {key!r} [{row} {bad[0][0]}, class {bad[0][1]}] is not a finite number")
+            raise SourceFormatError(
+                f"{where}: array {key!r} [{row} {bad[0][0]}, class {bad[0][1]}] is not a finite number"
+            )
     if p_pred.shape != p_true.shape:
-        raise SourceFormatError(f"{where}: array {p_pred.shape} of {p_key!r} does not match {p_true.shape} of {t_key!r}")
+        raise SourceFormatError(
+            f"{where}: array {p_pred.shape} of {p_key!r} does not match {p_true.shape} of {t_key!r}"
+        )
     not_one_hot = np.flatnonzero(~(np.isin(p_true, (0.0, 1.0)).all(1) & (p_true.sum(1) == 1)))
     if not_one_hot.size:
-        raise SourceFormatError(f"{where}: array {t_key!r} {row} {not_one_hot[0]} is not one-hot: "
-                                f"{p_true[not_one_hot[0]].tolist()[:20]}")
+        raise SourceFormatError(
+            f"{where}: array {t_key!r} {row} {not_one_hot[0]} is not one-hot: {p_true[not_one_hot[0]].tolist()[:20]}"
+        )
     outside = np.argwhere((p_pred < 0) | (p_pred > 1))
     if outside.size:
         i, j = outside[0]
@@ -76,6 +91,8 @@ def check_class_outputs(where, t_key: str, p_key: str, p_true, p_pred, *, rows: 
     sums = p_pred.sum(1)
     off = np.flatnonzero(np.abs(sums - 1) > ROW_SUM_TOLERANCE)
     if off.size:
-        raise SourceFormatError(f"{where}: array {p_key!r} {row} {off[0]} sums to {sums[off[0]]:.9g}, expected 1 within "
-                                f"{ROW_SUM_TOLERANCE:g}")
+        raise SourceFormatError(
+            f"{where}: array {p_key!r} {row} {off[0]} sums to {sums[off[0]]:.9g}, expected 1 within "
+            f"{ROW_SUM_TOLERANCE:g}"
+        )
     return p_true, p_pred

@@ -1,4 +1,5 @@
 """Baseline continual learners: the protocol behaviour they are there to show, determinism, and the pieces."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """RL agents: the interface, hand-checked encoders and updates, learning, drop and recovery."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,14 +17,24 @@ MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 
 @pytest.fixture(scope="module")
 def lake():
-    return RLDomain("frozenlake", {"frozenlake": {"max_episode_steps": 100, "params": {"map": MAP}, "variants": {
-        "plain": {}, "mirrored": {"map": [r[::-1] for r in MAP]}}}})
+    return RLDomain(
+        "frozenlake",
+        {
+            "frozenlake": {
+                "max_episode_steps": 100,
+                "params": {"map": MAP},
+                "variants": {"plain": {}, "mirrored": {"map": [r[::-1] for r in MAP]}},
+            }
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def cart():
-    return RLDomain("cartpole", {"cartpole": {"max_episode_steps": 200, "variants": {
-        "default": {}, "reversed_force": {"force_mag": -10.0}}}})
+    return RLDomain(
+        "cartpole",
+        {"cartpole": {"max_episode_steps": 200, "variants": {"default": {}, "reversed_force": {"force_mag": -10.0}}}},
+    )
 
 
 def play(agent, domain, task, variant, episodes, *, learn, seed0):

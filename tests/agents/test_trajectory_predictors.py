@@ -1,13 +1,14 @@
 """Trajectory predictors: constant velocity is exact on straight lines, noise is seeded, the kNN uses its data."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from owl_eval.api.trajectory import TrajectoryPredictor, last_position_and_velocity
 from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
 from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
 from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
+from owl_eval.api.trajectory import TrajectoryPredictor, last_position_and_velocity
 from owl_eval.domains.trajectory_scenes import TrajectoryScenes
 
 
@@ -35,14 +36,18 @@ def test_velocity_bridges_missing_steps():
     # steps 5 and 6 -> x = 3 + 2, 3 + 3
     assert pred[0, 0, 0, :, 0].tolist() == [5.0, 6.0]
     single = np.array([[[[np.nan, np.nan], [2.0, 1.0]]]])  # one observation: standing still
-    assert ConstantVelocityPredictor().predict(single, pred_len=2, num_preds=1, dt=0.4, rng=None)[0, 0, 0].tolist() == [[2.0, 1.0]] * 2
+    assert (
+        ConstantVelocityPredictor().predict(single, pred_len=2, num_preds=1, dt=0.4, rng=None)[0, 0, 0].tolist()
+        == [[2.0, 1.0]] * 2
+    )
 
 
 def test_cv_noise_is_seeded_centred_and_exact_without_noise():
     track = _line([0.0, 0.0], [1.0, 0.0], 20)
     history = np.repeat(track[None, None, :8], 2, axis=1)
-    quiet = ConstantVelocityNoisePredictor(0.0, 0.0, 0.0).predict(history, pred_len=12, num_preds=4, dt=0.4,
-                                                                  rng=np.random.default_rng(0))
+    quiet = ConstantVelocityNoisePredictor(0.0, 0.0, 0.0).predict(
+        history, pred_len=12, num_preds=4, dt=0.4, rng=np.random.default_rng(0)
+    )
     np.testing.assert_allclose(quiet[0, :, 0], np.broadcast_to(track[8:], (4, 12, 2)), atol=1e-12)
     noisy = ConstantVelocityNoisePredictor(0.1, 0.1, 0.0)
     a = noisy.predict(history, pred_len=12, num_preds=200, dt=0.4, rng=np.random.default_rng(1))
@@ -84,8 +89,9 @@ def test_cv_sampled_rotates_each_sample_by_one_angle_of_the_right_spread():
     track = _line([2.0, -1.0], [0.3, 0.4], 20)  # heading atan2(0.4, 0.3), 0.5 m per step
     history = np.repeat(track[None, None, :8], 2, axis=1)  # two agents, drawn independently
     n_p, sigma = 2000, 25.0
-    pred = ConstantVelocitySampledPredictor(sigma).predict(history, pred_len=12, num_preds=n_p, dt=0.4,
-                                                           rng=np.random.default_rng(5))
+    pred = ConstantVelocitySampledPredictor(sigma).predict(
+        history, pred_len=12, num_preds=n_p, dt=0.4, rng=np.random.default_rng(5)
+    )
     assert pred.shape == (1, n_p, 2, 12, 2)
     # angle of each sample's displacement from the last position, relative to the true heading, per step
     disp = pred[0] - track[7]
@@ -100,8 +106,9 @@ def test_cv_sampled_rotates_each_sample_by_one_angle_of_the_right_spread():
     assert abs(theta.mean()) < 4 * sigma / np.sqrt(n)
     assert abs(theta.std(ddof=1) - sigma) < 4 * sigma / np.sqrt(2 * (n - 1))
     assert not np.allclose(angle[:, 0, 0], angle[:, 1, 0])  # agents get their own angles
-    again = ConstantVelocitySampledPredictor(sigma).predict(history, pred_len=12, num_preds=n_p, dt=0.4,
-                                                            rng=np.random.default_rng(5))
+    again = ConstantVelocitySampledPredictor(sigma).predict(
+        history, pred_len=12, num_preds=n_p, dt=0.4, rng=np.random.default_rng(5)
+    )
     np.testing.assert_array_equal(pred, again)
 
 
@@ -111,10 +118,11 @@ def test_cv_sampled_without_spread_is_constant_velocity_exactly():
     rng = np.random.default_rng(0)
     history = rng.normal(size=(3, 4, 8, 2)).cumsum(2)
     history[0, 1, [2, 7]] = np.nan  # a gap and a missing last step: the lag is bridged as CV does
-    history[1, 2, :7] = np.nan      # a single point: standing still
+    history[1, 2, :7] = np.nan  # a single point: standing still
     cv = ConstantVelocityPredictor().predict(history, pred_len=12, num_preds=5, dt=0.4, rng=None)
-    pred = ConstantVelocitySampledPredictor(0.0).predict(history, pred_len=12, num_preds=5, dt=0.4,
-                                                         rng=np.random.default_rng(1))
+    pred = ConstantVelocitySampledPredictor(0.0).predict(
+        history, pred_len=12, num_preds=5, dt=0.4, rng=np.random.default_rng(1)
+    )
     np.testing.assert_array_equal(pred, cv)
 
 

@@ -3,6 +3,7 @@
 The browser is Debian's ``chromium`` driven by the ``playwright`` package (never ``playwright install``);
 both missing means a skip with the reason. Every process started here is stopped by its process group.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,15 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS_DIR = PROJECT_ROOT / "outputs" / "test-artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 @pytest.fixture()
@@ -35,9 +43,13 @@ def browser_page(chromium_path, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(str(tmp_path / "chromium-profile"), executable_path=chromium_path,
-                                                       headless=True, args=CHROMIUM_ARGS,
-                                                       viewport={"width": 1600, "height": 1000})
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"),
+            executable_path=chromium_path,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1600, "height": 1000},
+        )
         try:
             yield context.pages[0] if context.pages else context.new_page()
         finally:
@@ -50,9 +62,25 @@ def mlflow_server_factory(tmp_path, start_background, free_port):
 
     def start(backend_uri: str, timeout: float = 120) -> str:
         env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-        proc = start_background([sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_uri,
-                                 "--host", "127.0.0.1", "--port", str(free_port), "--workers", "1"],
-                                log_name="mlflow-server.log", env=env, cwd=tmp_path)
+        proc = start_background(
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--backend-store-uri",
+                backend_uri,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(free_port),
+                "--workers",
+                "1",
+            ],
+            log_name="mlflow-server.log",
+            env=env,
+            cwd=tmp_path,
+        )
         url = f"http://127.0.0.1:{free_port}"
         deadline = time.monotonic() + timeout
         while True:
@@ -63,7 +91,9 @@ def mlflow_server_factory(tmp_path, start_background, free_port):
             except OSError:
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"mlflow server did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}")
+                pytest.fail(
+                    f"mlflow server did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}"
+                )
             time.sleep(1)
 
     return start

@@ -3,6 +3,7 @@ sweep's parent with its jobs nested under it, and the compare page shows the job
 
 Screenshots land in the test's tmp dir and in outputs/test-artifacts/ (mlflow_ui_runs.png, mlflow_ui_compare.png).
 """
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,22 @@ TIMEOUT_MS = 90_000
 def small_sweep(store: dict, name: str, sweep_dir: Path) -> None:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection",
-           "agent=ond/knn_novelty,ond/closed_world", "seed=0,1", "protocol.num_trials=3", "figures=false",
-           "progress=false", f"tracking.uri={store['uri']}", f"tracking.artifact_location={store['artifacts']}",
-           f"experiment_name={name}", f"hydra.sweep.dir={sweep_dir}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "-m",
+        "+experiment=ond_system_detection",
+        "agent=ond/knn_novelty,ond/closed_world",
+        "seed=0,1",
+        "protocol.num_trials=3",
+        "figures=false",
+        "progress=false",
+        f"tracking.uri={store['uri']}",
+        f"tracking.artifact_location={store['artifacts']}",
+        f"experiment_name={name}",
+        f"hydra.sweep.dir={sweep_dir}",
+    ]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
 
@@ -43,8 +56,9 @@ def close_assistant(page) -> None:
         close.first.click()
 
 
-def test_runs_table_nesting_and_compare_page(mlflow_store, client, mlflow_server_factory, browser_page,
-                                              save_screenshot, tmp_path):
+def test_runs_table_nesting_and_compare_page(
+    mlflow_store, client, mlflow_server_factory, browser_page, save_screenshot, tmp_path
+):
     name = f"ui-{uuid.uuid4().hex[:8]}"
     small_sweep(mlflow_store, name, tmp_path / "sweep")
     exp = client.get_experiment_by_name(name)

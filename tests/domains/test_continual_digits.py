@@ -1,4 +1,5 @@
 """Split-Digits and Permuted-Digits task builders."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Crowd simulator: determinism, shapes and masks, plausibility (toward goals, no NaN, repulsion)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,17 @@ def test_shapes_padding_and_no_nan_for_real_agents():
 
 def test_single_agent_walks_to_its_goal_at_preferred_speed():
     # one agent, no noise: it must move straight at its preferred speed toward the goal
-    dom = CrowdSimDomain(min_agents=1, max_agents=1, noise_std=0.0, speed_std=0.0, speed_mean=1.0, area=100.0,
-                         goal_radius=0.01, substeps=4, tau=0.5)
+    dom = CrowdSimDomain(
+        min_agents=1,
+        max_agents=1,
+        noise_std=0.0,
+        speed_std=0.0,
+        speed_mean=1.0,
+        area=100.0,
+        goal_radius=0.01,
+        substeps=4,
+        tau=0.5,
+    )
     rng = np.random.default_rng(1)
     pos = np.array([[[10.0, 10.0]]])
     goal = np.array([[[40.0, 50.0]]])  # distance 50, direction (0.6, 0.8)

@@ -1,4 +1,5 @@
 """ETH/UCY loader: a tiny hand-written file (frame spacing, windows, masks counted by hand) and the real files."""
+
 from __future__ import annotations
 
 import gzip
@@ -6,7 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
-from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, track_grid, read_tracks
+from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, read_tracks, track_grid
 
 # Frames every 10. Pedestrian 1 walks +1 m per step along x at frames 0..50 (6 steps).
 # Pedestrian 2 is at frames 10, 20, (30 missing), 40, 50, 60 (y = 5).
@@ -48,8 +49,16 @@ def test_grid_places_frames_by_step(tiny_dir):
 
 def test_windows_and_masks_match_a_hand_count(tiny_dir):
     # obs 2 + pred 2 = 4 steps; 7 steps -> window starts 0, 1, 2, 3; last observed step = start + 1.
-    s = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=8,
-                    windows="last_observed", dt=0.4)
+    s = file_scenes(
+        tiny_dir / "a.txt.gz",
+        frame_step=10,
+        obs_len=2,
+        pred_len=2,
+        stride=1,
+        max_agents=8,
+        windows="last_observed",
+        dt=0.4,
+    )
     # present at step 1: peds 1, 2 | step 2: 1, 2 | step 3: 1 (2 missing) | step 4: 1, 2 -> 4 scenes
     assert s.scene_frame.tolist() == [0, 10, 20, 30]
     assert s.agent_mask.sum(1).tolist() == [2, 2, 1, 2]
@@ -65,16 +74,25 @@ def test_windows_and_masks_match_a_hand_count(tiny_dir):
 
 
 def test_agent_chunks(tiny_dir):
-    chunked = file_scenes(tiny_dir / "a.txt.gz", frame_step=10, obs_len=2, pred_len=2, stride=1, max_agents=1,
-                          windows="last_observed", dt=0.4)
+    chunked = file_scenes(
+        tiny_dir / "a.txt.gz",
+        frame_step=10,
+        obs_len=2,
+        pred_len=2,
+        stride=1,
+        max_agents=1,
+        windows="last_observed",
+        dt=0.4,
+    )
     # max_agents=1 splits each window into one scene per agent: 2 + 2 + 1 + 2 = 7 scenes, nobody dropped
     assert chunked.scene_frame.tolist() == [0, 0, 10, 10, 20, 30, 30]
     assert chunked.agent_mask.sum() == 7
 
 
 def test_split_is_by_file_and_errors_name_the_key(tiny_dir):
-    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
-                       obs_len=2, pred_len=2)
+    dom = EthUcyDomain(
+        str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[], obs_len=2, pred_len=2
+    )
     splits = dom.load()
     assert set(splits.test.scene_source) == {"a"} and set(splits.train.scene_source) == {"b"}
     assert splits.test.dt == pytest.approx(0.4)
@@ -106,8 +124,10 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
     frames_of = {}
     for frame, pid in rows[:, :2]:
         frames_of.setdefault(pid, set()).add(int(frame))
-    expected = sum(all(f0 + 10 * k in fr for k in range(8)) and any(f0 + 10 * k in fr for k in range(8, 20))
-                   for fr in frames_of.values())
+    expected = sum(
+        all(f0 + 10 * k in fr for k in range(8)) and any(f0 + 10 * k in fr for k in range(8, 20))
+        for fr in frames_of.values()
+    )
     in_scenes = test.agent_mask[test.scene_frame == f0].sum()
     assert in_scenes == expected
     # the first agent's history equals the file rows of its pedestrian (looked up by position at F + 70)
@@ -131,26 +151,40 @@ def test_check_reads_every_file_once_and_load_reuses_it(tiny_dir, monkeypatch):
     reads = []
     real = eth_ucy.read_tracks
     monkeypatch.setattr(eth_ucy, "read_tracks", lambda path: reads.append(path.name) or real(path))
-    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
-                       obs_len=2, pred_len=2)
+    dom = EthUcyDomain(
+        str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[], obs_len=2, pred_len=2
+    )
     dom.check()
     assert sorted(reads) == ["a.txt.gz", "b.txt"]
     splits = dom.load(np.random.default_rng(0))
     assert dom.load(np.random.default_rng(1)) is splits and len(reads) == 2
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"\x1f\x8b\x08garbage", "a.txt.gz: not a readable gzip file"),
-    (gzip.compress(b"0\t1\t0.0\t\xff\n"), "a.txt.gz: not UTF-8 text (byte 0xff at offset 8)"),
-    (gzip.compress(b"# only a comment\n\n"), "a.txt.gz: no rows (expected tab-separated frame, pedestrian_id, x, y)"),
-    (gzip.compress(b"0\t1\t0.0\t0.0\n10\t1\tnan\t0.0\n"), "a.txt.gz: data row 2, column x: expected a finite number, got nan"),
-    (gzip.compress(b"0\t1\t0.0\t0.0\n1e15\t1\t1.0\t0.0\n"), "100000000000001 time steps x 1 pedestrians is too large"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\x1f\x8b\x08garbage", "a.txt.gz: not a readable gzip file"),
+        (gzip.compress(b"0\t1\t0.0\t\xff\n"), "a.txt.gz: not UTF-8 text (byte 0xff at offset 8)"),
+        (
+            gzip.compress(b"# only a comment\n\n"),
+            "a.txt.gz: no rows (expected tab-separated frame, pedestrian_id, x, y)",
+        ),
+        (
+            gzip.compress(b"0\t1\t0.0\t0.0\n10\t1\tnan\t0.0\n"),
+            "a.txt.gz: data row 2, column x: expected a finite number, got nan",
+        ),
+        (
+            gzip.compress(b"0\t1\t0.0\t0.0\n1e15\t1\t1.0\t0.0\n"),
+            "100000000000001 time steps x 1 pedestrians is too large",
+        ),
+    ],
+)
 def test_a_broken_file_is_one_error_naming_it(tmp_path, content, message):
     (tmp_path / "a.txt.gz").write_bytes(content)
     (tmp_path / "b.txt").write_text(TINY)
-    dom = EthUcyDomain(str(tmp_path), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
-                       obs_len=2, pred_len=2)
+    dom = EthUcyDomain(
+        str(tmp_path), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[], obs_len=2, pred_len=2
+    )
     with pytest.raises(DataPathError) as err:
         dom.check()
     assert message in str(err.value)
@@ -163,24 +197,39 @@ def test_a_link_in_the_data_folder_is_not_followed(tiny_dir, tmp_path_factory):
     secret.write_text(TINY)
     (tiny_dir / "b.txt").unlink()
     (tiny_dir / "b.txt").symlink_to(secret)
-    dom = EthUcyDomain(str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[],
-                       obs_len=2, pred_len=2)
+    dom = EthUcyDomain(
+        str(tiny_dir), test_group="x", groups={"x": ["a"], "y": ["b"]}, extra_train_files=[], obs_len=2, pred_len=2
+    )
     with pytest.raises(UnsafePathError, match=r"b.txt: ETH/UCY file is a symbolic link"):
         dom.check()
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"obs_len": 2.5}, "domain.obs_len: expected an integer, got 2.5 (float)"),
-    ({"obs_len": 1}, "domain.obs_len: expected an integer >= 2, got 1"),
-    ({"stride": 0}, "domain.stride: expected an integer >= 1, got 0"),
-    ({"fps": 0}, "domain.fps: expected a number > 0, got 0"),
-    ({"windows": "sgan"}, ("domain.windows: expected one of cvm, social_gan, last_observed (which pedestrians a "
-                           "window scores), got 'sgan'")),
-    ({"windows": 3}, "domain.windows: expected"),
-    ({"test_group": "mars"}, "domain.test_group: expected one of ['eth', 'hotel', 'univ', 'zara1', 'zara2'], got 'mars'"),
-    ({"groups": {"eth": "biwi_eth"}}, "domain.groups.eth: expected a list of file names, got 'biwi_eth'"),
-    ({"extra_train_files": ["../../etc/passwd"]}, "domain.extra_train_files[0]: file name '../../etc/passwd' is not a safe name"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"obs_len": 2.5}, "domain.obs_len: expected an integer, got 2.5 (float)"),
+        ({"obs_len": 1}, "domain.obs_len: expected an integer >= 2, got 1"),
+        ({"stride": 0}, "domain.stride: expected an integer >= 1, got 0"),
+        ({"fps": 0}, "domain.fps: expected a number > 0, got 0"),
+        (
+            {"windows": "sgan"},
+            (
+                "domain.windows: expected one of cvm, social_gan, last_observed (which pedestrians a "
+                "window scores), got 'sgan'"
+            ),
+        ),
+        ({"windows": 3}, "domain.windows: expected"),
+        (
+            {"test_group": "mars"},
+            "domain.test_group: expected one of ['eth', 'hotel', 'univ', 'zara1', 'zara2'], got 'mars'",
+        ),
+        ({"groups": {"eth": "biwi_eth"}}, "domain.groups.eth: expected a list of file names, got 'biwi_eth'"),
+        (
+            {"extra_train_files": ["../../etc/passwd"]},
+            "domain.extra_train_files[0]: file name '../../etc/passwd' is not a safe name",
+        ),
+    ],
+)
 def test_each_bad_domain_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ValueError) as err:
         EthUcyDomain("somewhere", **setting)
@@ -190,25 +239,32 @@ def test_each_bad_domain_setting_is_one_error_naming_its_key(setting, message):
 # Conventions (domain.windows). obs_len 3 + pred_len 2 = 5 steps; steps 0..6 -> window starts 0, 1, 2.
 # Pedestrian k walks along y = k - 1 with x = step. Present at steps:
 #   1 (A): 0-6      2 (B): 1-6      3 (C): 0-3      4 (D): 2 only      5 (E): 0, 1, 2, 4
-CONVENTIONS = "".join(f"{10 * t}\t{ped}\t{float(t)}\t{float(ped - 1)}\n"
-                      for t in range(7) for ped, steps in ((1, range(7)), (2, range(1, 7)), (3, range(4)),
-                                                           (4, [2]), (5, [0, 1, 2, 4])) if t in steps)
+CONVENTIONS = "".join(
+    f"{10 * t}\t{ped}\t{float(t)}\t{float(ped - 1)}\n"
+    for t in range(7)
+    for ped, steps in ((1, range(7)), (2, range(1, 7)), (3, range(4)), (4, [2]), (5, [0, 1, 2, 4]))
+    if t in steps
+)
 
 
-@pytest.mark.parametrize("windows, expected", [
-    # window 0 (obs 0-2, future 3-4): A full; B misses step 0; C full history, future step 3; D one point;
-    #   E full history, future step 4 -> cvm A, C, E; complete only A (one: Social-GAN drops the window);
-    #   at the last observed step (2) all five
-    # window 1 (obs 1-3, future 4-5): A, B full; C no future; D absent; E misses step 3
-    # window 2 (obs 2-4, future 5-6): A, B full; C gone at 4; E at 4 but misses 3
-    ("cvm", {0: [1, 3, 5], 10: [1, 2], 20: [1, 2]}),
-    ("social_gan", {10: [1, 2], 20: [1, 2]}),
-    ("last_observed", {0: [1, 2, 3, 4, 5], 10: [1, 2, 3], 20: [1, 2, 5]}),
-])
+@pytest.mark.parametrize(
+    "windows, expected",
+    [
+        # window 0 (obs 0-2, future 3-4): A full; B misses step 0; C full history, future step 3; D one point;
+        #   E full history, future step 4 -> cvm A, C, E; complete only A (one: Social-GAN drops the window);
+        #   at the last observed step (2) all five
+        # window 1 (obs 1-3, future 4-5): A, B full; C no future; D absent; E misses step 3
+        # window 2 (obs 2-4, future 5-6): A, B full; C gone at 4; E at 4 but misses 3
+        ("cvm", {0: [1, 3, 5], 10: [1, 2], 20: [1, 2]}),
+        ("social_gan", {10: [1, 2], 20: [1, 2]}),
+        ("last_observed", {0: [1, 2, 3, 4, 5], 10: [1, 2, 3], 20: [1, 2, 5]}),
+    ],
+)
 def test_window_conventions_select_the_pedestrians_counted_by_hand(tmp_path, windows, expected):
     (tmp_path / "c.txt").write_text(CONVENTIONS)
-    s = file_scenes(tmp_path / "c.txt", frame_step=10, obs_len=3, pred_len=2, stride=1, max_agents=8,
-                    windows=windows, dt=0.4)
+    s = file_scenes(
+        tmp_path / "c.txt", frame_step=10, obs_len=3, pred_len=2, stride=1, max_agents=8, windows=windows, dt=0.4
+    )
     scored = {}
     for i, frame in enumerate(s.scene_frame.tolist()):
         real = np.isfinite(s.history[i]).all(-1).any(-1) | np.isfinite(s.future[i]).all(-1).any(-1)

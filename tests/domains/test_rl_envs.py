@@ -1,4 +1,5 @@
 """RL environments: variants really change the dynamics; clear errors; the install hint without gymnasium."""
+
 from __future__ import annotations
 
 import math
@@ -17,15 +18,37 @@ MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 
 @pytest.fixture(scope="module")
 def cartpole():
-    return RLDomain("cartpole", {"cartpole": {"variants": {
-        "default": {}, "long_pole": {"length": 2.0}, "heavy_pole": {"masspole": 0.5}, "moon": {"gravity": 1.6},
-        "reversed_force": {"force_mag": -10.0}}}})
+    return RLDomain(
+        "cartpole",
+        {
+            "cartpole": {
+                "variants": {
+                    "default": {},
+                    "long_pole": {"length": 2.0},
+                    "heavy_pole": {"masspole": 0.5},
+                    "moon": {"gravity": 1.6},
+                    "reversed_force": {"force_mag": -10.0},
+                }
+            }
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def frozenlake():
-    return RLDomain("frozenlake", {"frozenlake": {"params": {"map": MAP}, "variants": {
-        "plain": {}, "mirrored": {"map": [r[::-1] for r in MAP]}, "slippery": {"is_slippery": True, "success_rate": 0.8}}}})
+    return RLDomain(
+        "frozenlake",
+        {
+            "frozenlake": {
+                "params": {"map": MAP},
+                "variants": {
+                    "plain": {},
+                    "mirrored": {"map": [r[::-1] for r in MAP]},
+                    "slippery": {"is_slippery": True, "success_rate": 0.8},
+                },
+            }
+        },
+    )
 
 
 def hand_cartpole(state, actions, *, gravity=9.8, masscart=1.0, masspole=0.1, length=0.5, force_mag=10.0, tau=0.02):
@@ -36,8 +59,10 @@ def hand_cartpole(state, actions, *, gravity=9.8, masscart=1.0, masspole=0.1, le
     for a in actions:
         f = force_mag if a == 1 else -force_mag
         total = masscart + masspole
-        tmp = (f + masspole * length * th_dot ** 2 * math.sin(th)) / total
-        th_acc = (gravity * math.sin(th) - math.cos(th) * tmp) / (length * (4 / 3 - masspole * math.cos(th) ** 2 / total))
+        tmp = (f + masspole * length * th_dot**2 * math.sin(th)) / total
+        th_acc = (gravity * math.sin(th) - math.cos(th) * tmp) / (
+            length * (4 / 3 - masspole * math.cos(th) ** 2 / total)
+        )
         x_acc = tmp - masspole * length * th_acc * math.cos(th) / total
         x, x_dot, th, th_dot = x + tau * x_dot, x_dot + tau * x_acc, th + tau * th_dot, th_dot + tau * th_acc
         out.append((x, x_dot, th, th_dot))
@@ -54,9 +79,16 @@ def rollout(domain, task, variant, actions, seed=3):
 ACTIONS = [1, 1, 0, 1, 0, 0, 1, 0]
 
 
-@pytest.mark.parametrize("variant, physics", [("default", {}), ("long_pole", {"length": 2.0}),
-                                               ("heavy_pole", {"masspole": 0.5}), ("moon", {"gravity": 1.6}),
-                                               ("reversed_force", {"force_mag": -10.0})])
+@pytest.mark.parametrize(
+    "variant, physics",
+    [
+        ("default", {}),
+        ("long_pole", {"length": 2.0}),
+        ("heavy_pole", {"masspole": 0.5}),
+        ("moon", {"gravity": 1.6}),
+        ("reversed_force", {"force_mag": -10.0}),
+    ],
+)
 def test_cartpole_variant_matches_hand_dynamics(cartpole, variant, physics):
     start, states = rollout(cartpole, "cartpole", variant, ACTIONS)
     expected = hand_cartpole(start, ACTIONS, **physics)
@@ -91,7 +123,10 @@ def test_frozenlake_map_variant_moves_the_start_and_goal(frozenlake):
     # actions: 0 left, 1 down, 2 right, 3 up. Plain map: start 0, the path down,down,right,right,down,right
     # reaches the goal (15); on the mirrored map the start is 3 and the mirrored path reaches 12.
     path = [1, 1, 2, 2, 1, 2]
-    for variant, mirrored, start, goal in (("plain", path, 0, 15), ("mirrored", [{0: 2, 2: 0}.get(a, a) for a in path], 3, 12)):
+    for variant, mirrored, start, goal in (
+        ("plain", path, 0, 15),
+        ("mirrored", [{0: 2, 2: 0}.get(a, a) for a in path], 3, 12),
+    ):
         env = frozenlake.make("frozenlake", variant)
         assert env.reset(0) == start
         results = [env.step(a) for a in mirrored]
@@ -119,20 +154,33 @@ def test_spec_describes_the_spaces(cartpole, frozenlake):
     assert (f.num_actions, f.num_observations, f.discrete) == (4, 16, True)
 
 
-@pytest.mark.parametrize("tasks, message", [
-    ({"cartpole": {"variants": {"bad": {"pole_length": 1.0}}}}, "unknown parameter(s) ['pole_length']"),
-    ({"cart_pole": {"family": "cartpole"}}, "no '_'"),
-    ({"pong": {}}, "unknown family 'pong'"),
-    ({"frozenlake": {"variants": {"x": {"map": ["SF", "FGG"]}}}}, "domain.tasks.frozenlake.variants.x.map: frozenlake "
-     "map ['SF', 'FGG']: expected equal-length rows"),
-    ({"frozenlake": {"variants": {"x": {"is_slippery": "false"}}}}, "domain.tasks.frozenlake.variants.x.is_slippery: "
-     "expected true or false, got 'false'"),
-    ({"frozenlake": {"variants": {"x": {"success_rate": 1.5}}}}, "domain.tasks.frozenlake.variants.x.success_rate"),
-    ({"cartpole": {"variants": {"x": {"length": "long"}}}}, "domain.tasks.cartpole.variants.x.length: expected a number"),
-    ({"cartpole": {"variants": {"x": {"length": 0.0}}}}, "domain.tasks.cartpole.variants.x.length: expected a number > 0"),
-    ({"cartpole": {"max_episode_steps": 2.5}}, "domain.tasks.cartpole.max_episode_steps: expected an integer"),
-    ({"cartpole": {"variants": ["a", "b"]}}, "domain.tasks.cartpole.variants: expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "tasks, message",
+    [
+        ({"cartpole": {"variants": {"bad": {"pole_length": 1.0}}}}, "unknown parameter(s) ['pole_length']"),
+        ({"cart_pole": {"family": "cartpole"}}, "no '_'"),
+        ({"pong": {}}, "unknown family 'pong'"),
+        (
+            {"frozenlake": {"variants": {"x": {"map": ["SF", "FGG"]}}}},
+            "domain.tasks.frozenlake.variants.x.map: frozenlake map ['SF', 'FGG']: expected equal-length rows",
+        ),
+        (
+            {"frozenlake": {"variants": {"x": {"is_slippery": "false"}}}},
+            "domain.tasks.frozenlake.variants.x.is_slippery: expected true or false, got 'false'",
+        ),
+        ({"frozenlake": {"variants": {"x": {"success_rate": 1.5}}}}, "domain.tasks.frozenlake.variants.x.success_rate"),
+        (
+            {"cartpole": {"variants": {"x": {"length": "long"}}}},
+            "domain.tasks.cartpole.variants.x.length: expected a number",
+        ),
+        (
+            {"cartpole": {"variants": {"x": {"length": 0.0}}}},
+            "domain.tasks.cartpole.variants.x.length: expected a number > 0",
+        ),
+        ({"cartpole": {"max_episode_steps": 2.5}}, "domain.tasks.cartpole.max_episode_steps: expected an integer"),
+        ({"cartpole": {"variants": ["a", "b"]}}, "domain.tasks.cartpole.variants: expected a mapping"),
+    ],
+)
 def test_bad_domain_config_is_named(tasks, message):
     """Every variant's parameters are checked when the domain is built (before any run), not when the
     environment is made mid-run."""
@@ -155,7 +203,8 @@ def test_missing_gymnasium_fails_the_cli_build_with_one_line(monkeypatch, tmp_pa
 
     monkeypatch.setitem(sys.modules, "gymnasium", None)
     cfg = OmegaConf.create(
-        {"domain": {"_target_": "owl_eval.domains.rl_envs.RLDomain", "name": "cartpole", "tasks": {"cartpole": {}}}})
+        {"domain": {"_target_": "owl_eval.domains.rl_envs.RLDomain", "name": "cartpole", "tasks": {"cartpole": {}}}}
+    )
     with pytest.raises(ValueError) as err:
         build_part(cfg, "domain")
     text = str(err.value)

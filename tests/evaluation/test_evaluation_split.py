@@ -1,5 +1,6 @@
 """Scoring apart from running: evaluations looked up by protocol name, figure data computed once by the
 evaluation (values checked by hand), plots that draw exactly those values, sources that name their protocol."""
+
 from __future__ import annotations
 
 import importlib
@@ -20,7 +21,9 @@ from owl_eval.metrics.results import MetricResults, Series
 def test_an_unknown_protocol_name_lists_the_four():
     with pytest.raises(ConfigError) as err:
         evaluation_for("ond2")
-    assert str(err.value) == "protocol 'ond2' has no evaluation; known protocols: ond, continual, trajectory, lifelong_rl"
+    assert (
+        str(err.value) == "protocol 'ond2' has no evaluation; known protocols: ond, continual, trajectory, lifelong_rl"
+    )
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
@@ -51,8 +54,15 @@ def trial(novel, unknown, trial_id="t"):
     unknown = np.asarray(unknown, dtype=float)
     p_class = np.column_stack([unknown, 1 - unknown])
     first = int(np.argmax(novel)) if novel.any() else None
-    return OndTrial(gt_class=np.where(novel == 1, 0, 1), gt_novel=novel, red_light=first,
-                    p_world_changed=unknown, p_class=p_class, batch_size=2, trial_id=trial_id)
+    return OndTrial(
+        gt_class=np.where(novel == 1, 0, 1),
+        gt_novel=novel,
+        red_light=first,
+        p_world_changed=unknown,
+        p_class=p_class,
+        batch_size=2,
+        trial_id=trial_id,
+    )
 
 
 def test_ond_roc_points_by_hand():
@@ -68,12 +78,24 @@ def test_ond_roc_points_by_hand():
 def test_ond_figures_draw_the_figure_data_and_nothing_else():
     from owl_eval.plots.ond import ond_figures
 
-    data = {"threshold": 0.3,
-            "timeline": [{"trial_id": "a", "p_world_changed": np.array([0.1, 0.7]), "p_unknown": np.array([0.2, 0.4]),
-                          "red_light": 1}],
-            "detection_vs_threshold": {"threshold": np.array([0.2, 0.5]), "m2_cdt_pct": np.array([50.0, 25.0])},
-            "roc": [{"label": "agent", "fpr": np.array([0.0, 1.0]), "tpr": np.array([0.0, 1.0]), "auroc_key": "auroc_novel"}]}
-    results = MetricResults(values={"auroc_novel": 0.5}, series={"top1_batch": Series(np.arange(2), np.array([0.5, 1.0]))})
+    data = {
+        "threshold": 0.3,
+        "timeline": [
+            {
+                "trial_id": "a",
+                "p_world_changed": np.array([0.1, 0.7]),
+                "p_unknown": np.array([0.2, 0.4]),
+                "red_light": 1,
+            }
+        ],
+        "detection_vs_threshold": {"threshold": np.array([0.2, 0.5]), "m2_cdt_pct": np.array([50.0, 25.0])},
+        "roc": [
+            {"label": "agent", "fpr": np.array([0.0, 1.0]), "tpr": np.array([0.0, 1.0]), "auroc_key": "auroc_novel"}
+        ],
+    }
+    results = MetricResults(
+        values={"auroc_novel": 0.5}, series={"top1_batch": Series(np.arange(2), np.array([0.5, 1.0]))}
+    )
     figures = ond_figures(data, results)
     assert figures["top1_per_batch"].axes[0].lines[0].get_ydata().tolist() == [0.5, 1.0]
     timeline = figures["detection_timeline"].axes[0].lines
@@ -94,8 +116,9 @@ def test_trajectory_error_by_step_and_its_constant_velocity_reference_by_hand():
     history = np.array([[[[0.0, 0.0], [1.0, 0.0]]]])  # [S, A, N_I, 2]
     truth = np.array([[[[[2.0, 0.0], [3.0, 1.0]]]]])  # [S, 1, A, N_O, 2]
     preds = np.array([[[[[2.0, 0.0], [3.0, 0.0]]], [[[2.0, 1.0], [3.0, 1.0]]]]])  # [S, 2, A, N_O, 2]
-    record = SimpleNamespace(path_history=history, path_true=truth, path_pred=preds, dt=0.4,
-                             pred_steps=np.ones((1, 1, 2), bool))
+    record = SimpleNamespace(
+        path_history=history, path_true=truth, path_pred=preds, dt=0.4, pred_steps=np.ones((1, 1, 2), bool)
+    )
     data = error_by_step(record)
     assert data["constant_velocity"].tolist() == [0.0, 1.0]  # |(3, 0) - (3, 1)| at step 2
     assert data["best"].tolist() == [0.0, 0.0]  # prediction 0 at step 1, prediction 1 at step 2
@@ -105,8 +128,11 @@ def test_trajectory_error_by_step_and_its_constant_velocity_reference_by_hand():
 def test_trajectory_class_reliability_bins_by_hand():
     from owl_eval.evaluation.trajectory import class_reliability
 
-    record = SimpleNamespace(p_true=np.array([[1.0, 0.0], [0.0, 1.0]]), p_pred=np.array([[0.8, 0.2], [0.4, 0.6]]),
-                             class_names=np.array(["go", "stop"]))
+    record = SimpleNamespace(
+        p_true=np.array([[1.0, 0.0], [0.0, 1.0]]),
+        p_pred=np.array([[0.8, 0.2], [0.4, 0.6]]),
+        class_names=np.array(["go", "stop"]),
+    )
     data = class_reliability(record, bins=2)
     # probabilities sorted 0.2, 0.4 | 0.6, 0.8 with truths 0, 0 | 1, 1
     assert data["predicted"] == pytest.approx([0.3, 0.7]) and data["observed"].tolist() == [0.0, 1.0]
@@ -124,7 +150,9 @@ def test_lifelong_rl_log_is_evaluated_once_for_metrics_and_figures(monkeypatch):
     calls = []
     original = lifelong_rl.evaluate_log
     monkeypatch.setattr(lifelong_rl, "evaluate_log", lambda *a, **k: calls.append(1) or original(*a, **k))
-    record = SimpleNamespace(log=make_log(HAND), mode="syllabus", ste_logs={}, ste_reasons={}, ste_status={}, timings={})
+    record = SimpleNamespace(
+        log=make_log(HAND), mode="syllabus", ste_logs={}, ste_reasons={}, ste_status={}, timings={}
+    )
     evaluation = evaluation_for("lifelong_rl")
     options = evaluation.options({"normalization": "none"})
     scored = evaluation.score(record, options)

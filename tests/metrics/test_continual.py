@@ -1,4 +1,5 @@
 """Continual-learning metrics: Renate's published example, hand-computed cases, a plain-loop reference, errors."""
+
 from __future__ import annotations
 
 import math
@@ -185,8 +186,14 @@ def test_single_task():
     res = continual_metrics([[0.7]], init_accuracy=[0.1], num_instances=[5])
     assert res["average_accuracy"] == pytest.approx(0.7)
     assert res["micro_average_accuracy"] == pytest.approx(0.7)
-    for name in ("forgetting", "backward_transfer", "forward_transfer", "forgetting_avalanche",
-                 "forgetting_since_learned", "forward_transfer_avalanche"):
+    for name in (
+        "forgetting",
+        "backward_transfer",
+        "forward_transfer",
+        "forgetting_avalanche",
+        "forgetting_since_learned",
+        "forward_transfer_avalanche",
+    ):
         assert res[name] == 0.0, name
 
 
@@ -206,8 +213,13 @@ def _loop_reference(A, b, n, t):
     tot = sum(n[: t + 1])
     out["micro_average_accuracy"] = sum(A[t][i] * n[i] for i in range(t + 1)) / tot
     if t == 0:
-        for k in ("forgetting", "backward_transfer", "forward_transfer", "forgetting_avalanche",
-                  "forgetting_since_learned"):
+        for k in (
+            "forgetting",
+            "backward_transfer",
+            "forward_transfer",
+            "forgetting_avalanche",
+            "forgetting_since_learned",
+        ):
             out[k] = 0.0
     else:
         out["forgetting"] = sum(max(A[k][i] for k in range(t)) - A[t][i] for i in range(t)) / t
@@ -286,8 +298,15 @@ def test_numpy_integer_task_id_accepted():
     assert average_accuracy(H, np.int64(1)) == pytest.approx(0.875)
 
 
-@pytest.mark.parametrize("b,match", [([0.1, 0.2], "init_accuracy"), ([0.1, 0.2, 0.3, 0.4], "init_accuracy"),
-                                     ([0.1, 2.0, 0.3], "init_accuracy"), ([0.1, math.nan, 0.3], "init_accuracy")])
+@pytest.mark.parametrize(
+    "b,match",
+    [
+        ([0.1, 0.2], "init_accuracy"),
+        ([0.1, 0.2, 0.3, 0.4], "init_accuracy"),
+        ([0.1, 2.0, 0.3], "init_accuracy"),
+        ([0.1, math.nan, 0.3], "init_accuracy"),
+    ],
+)
 def test_bad_init_accuracy(b, match):
     with pytest.raises(MetricInputError, match=match):
         forward_transfer(H, 1, b)
@@ -297,8 +316,15 @@ def test_bad_init_accuracy(b, match):
         continual_metrics(H, init_accuracy=b)
 
 
-@pytest.mark.parametrize("n,match", [([10, 20], "num_instances"), ([10, -1, 5], "num_instances"),
-                                     ([10, 2.5, 5], "whole"), ([10, math.inf, 5], "num_instances")])
+@pytest.mark.parametrize(
+    "n,match",
+    [
+        ([10, 20], "num_instances"),
+        ([10, -1, 5], "num_instances"),
+        ([10, 2.5, 5], "whole"),
+        ([10, math.inf, 5], "num_instances"),
+    ],
+)
 def test_bad_num_instances(n, match):
     with pytest.raises(MetricInputError, match=match):
         micro_average_accuracy(H, 2, n)

@@ -1,4 +1,5 @@
 """l2logger layout: reading hand-written logs, exact round trips, the incremental writer, clear errors."""
+
 import json
 import math
 import os
@@ -7,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.formats.l2logger import STANDARD_COLUMNS, EpisodeLog, L2Logger, L2LogError, read_log, write_log
+from owl_eval.formats.l2logger import STANDARD_COLUMNS, EpisodeLog, L2LogError, L2Logger, read_log, write_log
 
-HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward\n"
+HEADER = (
+    "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward\n"
+)
 
 
 def _write(path: Path, text: str) -> None:
@@ -27,13 +30,18 @@ def _scenario(tmp_path) -> Path:
 def test_reads_hand_written_directory(tmp_path):
     root = _scenario(tmp_path)
     # block 10 sorts before block 2 as text: rows must still come back in exp_num order
-    _write(root / "worker-default" / "10-test" / "data-log.tsv", HEADER +
-           '10\t5\tworker-default\ttest\twake\t"Task_B"\t"{""speed"": 2,\t""name"": ""x\\ty""}"\tcomplete\t20210101T000005.000000\t7.5\n')
-    _write(root / "worker-default" / "2-train" / "data-log.tsv", HEADER +
-           '2\t1\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000001.000000\t1.5\n'
-           '2\t2\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tincomplete\t20210101T000002.000000\t2.5\n'
-           '2\t3\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000003.000000\tnan\n'
-           '2\t4\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000004.000000\t-3e-2\n')
+    _write(
+        root / "worker-default" / "10-test" / "data-log.tsv",
+        HEADER
+        + '10\t5\tworker-default\ttest\twake\t"Task_B"\t"{""speed"": 2,\t""name"": ""x\\ty""}"\tcomplete\t20210101T000005.000000\t7.5\n',
+    )
+    _write(
+        root / "worker-default" / "2-train" / "data-log.tsv",
+        HEADER + '2\t1\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000001.000000\t1.5\n'
+        '2\t2\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tincomplete\t20210101T000002.000000\t2.5\n'
+        '2\t3\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000003.000000\tnan\n'
+        '2\t4\tworker-default\ttrain\twake\tTASK_A\t"{""speed"": 1}"\tcomplete\t20210101T000004.000000\t-3e-2\n',
+    )
     log = read_log(root)
     # incomplete row (exp 2) and NaN reward row (exp 3) are dropped, as l2metrics does
     assert log["exp_num"].tolist() == [1, 4, 5]
@@ -52,9 +60,11 @@ def test_reads_hand_written_directory(tmp_path):
 
 def test_missing_block_subtype_defaults_to_wake(tmp_path):
     root = _scenario(tmp_path)
-    _write(root / "w" / "0-train" / "data-log.tsv",
-           "block_num\texp_num\tworker_id\tblock_type\ttask_name\ttask_params\texp_status\ttimestamp\treward\n"
-           "0\t0\tw\ttrain\ta_b\t{}\tcomplete\t20210101T000000.000000\t1\n")
+    _write(
+        root / "w" / "0-train" / "data-log.tsv",
+        "block_num\texp_num\tworker_id\tblock_type\ttask_name\ttask_params\texp_status\ttimestamp\treward\n"
+        "0\t0\tw\ttrain\ta_b\t{}\tcomplete\t20210101T000000.000000\t1\n",
+    )
     log = read_log(root)
     assert log["block_subtype"].tolist() == ["wake"]
     assert log["task_params"].tolist() == ["{}"]
@@ -65,21 +75,34 @@ def _sample_log(n=300, seed=0) -> EpisodeLog:
     block = np.repeat(np.arange(6), n // 6)
     btype = np.where(block % 2 == 0, "train", "test").astype(object)
     task = np.where(block % 4 < 2, "reach_easy", "push_hard").astype(object)
-    params = np.array([json.dumps({"goal": [1, 2], "label": 'quote " tab\t'}) if t == "push_hard" else "{}"
-                       for t in task], dtype=object)
+    params = np.array(
+        [json.dumps({"goal": [1, 2], "label": 'quote " tab\t'}) if t == "push_hard" else "{}" for t in task],
+        dtype=object,
+    )
     reward = rng.normal(size=len(block)) * 10.0 ** rng.integers(-300, 300, len(block))
     reward[5] = 0.1
     steps = rng.integers(1, 500, len(block)).astype(float)
     ts = np.array([f"20240102T0304{i // 100:02d}.{i:06d}" for i in range(len(block))], dtype=object)
-    return EpisodeLog.from_columns(block_num=block, block_type=btype, task_name=task, task_params=params,
-                                   timestamp=ts, reward=reward, episode_step_count=steps, metrics_columns=["reward"])
+    return EpisodeLog.from_columns(
+        block_num=block,
+        block_type=btype,
+        task_name=task,
+        task_params=params,
+        timestamp=ts,
+        reward=reward,
+        episode_step_count=steps,
+        metrics_columns=["reward"],
+    )
 
 
 def test_round_trip_is_exact_and_layout_is_l2logger(tmp_path):
     log = _sample_log()
     out = write_log(log, tmp_path, "my_scenario.yaml", {"difficulty": "2-medium"}, stamp=1234.5)
     assert out == tmp_path / "my_scenario-1234-5"
-    assert json.loads((out / "logger_info.json").read_text()) == {"metrics_columns": ["reward"], "log_format_version": "1.1"}
+    assert json.loads((out / "logger_info.json").read_text()) == {
+        "metrics_columns": ["reward"],
+        "log_format_version": "1.1",
+    }
     assert json.loads((out / "scenario_info.json").read_text()) == {"difficulty": "2-medium"}
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("data-log.tsv"))
     assert files == [f"worker-default/{b}-{'train' if b % 2 == 0 else 'test'}/data-log.tsv" for b in range(6)]
@@ -95,15 +118,29 @@ def test_round_trip_is_exact_and_layout_is_l2logger(tmp_path):
 
 def test_incremental_logger_flushes_every_episode(tmp_path):
     lg = L2Logger(tmp_path, "inc", ["reward"], {"scenario_type": "custom"}, stamp=1.0)
-    lg.log_episode(block_num=0, exp_num=0, block_type="train", task_name="a_b", task_params={"k": 1}, reward=0.5,
-                   timestamp="20240101T000000.000000")
+    lg.log_episode(
+        block_num=0,
+        exp_num=0,
+        block_type="train",
+        task_name="a_b",
+        task_params={"k": 1},
+        reward=0.5,
+        timestamp="20240101T000000.000000",
+    )
     # before close (a crash now) the row is on disk
     first = read_log(lg.scenario_dir)
     assert first["reward"].tolist() == [0.5] and json.loads(first["task_params"][0]) == {"k": 1}
-    lg.log_episode(block_num=1, exp_num=1, block_type="test", task_name="a_b", reward=0.25,
-                   timestamp="20240101T000001.000000")
-    lg.log_episode(block_num=1, exp_num=2, block_type="test", task_name="a_b", reward=float("nan"),
-                   timestamp="20240101T000002.000000")
+    lg.log_episode(
+        block_num=1, exp_num=1, block_type="test", task_name="a_b", reward=0.25, timestamp="20240101T000001.000000"
+    )
+    lg.log_episode(
+        block_num=1,
+        exp_num=2,
+        block_type="test",
+        task_name="a_b",
+        reward=float("nan"),
+        timestamp="20240101T000002.000000",
+    )
     log = read_log(lg.scenario_dir, raw=True)
     assert log["exp_num"].tolist() == [0, 1, 2] and log["block_type"].tolist() == ["train", "test", "test"]
     assert (lg.scenario_dir / "worker-default" / "1-test" / "data-log.tsv").exists()
@@ -119,8 +156,11 @@ def test_incremental_logger_flushes_every_episode(tmp_path):
 def test_missing_column_names_file_and_column(tmp_path):
     root = _scenario(tmp_path)
     path = root / "w" / "0-train" / "data-log.tsv"
-    _write(path, "block_num\texp_num\tworker_id\tblock_type\ttask_name\ttask_params\ttimestamp\treward\n"
-                 "0\t0\tw\ttrain\ta_b\t{}\t20210101T000000.000000\t1\n")
+    _write(
+        path,
+        "block_num\texp_num\tworker_id\tblock_type\ttask_name\ttask_params\ttimestamp\treward\n"
+        "0\t0\tw\ttrain\ta_b\t{}\t20210101T000000.000000\t1\n",
+    )
     with pytest.raises(L2LogError) as err:
         read_log(root)
     assert str(path) in str(err.value) and "line 1" in str(err.value) and "exp_status" in str(err.value)
@@ -129,16 +169,27 @@ def test_missing_column_names_file_and_column(tmp_path):
 def test_malformed_row_names_file_and_line(tmp_path):
     root = _scenario(tmp_path)
     path = root / "w" / "0-train" / "data-log.tsv"
-    _write(path, HEADER + "0\t0\tw\ttrain\twake\ta_b\t{}\tcomplete\t20210101T000000.000000\t1\n"
-                          "0\t1\tw\ttrain\twake\ta_b\t{}\tcomplete\t1\n")
+    _write(
+        path,
+        HEADER + "0\t0\tw\ttrain\twake\ta_b\t{}\tcomplete\t20210101T000000.000000\t1\n"
+        "0\t1\tw\ttrain\twake\ta_b\t{}\tcomplete\t1\n",
+    )
     with pytest.raises(L2LogError) as err:
         read_log(root)
     assert f"{path} line 3" in str(err.value) and "expected 10" in str(err.value)
 
 
-@pytest.mark.parametrize("field,bad,column", [(1, "x7", "exp_num"), (3, "eval", "block_type"),
-                                              (7, "done", "exp_status"), (9, "abc", "reward"),
-                                              (6, "{not json", "task_params"), (0, "-1", "block_num")])
+@pytest.mark.parametrize(
+    "field,bad,column",
+    [
+        (1, "x7", "exp_num"),
+        (3, "eval", "block_type"),
+        (7, "done", "exp_status"),
+        (9, "abc", "reward"),
+        (6, "{not json", "task_params"),
+        (0, "-1", "block_num"),
+    ],
+)
 def test_bad_values_name_file_line_and_column(tmp_path, field, bad, column):
     root = _scenario(tmp_path)
     path = root / "w" / "0-train" / "data-log.tsv"
@@ -187,9 +238,10 @@ def test_infinite_reward_names_file_line_and_column(tmp_path, bad):
     assert f"{path} line 3, column reward" in str(err.value) and repr(bad) in str(err.value)
 
 
-@pytest.mark.parametrize("field,bad,column", [(1, "10000000000000000000", "exp_num"),
-                                              (0, "10000000000000000000", "block_num"),
-                                              (1, "9" * 5000, "exp_num")])
+@pytest.mark.parametrize(
+    "field,bad,column",
+    [(1, "10000000000000000000", "exp_num"), (0, "10000000000000000000", "block_num"), (1, "9" * 5000, "exp_num")],
+)
 def test_integers_beyond_int64_name_file_line_and_column(tmp_path, field, bad, column):
     path = _two_rows(tmp_path, field, bad)
     with pytest.raises(L2LogError) as err:
@@ -217,8 +269,10 @@ def test_rows_with_a_missing_and_an_extra_field_do_not_balance_out(tmp_path):
     assert f"{path} line 2: expected 10 tab-separated fields, got 11" in str(err.value)
 
 
-@pytest.mark.parametrize("field,bad,what", [(5, "task_/../../../x", "task name"), (5, "a b", "task name"),
-                                            (2, "..", "worker id"), (2, "w/x", "worker id")])
+@pytest.mark.parametrize(
+    "field,bad,what",
+    [(5, "task_/../../../x", "task name"), (5, "a b", "task name"), (2, "..", "worker id"), (2, "w/x", "worker id")],
+)
 def test_unsafe_task_and_worker_names_name_file_line_and_column(tmp_path, field, bad, what):
     from owl_eval.errors import UnsafePathError
 
@@ -271,14 +325,17 @@ def test_non_utf8_data_file_names_file_and_line(tmp_path):
     assert f"{path}, line 2: not UTF-8" in str(err.value)
 
 
-@pytest.mark.parametrize("name,text,words", [
-    ("logger_info.json", '["reward"]', ["expected a JSON object", "got a JSON list"]),
-    ("logger_info.json", '{"metrics_columns": "reward"}', ["metrics_columns: expected a list of column names"]),
-    ("logger_info.json", '{"metrics_columns": ["reward", "score"]}', ["line 1: missing column(s) ['score']"]),
-    ("scenario_info.json", '{\n"a": 1,\n"b": }', ["line 3, column 6: not valid JSON"]),
-    ("scenario_info.json", "[" * 50_000 + "]" * 50_000, ["nested too deeply"]),
-    ("scenario_info.json", '{"n": ' + "9" * 5000 + "}", ["not valid JSON", "4300"]),
-])
+@pytest.mark.parametrize(
+    "name,text,words",
+    [
+        ("logger_info.json", '["reward"]', ["expected a JSON object", "got a JSON list"]),
+        ("logger_info.json", '{"metrics_columns": "reward"}', ["metrics_columns: expected a list of column names"]),
+        ("logger_info.json", '{"metrics_columns": ["reward", "score"]}', ["line 1: missing column(s) ['score']"]),
+        ("scenario_info.json", '{\n"a": 1,\n"b": }', ["line 3, column 6: not valid JSON"]),
+        ("scenario_info.json", "[" * 50_000 + "]" * 50_000, ["nested too deeply"]),
+        ("scenario_info.json", '{"n": ' + "9" * 5000 + "}", ["not valid JSON", "4300"]),
+    ],
+)
 def test_broken_info_files_name_the_file(tmp_path, name, text, words):
     path = _two_rows(tmp_path)
     (path.parents[2] / name).write_text(text)
@@ -287,8 +344,10 @@ def test_broken_info_files_name_the_file(tmp_path, name, text, words):
     assert name in str(err.value) and all(w in str(err.value) for w in words), str(err.value)
 
 
-@pytest.mark.parametrize("bad,words", [("[" * 50_000 + "]" * 50_000, "nested too deeply"),
-                                       ('{"n": ' + "9" * 5000 + "}", "must be valid JSON")])
+@pytest.mark.parametrize(
+    "bad,words",
+    [("[" * 50_000 + "]" * 50_000, "nested too deeply"), ('{"n": ' + "9" * 5000 + "}", "must be valid JSON")],
+)
 def test_task_params_that_break_the_json_parser_name_file_line_and_column(tmp_path, bad, words):
     path = _two_rows(tmp_path, 6, '"' + bad.replace('"', '""') + '"')
     with pytest.raises(L2LogError) as err:
@@ -318,18 +377,28 @@ def test_writers_refuse_what_the_reader_would_refuse(tmp_path):
     from owl_eval.errors import UnsafePathError
 
     with pytest.raises(L2LogError, match=r"column reward, row 1 \(exp_num 1\): inf is not a finite number"):
-        write_log(EpisodeLog.from_columns(block_num=[0, 0], block_type="train", task_name="a_b",
-                                          reward=[1.0, np.inf]), tmp_path, "s")
+        write_log(
+            EpisodeLog.from_columns(block_num=[0, 0], block_type="train", task_name="a_b", reward=[1.0, np.inf]),
+            tmp_path,
+            "s",
+        )
     with pytest.raises(UnsafePathError, match="worker id '..'"):
-        write_log(EpisodeLog.from_columns(block_num=[0], block_type="train", task_name="a_b", worker_id="..",
-                                          reward=[1.0]), tmp_path, "s")
+        write_log(
+            EpisodeLog.from_columns(block_num=[0], block_type="train", task_name="a_b", worker_id="..", reward=[1.0]),
+            tmp_path,
+            "s",
+        )
     with pytest.raises(UnsafePathError, match="scenario folder name"):
         write_log(_sample_log(12), tmp_path, "my scenario")
     lg = L2Logger(tmp_path, "inc", ["reward"], stamp=2.0)
-    for kw, words in ((dict(worker_id="../x"), "worker id '../x'"), (dict(task_name="a/b"), "task name 'a/b'"),
-                      (dict(reward=-math.inf), "reward is -inf, not a finite number")):
+    for kw, words in (
+        (dict(worker_id="../x"), "worker id '../x'"),
+        (dict(task_name="a/b"), "task name 'a/b'"),
+        (dict(reward=-math.inf), "reward is -inf, not a finite number"),
+    ):
         with pytest.raises(ValueError, match=words.replace("(", r"\(")):
-            lg.log_episode(**({"block_num": 0, "exp_num": 0, "block_type": "train", "task_name": "a_b",
-                               "reward": 1.0} | kw))
+            lg.log_episode(
+                **({"block_num": 0, "exp_num": 0, "block_type": "train", "task_name": "a_b", "reward": 1.0} | kw)
+            )
     lg.close()
     assert not (tmp_path / "x").exists() and not list(lg.scenario_dir.rglob("data-log.tsv"))

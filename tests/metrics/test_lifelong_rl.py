@@ -1,14 +1,27 @@
 """Lifelong-RL metrics: hand-computed values on small logs, l2metrics' own smoothing test, N/A reasons."""
+
 import math
 
 import numpy as np
 import pytest
 
 from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log
-from owl_eval.metrics.lifelong_rl import (LIFETIME_NAMES, SPECS, evaluate_log, evaluate_log_results,
-                                 performance_maintenance, performance_recovery, recovery_time, sample_efficiency,
-                                 saturation, smooth, ste_relative_performance, terminal_performance,
-                                 time_to_learn, time_to_saturation)
+from owl_eval.metrics.lifelong_rl import (
+    LIFETIME_NAMES,
+    SPECS,
+    evaluate_log,
+    evaluate_log_results,
+    performance_maintenance,
+    performance_recovery,
+    recovery_time,
+    sample_efficiency,
+    saturation,
+    smooth,
+    ste_relative_performance,
+    terminal_performance,
+    time_to_learn,
+    time_to_saturation,
+)
 from owl_eval.metrics.results import NA, MetricResults
 from owl_eval.metrics.validation import MetricInputError
 
@@ -24,17 +37,24 @@ def make_log(blocks, **kw) -> EpisodeLog:
         tn += [task] * len(r)
         sub += [subtype] * len(r)
         rw += list(r)
-    return EpisodeLog.from_columns(block_num=np.array(bn), block_type=np.array(bt, dtype=object),
-                                   task_name=np.array(tn, dtype=object), block_subtype=np.array(sub, dtype=object),
-                                   reward=np.array(rw, dtype=float), **kw)
+    return EpisodeLog.from_columns(
+        block_num=np.array(bn),
+        block_type=np.array(bt, dtype=object),
+        task_name=np.array(tn, dtype=object),
+        block_subtype=np.array(sub, dtype=object),
+        reward=np.array(rw, dtype=float),
+        **kw,
+    )
 
 
 # ------------------------------------------------------------------------------------------ smoothing
 
+
 def test_smooth_matches_l2metrics_own_test():
     # l2metrics tests/test_preprocessing.py::test_smoothing
-    assert np.allclose(smooth(np.arange(1, 11), window_len=3), (2, 1.66666667, 2, 3, 4, 5, 6, 7, 8, 9),
-                       rtol=1e-5, atol=1e-8)
+    assert np.allclose(
+        smooth(np.arange(1, 11), window_len=3), (2, 1.66666667, 2, 3, 4, 5, 6, 7, 8, 9), rtol=1e-5, atol=1e-8
+    )
 
 
 def _loop_smooth(x, window_len=None):
@@ -45,10 +65,10 @@ def _loop_smooth(x, window_len=None):
         window_len = min(int(n * 0.2), 100)
     if window_len < 3:
         return x
-    s = x[window_len - 1:0:-1] + x + x[-2:-window_len - 1:-1]
-    y = [sum(s[j:j + window_len]) / window_len for j in range(len(s) - window_len + 1)]
+    s = x[window_len - 1 : 0 : -1] + x + x[-2 : -window_len - 1 : -1]
+    y = [sum(s[j : j + window_len]) / window_len for j in range(len(s) - window_len + 1)]
     start = int(math.floor(window_len / 2 - 1))
-    return y[start:len(y) - int(math.ceil(window_len / 2))]
+    return y[start : len(y) - int(math.ceil(window_len / 2))]
 
 
 @pytest.mark.parametrize("n", [1, 2, 14, 15, 16, 37, 100, 499, 501, 1200])
@@ -64,6 +84,7 @@ def test_short_curves_are_not_smoothed():
 
 
 # ---------------------------------------------------------------------------------- block functions
+
 
 def test_saturation_and_time_to_saturation_by_hand():
     # n = 20 -> window int(0.2*20) = 4, output j = mean(padded[j+1 .. j+4]); padded = [0,0,0] + x + [10,10,10]
@@ -106,13 +127,17 @@ def test_performance_maintenance_by_hand():
 # --------------------------------------------------------------------------- full pipeline by hand
 
 HAND = [
-    ("test", "a_x", [2, 2]), ("test", "b_y", [4, 4]),
+    ("test", "a_x", [2, 2]),
+    ("test", "b_y", [4, 4]),
     ("train", "a_x", list(range(1, 11))),  # n=10: not smoothed; term = mean(x[9:]) = 10
-    ("test", "a_x", [6, 6]), ("test", "b_y", [5, 5]),
+    ("test", "a_x", [6, 6]),
+    ("test", "b_y", [5, 5]),
     ("train", "b_y", [2, 4, 6, 8, 10]),  # term = mean(x[4:]) = 10
-    ("test", "a_x", [5, 5]), ("test", "b_y", [8, 8]),
+    ("test", "a_x", [5, 5]),
+    ("test", "b_y", [8, 8]),
     ("train", "a_x", [4, 8, 12, 12, 12]),  # recovery vs 10: first index >= 10 is 2
-    ("test", "a_x", [7, 7]), ("test", "b_y", [8, 8]),
+    ("test", "a_x", [7, 7]),
+    ("test", "b_y", [8, 8]),
 ]
 
 
@@ -176,6 +201,7 @@ def test_variant_agnostic_merges_variants():
 
 # ------------------------------------------------------------------------------------------ STE
 
+
 def test_ste_metrics_by_hand():
     agent = make_log([("train", "a_x", list(range(1, 11)))])  # sat 10 at episode 9, sum 55
     ste = make_log([("train", "a_x", [2, 4, 6, 8, 10, 10, 10, 10, 10, 10])])  # sat 10 at 4, sum 80
@@ -210,12 +236,21 @@ def test_ste_log_must_train_one_task():
 
 # ------------------------------------------------------------------------------- N/A, never a crash
 
+
 def test_one_row_log_gives_numbers_or_reasons():
     res = evaluate_log(make_log([("train", "a_x", [3.0])]))
     assert set(res["lifetime"]) == set(LIFETIME_NAMES)
     assert res["lifetime"]["saturation"] == 1.0  # constant task normalises to the offset
-    for name in ("perf_recovery", "perf_maintenance_mrlep", "forward_transfer_ratio", "ste_rel_perf",
-                 "sample_efficiency", "avg_eval_perf", "recovery_time", "time_to_learn"):
+    for name in (
+        "perf_recovery",
+        "perf_maintenance_mrlep",
+        "forward_transfer_ratio",
+        "ste_rel_perf",
+        "sample_efficiency",
+        "avg_eval_perf",
+        "recovery_time",
+        "time_to_learn",
+    ):
         assert isinstance(res["lifetime"][name], NA) and res["lifetime"][name].reason
     assert "STE" in res["lifetime"]["ste_rel_perf"].reason
     assert "evaluation" in res["lifetime"]["perf_maintenance_mrlep"].reason
@@ -256,6 +291,9 @@ def test_bad_options_are_clear_errors():
 def test_metrics_read_no_files(tmp_path):
     """A log directory is read by owl_eval.formats.l2logger, never by the metrics: a path is refused."""
     out = write_log(make_log(HAND), tmp_path, "hand")
-    with pytest.raises(MetricInputError, match=r"^log: expected an EpisodeLog \(read a log directory with "
-                                               r"owl_eval.formats.l2logger.read_log first\), got PosixPath"):
+    with pytest.raises(
+        MetricInputError,
+        match=r"^log: expected an EpisodeLog \(read a log directory with "
+        r"owl_eval.formats.l2logger.read_log first\), got PosixPath",
+    ):
         evaluate_log(out)

@@ -1,6 +1,7 @@
 """The vectorised pipeline against a plain-loop implementation of l2metrics 3.1's documented algorithm
 (per regime: smooth train blocks, normalise per task to [1, 101], smooth again for saturation, terminal
 performance on the last 10%, recovery against the previous training block of the task)."""
+
 import math
 
 import numpy as np
@@ -16,9 +17,9 @@ def loop_smooth(x):
     w = min(int(n * 0.2), 100)
     if w < 3:
         return x
-    s = x[w - 1:0:-1] + x + x[-2:-w - 1:-1]
-    y = [sum(s[j:j + w]) / w for j in range(len(s) - w + 1)]
-    return y[int(math.floor(w / 2 - 1)):len(y) - int(math.ceil(w / 2))]
+    s = x[w - 1 : 0 : -1] + x + x[-2 : -w - 1 : -1]
+    y = [sum(s[j : j + w]) / w for j in range(len(s) - w + 1)]
+    return y[int(math.floor(w / 2 - 1)) : len(y) - int(math.ceil(w / 2))]
 
 
 def loop_reference(blocks):
@@ -36,7 +37,7 @@ def loop_reference(blocks):
         m = max(sm)
         sat.append(m)
         tts.append(next(i for i, v in enumerate(sm) if v >= m - 1e-9))
-        tail = p[int((1 - (1.0 if t == "test" else 0.1)) * len(p)):]
+        tail = p[int((1 - (1.0 if t == "test" else 0.1)) * len(p)) :]
         term.append(sum(tail) / len(tail))
         if t == "train" and task in last_train_term:
             ref = last_train_term[task]
@@ -59,9 +60,12 @@ def test_block_table_equals_loop_reference(seed):
         blocks.append((t, task, list(np.cumsum(rng.normal(0.05, 1.0, n)))))
     # merge-proof: consecutive blocks always differ in block_num, so each block is its own regime
     bn = np.concatenate([[i] * len(r) for i, (_, _, r) in enumerate(blocks)])
-    log = EpisodeLog.from_columns(block_num=bn, block_type=np.concatenate([[t] * len(r) for t, _, r in blocks]).astype(object),
-                                  task_name=np.concatenate([[k] * len(r) for _, k, r in blocks]).astype(object),
-                                  reward=np.concatenate([r for _, _, r in blocks]))
+    log = EpisodeLog.from_columns(
+        block_num=bn,
+        block_type=np.concatenate([[t] * len(r) for t, _, r in blocks]).astype(object),
+        task_name=np.concatenate([[k] * len(r) for _, k, r in blocks]).astype(object),
+        reward=np.concatenate([r for _, _, r in blocks]),
+    )
     res = evaluate_log(log)
     sat, tts, term, rec = loop_reference(blocks)
     b = res["blocks"]

@@ -5,6 +5,7 @@ every name made from it (``baseline.``, ``@threshold``, ``task/<task>/``, ``by_t
 ``time/``) resolves to that declaration, by name and by MLflow key; (2) each protocol's ``evaluate`` on a
 small real record reports only declared names, and every finite value lies within its declared bounds.
 """
+
 from __future__ import annotations
 
 import functools
@@ -13,12 +14,12 @@ import math
 import numpy as np
 import pytest
 
+from owl_eval.errors import ConfigError
+from owl_eval.evaluation import evaluation_for
+from owl_eval.evaluation.selection import check_names, select
 from owl_eval.metrics.registry import PROTOCOL_MODULES, base_name, is_series_key, spec_for, spec_for_key, specs
 from owl_eval.metrics.results import MetricResults
-from owl_eval.errors import ConfigError
-from owl_eval.evaluation.selection import check_names, select
 from owl_eval.runner.tracking import metric_key
-from owl_eval.evaluation import evaluation_for
 
 PROTOCOLS = sorted(PROTOCOL_MODULES)
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters
@@ -56,14 +57,26 @@ def test_names_that_were_lost_on_the_way_back():
     assert spec_for_key("ond", "baseline.fpr_at_95tpr").name == "fpr_at_95tpr"
     assert spec_for_key("ond", "m2_cdt_pct_at_0.3").name == "m2_cdt_pct@0.3"
     assert spec_for_key("ond", "ndp_f1_post_at_0.175").name == "ndp_f1_post@0.175"
-    for protocol, key in (("ond", "fpr"), ("ond", "m2_cdt_pct_at_0.42"), ("continual", "baseline.forgetting"),
-                          ("trajectory", "min_ade_0_marginal"), ("lifelong_rl", "task/a/b/saturation"), ("ond", "time/")):
+    for protocol, key in (
+        ("ond", "fpr"),
+        ("ond", "m2_cdt_pct_at_0.42"),
+        ("continual", "baseline.forgetting"),
+        ("trajectory", "min_ade_0_marginal"),
+        ("lifelong_rl", "task/a/b/saturation"),
+        ("ond", "time/"),
+    ):
         assert spec_for_key(protocol, key) is None, key
 
 
 @pytest.mark.parametrize("k", [1, 5, 20, 50, 100])
 def test_trajectory_per_k_names_for_any_k(k):
-    for template in ("ade_{k}_marginal", "fde_{k}_joint", "min_ade_{k}_marginal", "min_fde_{k}_joint", "miss_rate_{k}_joint"):
+    for template in (
+        "ade_{k}_marginal",
+        "fde_{k}_joint",
+        "min_ade_{k}_marginal",
+        "min_fde_{k}_joint",
+        "miss_rate_{k}_joint",
+    ):
         name = template.format(k=k)
         spec = spec_for("trajectory", name)
         assert spec is not None and spec.name == name and spec.direction == "minimize", name
@@ -72,7 +85,10 @@ def test_trajectory_per_k_names_for_any_k(k):
 
 def test_series_are_recognised():
     assert is_series_key("ond", "top1_batch") and spec_for_key("ond", "top1_batch").name == "top1"
-    assert is_series_key("ond", "m21_fp_pct_vs_threshold") and spec_for_key("ond", "m21_fp_pct_vs_threshold").direction == "minimize"
+    assert (
+        is_series_key("ond", "m21_fp_pct_vs_threshold")
+        and spec_for_key("ond", "m21_fp_pct_vs_threshold").direction == "minimize"
+    )
     assert is_series_key("continual", "by_task/forgetting") and is_series_key("continual", "task/2/accuracy")
     assert is_series_key("trajectory", "displacement_by_step_marginal") and is_series_key("lifelong_rl", "reward")
     assert not is_series_key("ond", "top1") and not is_series_key("lifelong_rl", "task/a/saturation")
@@ -87,12 +103,30 @@ def ond_results() -> list[MetricResults]:
     from owl_eval.protocols.ond import OndProtocol
 
     out = []
-    for condition, agent in (("system", KnnNoveltyAgent()), ("given", KnnNoveltyAgent()), ("system", ClosedWorldAgent())):
-        protocol = OndProtocol(condition=condition, known_classes=6, num_trials=4, trials_without_novelty=1,
-                               pre_novelty=20, post_novelty=30, batch_size=10)
-        record = protocol.run(domain=DigitsDomain(), agent=agent, baseline=ClosedWorldAgent(),
-                              rng=np.random.default_rng(3), progress=False)
-        out.append(evaluation_for("ond").evaluate(record, {"threshold": 0.5, "asymptotic_width": 20, "threshold_grid": True}))
+    for condition, agent in (
+        ("system", KnnNoveltyAgent()),
+        ("given", KnnNoveltyAgent()),
+        ("system", ClosedWorldAgent()),
+    ):
+        protocol = OndProtocol(
+            condition=condition,
+            known_classes=6,
+            num_trials=4,
+            trials_without_novelty=1,
+            pre_novelty=20,
+            post_novelty=30,
+            batch_size=10,
+        )
+        record = protocol.run(
+            domain=DigitsDomain(),
+            agent=agent,
+            baseline=ClosedWorldAgent(),
+            rng=np.random.default_rng(3),
+            progress=False,
+        )
+        out.append(
+            evaluation_for("ond").evaluate(record, {"threshold": 0.5, "asymptotic_width": 20, "threshold_grid": True})
+        )
     return out
 
 
@@ -101,8 +135,12 @@ def continual_results() -> list[MetricResults]:
     from owl_eval.protocols.continual.record import ContinualRecord
 
     A = np.array([[0.9, 0.1, 0.2], [0.6, 0.8, 0.3], [0.5, 0.7, 0.95]])
-    full = ContinualRecord("class_incremental", A, np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5)))
-    partial = ContinualRecord("class_incremental", A[:0], np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5)))
+    full = ContinualRecord(
+        "class_incremental", A, np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5))
+    )
+    partial = ContinualRecord(
+        "class_incremental", A[:0], np.array([0.1, 0.15, 0.05]), np.array([30, 50, 20]), ((0, 1), (2, 3), (4, 5))
+    )
     return [evaluation_for("continual").evaluate(full), evaluation_for("continual").evaluate(partial)]
 
 
@@ -111,9 +149,12 @@ def trajectory_results() -> list[MetricResults]:
     from owl_eval.domains.crowd_sim import CrowdSimDomain
     from owl_eval.protocols.trajectory import TrajectoryProtocol
 
-    record = TrajectoryProtocol(num_preds=30).run(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),
-                                                  agent=ConstantVelocityNoisePredictor(), rng=np.random.default_rng(4),
-                                                  progress=False)
+    record = TrajectoryProtocol(num_preds=30).run(
+        domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),
+        agent=ConstantVelocityNoisePredictor(),
+        rng=np.random.default_rng(4),
+        progress=False,
+    )
     return [evaluation_for("trajectory").evaluate(record, {"k_values": [5, 20]})]
 
 
@@ -123,9 +164,16 @@ def lifelong_rl_results() -> list[MetricResults]:
     from owl_eval.protocols.lifelong_rl.record import RLRecord
 
     rng = np.random.default_rng(5)
-    blocks = [("test", "cartpole_default", 3), ("train", "cartpole_default", 20), ("test", "frozen lake@v1", 3),
-              ("train", "frozen lake@v1", 20), ("test", "cartpole_default", 3), ("train", "cartpole_default", 20),
-              ("test", "cartpole_default", 3), ("test", "frozen lake@v1", 3)]
+    blocks = [
+        ("test", "cartpole_default", 3),
+        ("train", "cartpole_default", 20),
+        ("test", "frozen lake@v1", 3),
+        ("train", "frozen lake@v1", 20),
+        ("test", "cartpole_default", 3),
+        ("train", "cartpole_default", 20),
+        ("test", "cartpole_default", 3),
+        ("test", "frozen lake@v1", 3),
+    ]
 
     def log_of(blocks):
         cols = {"block_num": [], "block_type": [], "task_name": [], "reward": []}
@@ -134,16 +182,28 @@ def lifelong_rl_results() -> list[MetricResults]:
             cols["block_type"] += [kind] * n
             cols["task_name"] += [task] * n
             cols["reward"] += list(np.cumsum(rng.random(n)))
-        return EpisodeLog.from_columns(block_num=np.array(cols["block_num"]), block_type=np.array(cols["block_type"], dtype=object),
-                                       task_name=np.array(cols["task_name"], dtype=object), reward=np.array(cols["reward"]))
+        return EpisodeLog.from_columns(
+            block_num=np.array(cols["block_num"]),
+            block_type=np.array(cols["block_type"], dtype=object),
+            task_name=np.array(cols["task_name"], dtype=object),
+            reward=np.array(cols["reward"]),
+        )
 
-    record = RLRecord(log=log_of(blocks), ste_logs={"cartpole_default": log_of([("train", "cartpole_default", 30)])},
-                      ste_status={"cartpole_default": "reused", "frozen lake@v1": "missing"}, timings={"syllabus_s": 1.5})
+    record = RLRecord(
+        log=log_of(blocks),
+        ste_logs={"cartpole_default": log_of([("train", "cartpole_default", 30)])},
+        ste_status={"cartpole_default": "reused", "frozen lake@v1": "missing"},
+        timings={"syllabus_s": 1.5},
+    )
     return [evaluation_for("lifelong_rl").evaluate(record, {})]
 
 
-RECORDS = {"ond": ond_results, "continual": continual_results, "trajectory": trajectory_results,
-           "lifelong_rl": lifelong_rl_results}
+RECORDS = {
+    "ond": ond_results,
+    "continual": continual_results,
+    "trajectory": trajectory_results,
+    "lifelong_rl": lifelong_rl_results,
+}
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
@@ -188,17 +248,28 @@ def test_constant_by_construction_values_are_not_numbers():
 def test_check_names_validates_against_declarations_only():
     assert check_names("ond", None) is None
     assert check_names("ond", ["top1", "fpr_at_95tpr", "m2_cdt_pct@0.3", "baseline.top1", "top1_batch"]) == [
-        "top1", "fpr_at_95tpr", "m2_cdt_pct@0.3", "baseline.top1", "top1_batch"]
+        "top1",
+        "fpr_at_95tpr",
+        "m2_cdt_pct@0.3",
+        "baseline.top1",
+        "top1_batch",
+    ]
     assert check_names("trajectory", ["min_ade_5_marginal"]) == ["min_ade_5_marginal"]
-    assert check_names("lifelong_rl", ("saturation", "ste/missing", "time/syllabus_s")) == ["saturation", "ste/missing", "time/syllabus_s"]
-    cases = [("ond", "top1", "expected a list of metric names or null, got str"),
-             ("ond", 3, "expected a list of metric names or null, got int"),
-             ("ond", [], "the list is empty"),
-             ("ond", ["top1", 7], r"metrics.names\[1\]: expected a metric name"),
-             ("ond", ["top1", "m9"], r"unknown metric\(s\) \['m9'\] for protocol 'ond'; valid names: .*'m2_cdt_pct'"),
-             ("ond", ["fpr"], r"unknown metric\(s\) \['fpr'\]"),
-             ("continual", ["baseline.forgetting"], "unknown metric"),
-             ("nope", ["top1"], "unknown protocol 'nope'")]
+    assert check_names("lifelong_rl", ("saturation", "ste/missing", "time/syllabus_s")) == [
+        "saturation",
+        "ste/missing",
+        "time/syllabus_s",
+    ]
+    cases = [
+        ("ond", "top1", "expected a list of metric names or null, got str"),
+        ("ond", 3, "expected a list of metric names or null, got int"),
+        ("ond", [], "the list is empty"),
+        ("ond", ["top1", 7], r"metrics.names\[1\]: expected a metric name"),
+        ("ond", ["top1", "m9"], r"unknown metric\(s\) \['m9'\] for protocol 'ond'; valid names: .*'m2_cdt_pct'"),
+        ("ond", ["fpr"], r"unknown metric\(s\) \['fpr'\]"),
+        ("continual", ["baseline.forgetting"], "unknown metric"),
+        ("nope", ["top1"], "unknown protocol 'nope'"),
+    ]
     for protocol, names, message in cases:
         with pytest.raises(ConfigError, match=message) as info:
             check_names(protocol, names)
@@ -206,8 +277,16 @@ def test_check_names_validates_against_declarations_only():
 
 
 def test_select_keeps_a_name_and_the_names_made_from_it():
-    results = MetricResults(values={"top1": 0.5, "baseline.top1": 0.4, "m2_cdt_pct@0.3": 50.0, "m2_cdt_pct": 40.0,
-                                    "fpr_at_95tpr": 0.2, "oscr": 0.7})
+    results = MetricResults(
+        values={
+            "top1": 0.5,
+            "baseline.top1": 0.4,
+            "m2_cdt_pct@0.3": 50.0,
+            "m2_cdt_pct": 40.0,
+            "fpr_at_95tpr": 0.2,
+            "oscr": 0.7,
+        }
+    )
     kept = select(results, "ond", ["top1", "m2_cdt_pct@0.3", "fpr_at_95tpr"])
     assert kept.values == {"top1": 0.5, "baseline.top1": 0.4, "m2_cdt_pct@0.3": 50.0, "fpr_at_95tpr": 0.2}
     assert select(results, "ond", ["m2_cdt_pct"]).values == {"m2_cdt_pct@0.3": 50.0, "m2_cdt_pct": 40.0}

@@ -3,6 +3,7 @@
 Expected values are computed by hand (the arithmetic is in the comments) or by ``loop_program_metrics``
 below, a one-sample-at-a-time reading of METRICS.md section 1 that shares no code with owl_eval.metrics.ond.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,18 @@ def class_scores(gt_class, ranks, n_columns):
     return np.array([row_with_rank(g, r, n_columns) for g, r in zip(gt_class, ranks)])
 
 
-def make_trial(gt_class, red_light=None, *, pwc=None, p_class=None, ranks=None, n_columns=4, batch_size=2,
-               gt_novel=None, trial_id="t"):
+def make_trial(
+    gt_class,
+    red_light=None,
+    *,
+    pwc=None,
+    p_class=None,
+    ranks=None,
+    n_columns=4,
+    batch_size=2,
+    gt_novel=None,
+    trial_id="t",
+):
     gt_class = np.asarray(gt_class)
     n = gt_class.size
     if gt_novel is None:
@@ -61,8 +72,15 @@ def make_trial(gt_class, red_light=None, *, pwc=None, p_class=None, ranks=None, 
         pwc = np.zeros(n)
     if p_class is None:
         p_class = class_scores(gt_class, ranks if ranks is not None else [0] * n, n_columns)
-    return OndTrial(gt_class, np.asarray(gt_novel), red_light, np.asarray(pwc, dtype=float), np.asarray(p_class, dtype=float),
-                    batch_size, trial_id=trial_id)
+    return OndTrial(
+        gt_class,
+        np.asarray(gt_novel),
+        red_light,
+        np.asarray(pwc, dtype=float),
+        np.asarray(p_class, dtype=float),
+        batch_size,
+        trial_id=trial_id,
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -232,7 +250,9 @@ def test_m6_asymptotic_width():
     # last 4 samples of T1: agent top-1 [0,1,0,1] = 1/2, baseline [0,0,0,1] = 1/4 -> 2
     assert r["m6_apti_top1"] == pytest.approx(2.0)
     # width longer than the trial: the whole trial, agent 3/6, baseline 3/6 -> 1
-    assert program_metrics(accuracy_trials(), baseline_trials(), asymptotic_width=100)["m6_apti_top1"] == pytest.approx(1.0)
+    assert program_metrics(accuracy_trials(), baseline_trials(), asymptotic_width=100)["m6_apti_top1"] == pytest.approx(
+        1.0
+    )
 
 
 def test_nrp_window_asymptotic_vs_post():
@@ -305,7 +325,9 @@ def test_baseline_with_zero_pre_novelty_accuracy_is_excluded():
     # per trial: N/A with the reason
     value = novelty_reaction_performance(agent3.gt_class, agent3.p_class, baseline3.p_class, 2, k=1)
     assert isinstance(value, NA) and "baseline top-1 accuracy before the red light is 0" in value.reason
-    assert novelty_reaction_performance(agent3.gt_class, agent3.p_class, baseline3.p_class, 2, k=3) == pytest.approx(100.0)
+    assert novelty_reaction_performance(agent3.gt_class, agent3.p_class, baseline3.p_class, 2, k=3) == pytest.approx(
+        100.0
+    )
     # all trials excluded -> the metric is N/A
     only = program_metrics([agent3], [baseline3])
     assert isinstance(only["m3_nrp_top1"], NA) and "excluded" in only["m3_nrp_top1"].reason
@@ -316,9 +338,13 @@ def test_baseline_with_zero_pre_novelty_accuracy_is_excluded():
 def test_per_trial_reaction_functions_by_hand():
     t1, b1 = accuracy_trials()[0], baseline_trials()[0]
     assert novelty_reaction_performance(t1.gt_class, t1.p_class, b1.p_class, 3, k=1) == pytest.approx(100.0)
-    assert novelty_reaction_performance(t1.gt_class, t1.p_class, b1.p_class, 3, k=1, window="asymptotic", asymptotic_width=2) == pytest.approx(75.0)
+    assert novelty_reaction_performance(
+        t1.gt_class, t1.p_class, b1.p_class, 3, k=1, window="asymptotic", asymptotic_width=2
+    ) == pytest.approx(75.0)
     assert overall_performance_task_improvement(t1.gt_class, t1.p_class, b1.p_class, 3) == pytest.approx(2 / 3)
-    assert asymptotic_performance_task_improvement(t1.gt_class, t1.p_class, b1.p_class, asymptotic_width=4) == pytest.approx(2.0)
+    assert asymptotic_performance_task_improvement(
+        t1.gt_class, t1.p_class, b1.p_class, asymptotic_width=4
+    ) == pytest.approx(2.0)
     assert isinstance(novelty_reaction_performance(t1.gt_class, t1.p_class, b1.p_class, None), NA)
 
 
@@ -501,7 +527,9 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
     pos = [s for s, v in zip(all_p0, all_novel) if v]
     neg = [s for s, v in zip(all_p0, all_novel) if not v]
     if pos and neg:
-        out["auroc_novel"] = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg) / (len(pos) * len(neg))
+        out["auroc_novel"] = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in pos for b in neg) / (
+            len(pos) * len(neg)
+        )
         for t in sorted(set(all_p0), reverse=True):
             if sum(1 for s in pos if s >= t) / len(pos) >= 0.95:
                 out["fpr_at_95tpr"] = sum(1 for s in neg if s >= t) / len(neg)
@@ -558,7 +586,9 @@ def test_vectorised_equals_plain_loop_on_random_trials(seed):
     window = "post" if seed % 2 == 0 else "asymptotic"
     width = int(rng.integers(1, 15))
     condition = "system" if seed % 3 else "given"
-    r = program_metrics(agents, baselines, threshold=threshold, asymptotic_width=width, nrp_window=window, condition=condition)
+    r = program_metrics(
+        agents, baselines, threshold=threshold, asymptotic_width=width, nrp_window=window, condition=condition
+    )
     expected, series = loop_program_metrics(agents, baselines, threshold, width, window)
     prefix = "m3" if condition == "system" else "m4"
     expected[f"{prefix}_nrp_top1"] = expected.pop("nrp_top1")
@@ -600,7 +630,9 @@ def test_every_reported_name_is_declared():
     assert len(declared) == len(SPECS)
     agent3, baseline3 = zero_baseline_trial()
     for condition in ("system", "given"):
-        r = program_metrics(accuracy_trials() + [agent3], baseline_trials() + [baseline3], condition=condition, threshold_grid=True)
+        r = program_metrics(
+            accuracy_trials() + [agent3], baseline_trials() + [baseline3], condition=condition, threshold_grid=True
+        )
         names = set(r.values) | set(r.na)
         assert names <= set(declared), names - set(declared)
         for name, value in r.values.items():
@@ -618,8 +650,15 @@ def test_every_reported_name_is_declared():
 # bad input
 # --------------------------------------------------------------------------------------------------
 
-GOOD = dict(gt_class=[1, 0, 2], gt_novel=[0, 1, 0], red_light=1, p_world_changed=[0.1, 0.5, 0.9],
-            p_class=[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]], batch_size=2, trial_id="trial-7")
+GOOD = dict(
+    gt_class=[1, 0, 2],
+    gt_novel=[0, 1, 0],
+    red_light=1,
+    p_world_changed=[0.1, 0.5, 0.9],
+    p_class=[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2], [0.1, 0.1, 0.8]],
+    batch_size=2,
+    trial_id="trial-7",
+)
 
 
 def bad(**changes):
@@ -633,7 +672,11 @@ def bad(**changes):
         (bad(p_world_changed=[0.1, 0.5]), "p_world_changed", "shape"),
         (bad(gt_novel=[[0, 1, 0]]), "gt_novel", "1-D"),
         (bad(p_world_changed=[0.1, float("nan"), 0.9]), "p_world_changed", "NaN at sample 1 (batch 0"),
-        (bad(p_class=[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2], [0.1, float("nan"), 0.8]]), "p_class", "NaN at sample 2 (batch 1"),
+        (
+            bad(p_class=[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2], [0.1, float("nan"), 0.8]]),
+            "p_class",
+            "NaN at sample 2 (batch 1",
+        ),
         (bad(p_world_changed=[0.1, 1.5, 0.9]), "p_world_changed", "outside [0, 1]"),
         (bad(p_class=[[0.2, 0.5, 0.3], [1.2, -0.2, 0.0], [0.1, 0.1, 0.8]]), "p_class", "outside [0, 1]"),
         (bad(p_class=[[0.2, 0.5, 0.3], [0.6, 0.2, 0.2], [0.1, 0.1, 0.7]]), "p_class", "sum to 1"),
@@ -715,9 +758,16 @@ def test_agrees_with_sail_on_client_on_ordinary_inputs():
         assert first == (n + 1 if ours is None else ours + 1)
         # top-k on any slice (the reference rounds to 5 decimals)
         for k in (1, 3):
-            assert top_k_accuracy(gt_class, p_class, k=k) == pytest.approx(utils.topk_accuracy(p_class, gt_class, k=k), abs=5e-6)
+            assert top_k_accuracy(gt_class, p_class, k=k) == pytest.approx(
+                utils.topk_accuracy(p_class, gt_class, k=k), abs=5e-6
+            )
         # per-sample detection after the red light
         ndp = reference.m_ndp(p_class[:, 0], gt_novel, mode="post_novelty")
         mine = novelty_detection_performance(gt_novel[red_light:], p_class[red_light:, 0], threshold=0.5)
-        for rate, key in (("precision", "precision_0.5"), ("recall", "recall_0.5"), ("f1", "f1_score_0.5"), ("accuracy", "accuracy_0.5")):
+        for rate, key in (
+            ("precision", "precision_0.5"),
+            ("recall", "recall_0.5"),
+            ("f1", "f1_score_0.5"),
+            ("accuracy", "accuracy_0.5"),
+        ):
             assert mine[rate] == pytest.approx(ndp[key], abs=5e-6)

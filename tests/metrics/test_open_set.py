@@ -1,4 +1,5 @@
 """Open-set metrics: hand cases, plain-loop definitions and sklearn."""
+
 from __future__ import annotations
 
 import itertools
@@ -10,7 +11,6 @@ from sklearn.metrics import average_precision_score, roc_auc_score
 from owl_eval.metrics.open_set import auroc, average_precision, fpr_at_tpr, novelty_score_metrics, oscr
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError
-
 
 # ---- plain definitions, one sample or one pair at a time ----------------------------------------
 
@@ -128,7 +128,9 @@ def test_fpr_at_tpr_matches_threshold_loop():
         y[0], y[1] = 0, 1
         s = rng.integers(0, 8, n) / 7.0
         for tpr in (0.95, 0.5, 1.0):
-            assert fpr_at_tpr(y, s, tpr=tpr) == pytest.approx(fpr_at_tpr_by_thresholds(y.tolist(), s.tolist(), tpr), abs=1e-12)
+            assert fpr_at_tpr(y, s, tpr=tpr) == pytest.approx(
+                fpr_at_tpr_by_thresholds(y.tolist(), s.tolist(), tpr), abs=1e-12
+            )
 
 
 def test_novelty_score_metrics_equal_the_single_functions():
@@ -199,7 +201,12 @@ def test_ties_are_order_independent():
     reference = (auroc(y, s), average_precision(y, s), fpr_at_tpr(y, s), oscr(y, s, correct))
     for perm in itertools.islice(itertools.permutations(range(7)), 0, 5040, 97):
         p = list(perm)
-        assert (auroc(y[p], s[p]), average_precision(y[p], s[p]), fpr_at_tpr(y[p], s[p]), oscr(y[p], s[p], correct[p])) == pytest.approx(reference, abs=1e-12)
+        assert (
+            auroc(y[p], s[p]),
+            average_precision(y[p], s[p]),
+            fpr_at_tpr(y[p], s[p]),
+            oscr(y[p], s[p], correct[p]),
+        ) == pytest.approx(reference, abs=1e-12)
 
 
 def test_scores_outside_unit_interval_and_negative_zero():
@@ -214,7 +221,9 @@ def test_scores_outside_unit_interval_and_negative_zero():
         assert auroc(y, logits) == pytest.approx(auroc_by_pairs(y.tolist(), logits.tolist()), abs=1e-12)
         assert average_precision(y, logits) == pytest.approx(average_precision_score(y, logits), abs=1e-12)
         correct = rng.integers(0, 2, n)
-        assert oscr(y, logits, correct) == pytest.approx(oscr_by_thresholds(y.tolist(), logits.tolist(), correct.tolist()), abs=1e-12)
+        assert oscr(y, logits, correct) == pytest.approx(
+            oscr_by_thresholds(y.tolist(), logits.tolist(), correct.tolist()), abs=1e-12
+        )
     # -0.0 == 0.0: one tie group, not two
     assert auroc([1, 0], [-0.0, 0.0]) == 0.5
     assert oscr([0, 1], [0.0, -0.0], [1, 0]) == 0.5

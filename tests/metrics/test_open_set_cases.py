@@ -1,6 +1,7 @@
 """Open-set hand cases not in test_open_set.py / test_ond.py: samples pooled over several trials (one
 without novelty), ties that mix novel and known samples inside one group, p_unknown tied with the
 true class's score, and constant scores (the closed-world baseline), which rank nothing."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,18 +14,37 @@ from owl_eval.metrics.results import NA
 def trial(gt_class, p_class, trial_id):
     gt_novel = [1 if g == 0 else 0 for g in gt_class]
     red = gt_novel.index(1) if 1 in gt_novel else None
-    return OndTrial(gt_class=gt_class, gt_novel=gt_novel, red_light=red, p_world_changed=[0.0] * len(gt_class),
-                    p_class=p_class, batch_size=2, trial_id=trial_id)
+    return OndTrial(
+        gt_class=gt_class,
+        gt_novel=gt_novel,
+        red_light=red,
+        p_world_changed=[0.0] * len(gt_class),
+        p_class=p_class,
+        batch_size=2,
+        trial_id=trial_id,
+    )
 
 
 def test_open_set_pooled_over_trials_with_mixed_tie_groups():
     # rows [p_unknown, p_1, p_2]                   known-class prediction (argmax of p_1, p_2; ties -> column 1)
-    a = trial([1, 2, 0, 0], [[0.2, 0.7, 0.1],    # A0 known 1: predicts 1, right, confidence 0.7
-                             [0.4, 0.2, 0.4],    # A1 known 2: predicts 2, right (p_unknown ties p_2: irrelevant), conf 0.4
-                             [0.4, 0.3, 0.3],    # A2 novel, confidence 0.3
-                             [0.7, 0.2, 0.1]], "A")  # A3 novel, confidence 0.2
-    b = trial([1, 2], [[0.7, 0.2, 0.1],          # B0 known 1: predicts 1, right, confidence 0.2
-                       [0.2, 0.5, 0.3]], "B")    # B1 known 2: predicts 1, wrong, confidence 0.5
+    a = trial(
+        [1, 2, 0, 0],
+        [
+            [0.2, 0.7, 0.1],  # A0 known 1: predicts 1, right, confidence 0.7
+            [0.4, 0.2, 0.4],  # A1 known 2: predicts 2, right (p_unknown ties p_2: irrelevant), conf 0.4
+            [0.4, 0.3, 0.3],  # A2 novel, confidence 0.3
+            [0.7, 0.2, 0.1],
+        ],
+        "A",
+    )  # A3 novel, confidence 0.2
+    b = trial(
+        [1, 2],
+        [
+            [0.7, 0.2, 0.1],  # B0 known 1: predicts 1, right, confidence 0.2
+            [0.2, 0.5, 0.3],
+        ],
+        "B",
+    )  # B1 known 2: predicts 1, wrong, confidence 0.5
     r = program_metrics([a, b])
     # AUROC on p_unknown, all 6 samples (B has no novelty: its samples are known negatives)
     #   novel {0.7, 0.4}, known {0.2, 0.4, 0.7, 0.2}
@@ -42,8 +62,11 @@ def test_open_set_pooled_over_trials_with_mixed_tie_groups():
     #   area = (1/2)(2/4) + (1/2)(2/4 + 3/4)/2 = 1/4 + 5/16 = 9/16
     assert r["oscr"] == pytest.approx(9 / 16, abs=1e-12)
     # the same samples in one trial give the same pooled values (order does not matter)
-    one = trial([1, 1, 2, 0, 2, 0], [[0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1],
-                                     [0.4, 0.2, 0.4], [0.4, 0.3, 0.3]], "one")
+    one = trial(
+        [1, 1, 2, 0, 2, 0],
+        [[0.7, 0.2, 0.1], [0.2, 0.7, 0.1], [0.2, 0.5, 0.3], [0.7, 0.2, 0.1], [0.4, 0.2, 0.4], [0.4, 0.3, 0.3]],
+        "one",
+    )
     pooled = program_metrics([one])
     for name, value in (("auroc_novel", 0.75), ("aupr_novel", 0.5), ("fpr_at_95tpr", 0.5), ("oscr", 9 / 16)):
         assert pooled[name] == pytest.approx(value, abs=1e-12), name
@@ -59,7 +82,9 @@ def test_oscr_one_tie_group_with_right_wrong_and_novel():
 def test_constant_unknown_score_is_not_a_measurement():
     # the closed-world baseline: p_unknown = 0 everywhere, so every sample is in one tie group and the
     # novelty-score metrics are fixed by construction (AUROC 1/2, AP = 2 novel of 5, FPR@95TPR 1): N/A
-    t = trial([1, 2, 0, 2, 0], [[0.0, 0.9, 0.1], [0.0, 0.3, 0.7], [0.0, 0.6, 0.4], [0.0, 0.8, 0.2], [0.0, 0.5, 0.5]], "c")
+    t = trial(
+        [1, 2, 0, 2, 0], [[0.0, 0.9, 0.1], [0.0, 0.3, 0.7], [0.0, 0.6, 0.4], [0.0, 0.8, 0.2], [0.0, 0.5, 0.5]], "c"
+    )
     r = program_metrics([t])
     for name in ("auroc_novel", "aupr_novel", "fpr_at_95tpr"):
         assert isinstance(r[name], NA) and "is 0 for all 5 samples" in r[name].reason, name

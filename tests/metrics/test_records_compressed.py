@@ -2,6 +2,7 @@
 
 An ETH/UCY job's trajectory record was 97 MB stored; the sweep of the issue wrote 1.6 GB.
 """
+
 from __future__ import annotations
 
 import zipfile

@@ -3,6 +3,7 @@
 Covers both evaluation paths (one point per KDE, the NLL; many points, the table), chunk boundaries,
 partially observed agents, and degenerate predictions (identical, collinear) that scipy cannot factorise.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -60,9 +61,9 @@ def _paths(rng, n_s=9, n_p=40, n_a=3, n_o=5):
     true = rng.normal(size=(n_s, n_a, n_o, 2)).cumsum(2)
     pred = true[:, None] + rng.normal(0, 0.3, (n_s, n_p, n_a, n_o, 2)).cumsum(3)
     mask = np.ones((n_s, n_a, n_o), bool)
-    mask[0, 1, 3:] = False          # agent observed for 3 steps
-    mask[1, 2, :] = False           # agent absent
-    mask[2, 0, [0, 2]] = False      # gaps
+    mask[0, 1, 3:] = False  # agent observed for 3 steps
+    mask[1, 2, :] = False  # agent absent
+    mask[2, 0, [0, 2]] = False  # gaps
     # degenerate KDEs: identical predictions, predictions on a line
     pred[3, :, 0] = pred[3, 0, 0]
     pred[4, :, 1] = true[4, 1] + rng.normal(size=(n_p, 1, 1)) * np.array([1.0, 2.0])
@@ -107,4 +108,5 @@ def test_kde_nll_equals_the_tables_nll():
     res = trajectory_table(true, pred, mask, rng=np.random.default_rng(0), k_values=(5,))
     for joint in (False, True):
         assert kde_nll(true, pred, mask, joint=joint) == pytest.approx(
-            res[f"kde_nll_{'joint' if joint else 'marginal'}"], rel=0, abs=1e-12)
+            res[f"kde_nll_{'joint' if joint else 'marginal'}"], rel=0, abs=1e-12
+        )

@@ -1,5 +1,6 @@
 """Reading .npz files for the streamed trajectory table (owl_eval.formats.npz): the same arrays as numpy's own
 reader, every member's CRC checked before a memory map is scored, forged headers refused, chunk sizes typed."""
+
 from __future__ import annotations
 
 import io
@@ -9,17 +10,24 @@ import zipfile
 import numpy as np
 import pytest
 
-from owl_eval.metrics import trajectory as T
-from owl_eval.formats.npz import npz_arrays, verify_npz
-from owl_eval.metrics.validation import MetricInputError
 from owl_eval.evaluation.trajectory import trajectory_table_npz
+from owl_eval.formats.npz import npz_arrays, verify_npz
+from owl_eval.metrics import trajectory as T
+from owl_eval.metrics.validation import MetricInputError
 
 
 def _arrays():
     rng = np.random.default_rng(0)
-    return {"x": rng.normal(size=(4, 3)), "fortran": np.asfortranarray(rng.normal(size=(3, 5))),
-            "scalar": np.array(0.4), "empty": np.zeros((0, 3)), "flags": rng.random((2, 2)) > 0.5,
-            "names": np.array(["a", "bc"]), "big_endian": np.arange(6, dtype=">i4"), "ints": np.arange(5)}
+    return {
+        "x": rng.normal(size=(4, 3)),
+        "fortran": np.asfortranarray(rng.normal(size=(3, 5))),
+        "scalar": np.array(0.4),
+        "empty": np.zeros((0, 3)),
+        "flags": rng.random((2, 2)) > 0.5,
+        "names": np.array(["a", "bc"]),
+        "big_endian": np.arange(6, dtype=">i4"),
+        "ints": np.arange(5),
+    }
 
 
 @pytest.mark.parametrize("save", [np.savez, np.savez_compressed])
@@ -49,7 +57,7 @@ def _corrupt(path, member):
         np.lib.format.read_array_header_1_0(fh)
         offset = fh.tell() + 8
     data = bytearray(path.read_bytes())
-    data[offset:offset + 8] = np.float64(47.0).tobytes()
+    data[offset : offset + 8] = np.float64(47.0).tobytes()
     path.write_bytes(bytes(data))
 
 
@@ -74,8 +82,11 @@ def test_forged_header_and_objects_name_the_member(tmp_path):
     np.lib.format.write_array(buf, np.zeros((2, 3)))
     with zipfile.ZipFile(tmp_path / "forged.npz", "w") as zf:
         zf.writestr("a.npy", buf.getvalue().replace(b"(2, 3)", b"(9, 3)"))  # claims 216 bytes, holds 48
-    with pytest.raises(MetricInputError, match=r"member 'a.npy' has a header for shape \(9, 3\) of float64 \(216 bytes\) "
-                                               r"but holds 48 bytes"):
+    with pytest.raises(
+        MetricInputError,
+        match=r"member 'a.npy' has a header for shape \(9, 3\) of float64 \(216 bytes\) "
+        r"but holds 48 bytes",
+    ):
         npz_arrays(tmp_path / "forged.npz")
     for save in (np.savez, np.savez_compressed):
         save(tmp_path / "obj.npz", a=np.array([None, 1], dtype=object))

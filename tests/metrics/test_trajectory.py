@@ -1,4 +1,5 @@
 """Trajectory metrics against plain-loop reimplementations, scipy, sklearn and hand-computed cases."""
+
 import math
 
 import numpy as np
@@ -6,11 +7,11 @@ import pytest
 import scipy.stats as st
 from sklearn.metrics import roc_auc_score
 
+from owl_eval.evaluation.trajectory import trajectory_table_npz
 from owl_eval.metrics import trajectory as T
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.trajectory.table import REGISTRY, table_metric
 from owl_eval.metrics.validation import MetricInputError
-from owl_eval.evaluation.trajectory import trajectory_table_npz
 
 
 # ---------------------------------------------------------------- data and plain-loop references
@@ -19,12 +20,12 @@ def make(seed=0, n_s=7, n_p=30, n_a=3, n_o=4):
     true = rng.normal(size=(n_s, n_a, n_o, 2)).cumsum(2)
     pred = true[:, None] + rng.normal(size=(n_s, n_p, n_a, n_o, 2)) * np.linspace(0.3, 1.5, n_o)[:, None]
     mask = np.ones((n_s, n_a, n_o), bool)
-    mask[0, 1, 2:] = False          # shorter agent
-    mask[1, 2, :] = False           # absent agent
+    mask[0, 1, 2:] = False  # shorter agent
+    mask[1, 2, :] = False  # absent agent
     mask[2, 0, 3:] = False
-    mask[3, :, 1:] = False          # sample with one step only
-    mask[4, 1, 0] = False           # gap at the start
-    true[~mask] = np.nan            # masked steps hold NaN
+    mask[3, :, 1:] = False  # sample with one step only
+    mask[4, 1, 0] = False  # gap at the start
+    true[~mask] = np.nan  # masked steps hold NaN
     pred[np.broadcast_to(~mask[:, None], pred.shape[:-1])] = np.nan
     return true, pred, mask
 
@@ -66,16 +67,30 @@ def ref_metric(true, pred, mask, which, joint, step_count="agent", preds=None, t
         if joint and not mask[s].any():
             continue
         if which == "miss" and joint:
-            missed = any(all(ref_agent(true, pred, mask, s, p, a, step_count)[1] > thr for p in preds)
-                         for a in range(n_a) if mask[s, a].any())
+            missed = any(
+                all(ref_agent(true, pred, mask, s, p, a, step_count)[1] > thr for p in preds)
+                for a in range(n_a)
+                if mask[s, a].any()
+            )
             vals.append(float(missed))
             continue
         for a in units:
-            errs = [ref_joint(true, pred, mask, s, p, step_count) if joint else
-                    ref_agent(true, pred, mask, s, p, a, step_count) for p in preds]
+            errs = [
+                ref_joint(true, pred, mask, s, p, step_count)
+                if joint
+                else ref_agent(true, pred, mask, s, p, a, step_count)
+                for p in preds
+            ]
             ade_l, fde_l = [e[0] for e in errs], [e[1] for e in errs]
-            vals.append({"ade": np.mean(ade_l), "fde": np.mean(fde_l), "min_ade": min(ade_l),
-                         "min_fde": min(fde_l), "miss": float(all(f > thr for f in fde_l))}[which])
+            vals.append(
+                {
+                    "ade": np.mean(ade_l),
+                    "fde": np.mean(fde_l),
+                    "min_ade": min(ade_l),
+                    "min_fde": min(fde_l),
+                    "miss": float(all(f > thr for f in fde_l)),
+                }[which]
+            )
     return sum(vals) / len(vals)
 
 
@@ -97,15 +112,22 @@ def scipy_kde(true, pred, mask, s, a=None):
 def test_displacement_metrics_match_plain_loop(joint, step_count):
     true, pred, mask = make(1)
     kw = dict(joint=joint, step_count=step_count)
-    assert T.ade(true, pred, mask, **kw) == pytest.approx(ref_metric(true, pred, mask, "ade", joint, step_count), rel=1e-12)
-    assert T.fde(true, pred, mask, **kw) == pytest.approx(ref_metric(true, pred, mask, "fde", joint, step_count), rel=1e-12)
+    assert T.ade(true, pred, mask, **kw) == pytest.approx(
+        ref_metric(true, pred, mask, "ade", joint, step_count), rel=1e-12
+    )
+    assert T.fde(true, pred, mask, **kw) == pytest.approx(
+        ref_metric(true, pred, mask, "fde", joint, step_count), rel=1e-12
+    )
     assert T.min_ade(true, pred, mask, k=100, **kw) == pytest.approx(
-        ref_metric(true, pred, mask, "min_ade", joint, step_count), rel=1e-12)
+        ref_metric(true, pred, mask, "min_ade", joint, step_count), rel=1e-12
+    )
     assert T.min_fde(true, pred, mask, k=100, **kw) == pytest.approx(
-        ref_metric(true, pred, mask, "min_fde", joint, step_count), rel=1e-12)
+        ref_metric(true, pred, mask, "min_fde", joint, step_count), rel=1e-12
+    )
     for thr in (0.5, 1.0):
         assert T.miss_rate(true, pred, mask, threshold=thr, **kw) == pytest.approx(
-            ref_metric(true, pred, mask, "miss", joint, step_count, thr=thr), rel=1e-12)
+            ref_metric(true, pred, mask, "miss", joint, step_count, thr=thr), rel=1e-12
+        )
 
 
 def test_k_subset_drawn_from_generator_as_permutation_prefix():
@@ -123,8 +145,13 @@ def test_horizon_series_matches_loop():
     true, pred, mask = make(3)
     got = T.displacement_by_step(true, pred, mask)
     for t in range(mask.shape[2]):
-        d = [math.hypot(*(true[s, a, t] - pred[s, p, a, t])) for s in range(mask.shape[0])
-             for a in range(mask.shape[1]) if mask[s, a, t] for p in range(pred.shape[1])]
+        d = [
+            math.hypot(*(true[s, a, t] - pred[s, p, a, t]))
+            for s in range(mask.shape[0])
+            for a in range(mask.shape[1])
+            if mask[s, a, t]
+            for p in range(pred.shape[1])
+        ]
         assert got[t] == pytest.approx(np.mean(d), rel=1e-12)
 
 
@@ -153,8 +180,8 @@ def test_agents_of_different_lengths_hand_case():
     mask = np.array([[[True] * 4, [True, True, False, False]]])
     true[0, 1, 2:] = np.nan
     pred[0, 0, 1, 2:] = np.nan
-    assert T.ade(true, pred, mask) == pytest.approx((5 + 1) / 2)          # own step counts
-    assert T.fde(true, pred, mask) == pytest.approx((5 + 1) / 2)          # own last steps
+    assert T.ade(true, pred, mask) == pytest.approx((5 + 1) / 2)  # own step counts
+    assert T.fde(true, pred, mask) == pytest.approx((5 + 1) / 2)  # own last steps
     # General-Framework: agent 1 divided by 4 steps, FDE read at index 3 where it is zero-filled
     assert T.ade(true, pred, mask, step_count="sample") == pytest.approx((5 + 2 / 4) / 2)
     assert T.fde(true, pred, mask, step_count="sample") == pytest.approx((5 + 0) / 2)
@@ -163,21 +190,22 @@ def test_agents_of_different_lengths_hand_case():
     assert T.fde(true, pred, mask, joint=True) == pytest.approx(5.0)
     # General-Framework joint: always divided by the 2 agents of the sample
     assert T.ade(true, pred, mask, joint=True, step_count="sample") == pytest.approx(
-        (2 * math.sqrt(13) + 2 * math.sqrt(12.5)) / 4)
+        (2 * math.sqrt(13) + 2 * math.sqrt(12.5)) / 4
+    )
     assert T.fde(true, pred, mask, joint=True, step_count="sample") == pytest.approx(math.sqrt(12.5))
 
 
 def test_collision_hand_case():
     true = np.array([[[[0.0, 0.0], [0.0, 0.0]], [[1.0, 0.0], [1.0, 0.0]]]])  # [1, 2 agents, 2 steps, 2]
     pred = np.repeat(true[:, None], 2, axis=1)
-    pred[0, 0, 0, 1] = [0.7, 0.0]     # prediction 0 of agent 0 comes 0.3 m from agent 1
-    pred[0, 1, 0] = [0.0, -5.0]       # prediction 1 of agent 0 far away
+    pred[0, 0, 0, 1] = [0.7, 0.0]  # prediction 0 of agent 0 comes 0.3 m from agent 1
+    pred[0, 1, 0] = [0.0, -5.0]  # prediction 1 of agent 0 far away
     mask = np.ones((1, 2, 2), bool)
     # marginal: agent 0 collides in 1 of 2 predictions, agent 1 (1 m from agent 0's truth) never
     assert T.collision_rate(true, pred, mask, radius=0.2) == pytest.approx(0.25)
     assert T.collision_rate(true, pred, mask, joint=True, radius=0.2) == pytest.approx(0.5)
-    assert T.collision_rate(true, pred, mask, radius=0.1) == 0.0      # discs 0.2 apart need 0.3 > 0.2
-    mask[0, 1, 1] = False                                             # agent 1 gone at that step
+    assert T.collision_rate(true, pred, mask, radius=0.1) == 0.0  # discs 0.2 apart need 0.3 > 0.2
+    mask[0, 1, 1] = False  # agent 1 gone at that step
     assert T.collision_rate(true, pred, mask, radius=0.2) == 0.0
 
 
@@ -188,25 +216,26 @@ def test_truth_only_kde_gives_the_truth_density_of_the_full_kde():
     from owl_eval.metrics.trajectory.kde import kde_log_probs
 
     true, pred, mask = make(7, n_s=6, n_p=40)
-    pred[5, :, 0] = pred[5, 0, 0]                    # identical predictions: singular for agent 0 and jointly
+    pred[5, :, 0] = pred[5, 0, 0]  # identical predictions: singular for agent 0 and jointly
     for joint in (False, True):
         full_true, full_pred, full_ok, full_over = kde_log_probs(true, pred, mask, joint=joint, return_overflow=True)
-        only_true, only_pred, only_ok, only_over = kde_log_probs(true, pred, mask, joint=joint, return_overflow=True,
-                                                                 truth_only=True)
+        only_true, only_pred, only_ok, only_over = kde_log_probs(
+            true, pred, mask, joint=joint, return_overflow=True, truth_only=True
+        )
         assert only_pred is None and full_pred is not None
         np.testing.assert_array_equal(only_ok, full_ok)
         np.testing.assert_array_equal(only_over, full_over)
-        assert not only_ok.all()                     # the singular case is there
+        assert not only_ok.all()  # the singular case is there
         np.testing.assert_allclose(only_true[only_ok], full_true[full_ok], rtol=1e-12, atol=1e-12)
 
 
 def test_kde_nll_ml_ece_brier_match_scipy_loop():
     true, pred, mask = make(5, n_s=6, n_p=40)
-    pred[5, :, 0] = pred[5, 0, 0]                    # identical predictions: singular for agent 0 and jointly
+    pred[5, :, 0] = pred[5, 0, 0]  # identical predictions: singular for agent 0 and jointly
     for joint in (False, True):
         nll, ml_a, ml_f, brier, m_vals, n_na = [], [], [], [], [], 0
         for s in range(pred.shape[0]):
-            for a in ([None] if joint else range(3)):
+            for a in [None] if joint else range(3):
                 if not (mask[s] if a is None else mask[s, a]).any():
                     continue
                 r = scipy_kde(true, pred, mask, s, a)
@@ -216,8 +245,12 @@ def test_kde_nll_ml_ece_brier_match_scipy_loop():
                 lt, lp = r
                 nll.append(-lt)
                 best = int(np.argmax(lp))
-                err = [ref_joint(true, pred, mask, s, p, "agent") if joint else
-                       ref_agent(true, pred, mask, s, p, a, "agent") for p in range(pred.shape[1])]
+                err = [
+                    ref_joint(true, pred, mask, s, p, "agent")
+                    if joint
+                    else ref_agent(true, pred, mask, s, p, a, "agent")
+                    for p in range(pred.shape[1])
+                ]
                 ml_a.append(err[best][0])
                 ml_f.append(err[best][1])
                 fdes = [e[1] for e in err]
@@ -234,7 +267,7 @@ def test_kde_nll_ml_ece_brier_match_scipy_loop():
         assert T.kde_ece(true, pred, mask, joint=joint) == pytest.approx(ece, abs=1e-12)
         res = T.trajectory_table(true, pred, mask, rng=np.random.default_rng(0))
         assert res[f"kde_nll_na_count_{'joint' if joint else 'marginal'}"] == n_na
-    assert res["kde_nll_na_count"] == 1                       # one sample (5) has a singular KDE
+    assert res["kde_nll_na_count"] == 1  # one sample (5) has a singular KDE
 
 
 def test_kde_log_probs_match_scipy_to_1e8():
@@ -269,7 +302,7 @@ def test_given_log_probs_replace_the_kde():
 def test_auc_with_ties_matches_sklearn():
     rng = np.random.default_rng(0)
     y = np.array([0, 1, 2, 1, 0, 2, 2, 1, 0, 0, 1, 2])
-    p = rng.dirichlet(np.ones(3), size=len(y)).round(1)          # rounding creates ties
+    p = rng.dirichlet(np.ones(3), size=len(y)).round(1)  # rounding creates ties
     p[:, 2] = 1 - p[:, 0] - p[:, 1]
     p = np.clip(p, 0, 1)
     p /= p.sum(1, keepdims=True)
@@ -287,7 +320,7 @@ def test_class_ece_hand_case():
     p_true = np.array([[1, 0], [0, 1]])
     p_pred = np.array([[0.8, 0.2], [0.6, 0.4]])
     assert T.class_ece(p_true, p_pred, n_bins=2) == pytest.approx(0.2)
-    assert T.class_ece(p_true, p_pred, n_bins=1) == pytest.approx(0.0)   # mean 0.5 vs mean 0.5
+    assert T.class_ece(p_true, p_pred, n_bins=1) == pytest.approx(0.0)  # mean 0.5 vs mean 0.5
 
 
 def test_tnr_pr_hand_case():
@@ -313,8 +346,9 @@ def test_chunked_npz_equals_in_memory(tmp_path):
         assert streamed.values[k] == pytest.approx(v, rel=1e-12, abs=1e-12), k
     for k, s in full.series.items():
         np.testing.assert_allclose(streamed.series[k].values, s.values, rtol=1e-12)
-    np.savez_compressed(tmp_path / "c.npz", Path_true=true[:, None], Path_pred=pred, Pred_steps=mask,
-                        LP=lp_rng.normal(size=(11, 31, 3)))
+    np.savez_compressed(
+        tmp_path / "c.npz", Path_true=true[:, None], Path_pred=pred, Pred_steps=mask, LP=lp_rng.normal(size=(11, 31, 3))
+    )
     res = trajectory_table_npz(tmp_path / "c.npz", rng=np.random.default_rng(1), chunk_size=4, log_prob_key="LP")
     assert res["kde_nll_na_count"] == 0
 
@@ -328,8 +362,14 @@ def test_user_registered_metric_appears_in_table():
     try:
         true, pred, mask = make(10)
         res = T.trajectory_table(true, pred, mask, rng=np.random.default_rng(0), kde=False, chunk_size=2)
-        expected = np.mean([max(ref_agent(true, pred, mask, s, p, a, "agent")[1] for p in range(pred.shape[1]))
-                            for s in range(7) for a in range(3) if mask[s, a].any()])
+        expected = np.mean(
+            [
+                max(ref_agent(true, pred, mask, s, p, a, "agent")[1] for p in range(pred.shape[1]))
+                for s in range(7)
+                for a in range(3)
+                if mask[s, a].any()
+            ]
+        )
         assert res["max_fde_marginal"] == pytest.approx(expected)
         assert "kde_nll_marginal" not in res
     finally:
@@ -379,7 +419,14 @@ def test_overflowing_predictions_are_na_with_reason():
         ade = T.ade(true, pred, mask)
         by_step = T.displacement_by_step(true, pred, mask)
         nll = T.kde_nll(true, pred, mask)
-    for name in ("ade_marginal", "fde_marginal", "ade_joint", "fde_joint", "ade_8_marginal", "displacement_by_step_marginal"):
+    for name in (
+        "ade_marginal",
+        "fde_marginal",
+        "ade_joint",
+        "fde_joint",
+        "ade_8_marginal",
+        "displacement_by_step_marginal",
+    ):
         assert "overflow" in res.na[name], name
     for name in ("kde_nll_marginal", "kde_ece_marginal", "ml_ade_marginal", "brier_min_fde_joint"):
         assert "1 KDE(s) overflow" in res.na[name], name

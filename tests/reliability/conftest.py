@@ -1,4 +1,5 @@
 """Fixtures of the reliability catalogue (the checks themselves are in ``harness.py``)."""
+
 from __future__ import annotations
 
 import shutil
@@ -28,5 +29,3 @@ def workspace(tmp_path, store_template) -> Workspace:
     store.mkdir()
     shutil.copy(store_template, store / "mlflow.db")
     return Workspace(root=tmp_path, store=store)
-
-

@@ -6,6 +6,7 @@ Every case asserts (``assert_clean_failure``): exit code != 0; exactly one stder
 ``Traceback`` on stdout or stderr; no MLflow run created (the store's ``runs`` table has the same rows);
 no file written outside the store (every other file under the workspace, inputs included, is unchanged).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,13 @@ class Workspace:
 
     def overrides(self) -> list[str]:
         """Send runs (and Hydra's job folder) into the store, so anything written elsewhere is a leak."""
-        return [f"tracking.store_dir={self.store}", f"hydra.run.dir={self.store}/hydra",
-                f"hydra.sweep.dir={self.store}/hydra_sweep", "progress=false", "tracking.uri=null"]
+        return [
+            f"tracking.store_dir={self.store}",
+            f"hydra.run.dir={self.store}/hydra",
+            f"hydra.sweep.dir={self.store}/hydra_sweep",
+            "progress=false",
+            "tracking.uri=null",
+        ]
 
     def run_count(self) -> int:
         with sqlite3.connect(self.db) as con:
@@ -64,10 +70,19 @@ def run_cli(module: str, args: list[str], ws: Workspace, *, env: dict | None = N
     """``python -m <module> <args> <workspace overrides>`` launched from the workspace root."""
     before = ws.snapshot()
     runs_before = ws.run_count()
-    environ = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR")}
+    environ = {
+        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR")
+    }
     environ |= {"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)} | (env or {})
-    proc = subprocess.run([sys.executable, "-m", module, *ws.overrides(), *args], cwd=ws.root, env=environ,
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", module, *ws.overrides(), *args],
+        cwd=ws.root,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
     after = ws.snapshot()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     return CliResult(proc.returncode, proc.stdout, proc.stderr, runs_before, ws.run_count(), changed)
@@ -83,6 +98,8 @@ def assert_clean_failure(result: CliResult, *mentions: str) -> str:
     assert "Traceback" not in result.stdout and "Traceback" not in result.stderr, context
     for text in mentions:
         assert text in lines[0], f"the error line should mention {text!r}" + context
-    assert result.runs_after == result.runs_before, f"a run was created ({result.runs_before} -> {result.runs_after})" + context
+    assert result.runs_after == result.runs_before, (
+        f"a run was created ({result.runs_before} -> {result.runs_after})" + context
+    )
     assert not result.changed_outside_store, f"written outside the store: {result.changed_outside_store}" + context
     return lines[0]

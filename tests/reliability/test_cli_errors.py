@@ -2,12 +2,13 @@
 broken interpolations), the top-level switches and the tracking node are each one ``error:`` line, and no
 run exists afterwards. An agent that crashes mid-run is the one failure that leaves a run: FAILED, with
 the completed trials scored, and still a single ``error:`` line on the console."""
+
 from __future__ import annotations
 
 import pytest
 
-from tests.reliability.harness import assert_clean_failure, run_cli
 from tests.fixtures.searchpath import TEST_AGENTS
+from tests.reliability.harness import assert_clean_failure, run_cli
 
 OND = "+experiment=ond_given_detection"
 FAST = ["protocol.num_trials=3", "figures=false"]
@@ -51,11 +52,16 @@ def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
 def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspace):
     from mlflow.tracking import MlflowClient
 
-    result = run_cli("runner", [OND, TEST_AGENTS, "agent=ond/crashing", "agent.crash_at_trial=2", "protocol.num_trials=4",
-                                "figures=false"], workspace)
+    result = run_cli(
+        "runner",
+        [OND, TEST_AGENTS, "agent=ond/crashing", "agent.crash_at_trial=2", "protocol.num_trials=4", "figures=false"],
+        workspace,
+    )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1
-    assert len(lines) == 1 and lines[0].startswith("error:") and "AgentCrash" in lines[0] and "trial002" in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("error:") and "AgentCrash" in lines[0] and "trial002" in lines[0], (
+        result.stderr
+    )
     assert "Traceback" not in result.stdout + result.stderr
     assert result.runs_after == result.runs_before + 1
     client = MlflowClient(tracking_uri=f"sqlite:///{workspace.db}")

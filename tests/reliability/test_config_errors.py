@@ -7,6 +7,7 @@ metric settings (``+metrics.treshold=0.7`` used to be logged beside ``threshold`
 the data (``protocol.known_classes=20`` on 10 digits, ``metrics.k_values=[1000]`` with 100 predictions),
 ETH/UCY data paths, and agents or baselines of the wrong protocol.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -46,13 +47,26 @@ CASES = [
     ("agent_count_fraction", [OND, "agent.k_class=2.5"], ["agent.k_class", "expected an integer", "2.5"]),
     ("agent_k_over_training_split", [OND, "agent.k_class=100000"], ["agent.k_class", "training samples"]),
     # parts of the wrong protocol
-    ("rl_agent_under_ond", [OND, "agent=lifelong_rl/q_learning"],
-     ["agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent", "predict_batch(batch)", "agent=ond/<option>"]),
-    ("trajectory_agent_under_continual", [CONTINUAL, "agent=trajectory/knn_futures"],
-     ["is not a continual learner", "agent=continual/<option>"]),
+    (
+        "rl_agent_under_ond",
+        [OND, "agent=lifelong_rl/q_learning"],
+        [
+            "agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent",
+            "predict_batch(batch)",
+            "agent=ond/<option>",
+        ],
+    ),
+    (
+        "trajectory_agent_under_continual",
+        [CONTINUAL, "agent=trajectory/knn_futures"],
+        ["is not a continual learner", "agent=continual/<option>"],
+    ),
     ("baseline_under_continual", [CONTINUAL, "baseline=ond/closed_world"], ["baseline", "choose baseline=none"]),
-    ("trajectory_domain_under_ond", [OND, "domain=crowd_sim"], ["domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is "
-                                                                "not an OND domain"]),
+    (
+        "trajectory_domain_under_ond",
+        [OND, "domain=crowd_sim"],
+        ["domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is not an OND domain"],
+    ),
     # ETH/UCY data paths
     ("eth_ucy_path_not_set", [ETH_UCY], ["domain.path is not set"]),
 ]
@@ -66,8 +80,16 @@ def test_bad_config_stops_before_any_run(workspace, name, args, mentions):
 
 
 TRACKS = "0\t1\t0.0\t0.0\n10\t1\t1.0\t0.0\n"
-ETH_UCY_FILES = ("biwi_eth", "biwi_hotel", "students001", "students003", "crowds_zara01", "crowds_zara02",
-                 "crowds_zara03", "uni_examples")
+ETH_UCY_FILES = (
+    "biwi_eth",
+    "biwi_hotel",
+    "students001",
+    "students003",
+    "crowds_zara01",
+    "crowds_zara02",
+    "crowds_zara03",
+    "uni_examples",
+)
 
 
 def eth_ucy_folder(root, *, leave_out=(), broken=None):
@@ -91,7 +113,9 @@ def test_eth_ucy_path_that_is_a_file(workspace):
     file = workspace.root / "inputs" / "biwi_eth.txt"
     file.parent.mkdir()
     file.write_text(TRACKS)
-    assert_clean_failure(run_cli("runner", [ETH_UCY, f"domain.path={file}"], workspace), "domain.path=", "is not a folder")
+    assert_clean_failure(
+        run_cli("runner", [ETH_UCY, f"domain.path={file}"], workspace), "domain.path=", "is not a folder"
+    )
 
 
 def test_eth_ucy_folder_without_the_test_groups_files(workspace):

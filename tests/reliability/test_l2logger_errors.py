@@ -2,6 +2,7 @@
 ``error:`` line naming the file / row / column (or the config key), no run, nothing written outside the
 store. Includes the path-traversal task name, a symlink loop (must fail fast, not fill the disk) and a
 link to a file outside the log (its content must reach no artifact)."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,9 @@ import pytest
 
 from tests.reliability.harness import assert_clean_failure, run_cli
 
-HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
+HEADER = (
+    "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
+)
 SECRET = "owl-eval-secret-7f3a9c"
 
 
@@ -52,6 +55,7 @@ def reward_at_line_3(value):
 def replace_file(rel, content: bytes | str):
     def edit(root, ws):
         (root / rel).write_bytes(content if isinstance(content, bytes) else content.encode())
+
     return edit
 
 
@@ -94,24 +98,53 @@ CASES = [
     ("exp-num-twice", lambda r, ws: set_line(r, 3, row(0, 0)), [], [TRAIN, "line 3", "column exp_num", "twice"]),
     ("exp-num-huge", lambda r, ws: set_line(r, 3, row(0, 10**19)), [], [TRAIN, "line 3", "column exp_num", "2**63"]),
     ("block-num-huge", lambda r, ws: set_line(r, 2, row(10**19, 0)), [], [TRAIN, "line 2", "column block_num"]),
-    ("block-type-eval", lambda r, ws: set_line(r, 2, row(0, 0, btype="eval")), [],
-     [TRAIN, "line 2", "column block_type", "'eval'"]),
+    (
+        "block-type-eval",
+        lambda r, ws: set_line(r, 2, row(0, 0, btype="eval")),
+        [],
+        [TRAIN, "line 2", "column block_type", "'eval'"],
+    ),
     ("extra-field", lambda r, ws: set_line(r, 4, row(0, 2) + "\t9"), [], [TRAIN, "line 4", "expected 10", "got 11"]),
-    ("missing-column", lambda r, ws: set_line(r, 1, HEADER.replace("\ttask_name", "")), [],
-     [TRAIN, "line 1", "task_name"]),
-    ("not-utf8", replace_file(TRAIN, (HEADER + "\n").encode() + b"0\t0\tw\ttrain\twake\tt\xe9\t{}\tcomplete\tx\t1\n"), [],
-     [TRAIN, "line 2", "UTF-8"]),
+    (
+        "missing-column",
+        lambda r, ws: set_line(r, 1, HEADER.replace("\ttask_name", "")),
+        [],
+        [TRAIN, "line 1", "task_name"],
+    ),
+    (
+        "not-utf8",
+        replace_file(TRAIN, (HEADER + "\n").encode() + b"0\t0\tw\ttrain\twake\tt\xe9\t{}\tcomplete\tx\t1\n"),
+        [],
+        [TRAIN, "line 2", "UTF-8"],
+    ),
     ("data-file-is-a-directory", data_dir_named_like_the_file, [], ["2-test/data-log.tsv", "is a directory"]),
     ("no-data-file", no_data_files, [], ["no data-log.tsv found", "scen-1"]),
     ("empty-folder", empty_folder, [], ["no data-log.tsv found", "scen-1", "empty"]),
     ("unsafe-worker-folder", unsafe_worker_folder, [], ["worker default", "folder name", "not a safe name"]),
-    ("logger-info-a-list", replace_file("logger_info.json", '["reward"]'), [], ["logger_info.json", "JSON object", "list"]),
-    ("scenario-info-invalid", replace_file("scenario_info.json", '{"scenario_type": '), [],
-     ["scenario_info.json", "line 1", "not valid JSON"]),
-    ("scenario-info-deep", replace_file("scenario_info.json", "[" * 100_000 + "]" * 100_000), [],
-     ["scenario_info.json", "nested too deeply"]),
-    ("task-params-deep", lambda r, ws: set_line(r, 2, row(0, 0, params="[" * 100_000 + "]" * 100_000)), [],
-     [TRAIN, "line 2", "column task_params", "nested too deeply"]),
+    (
+        "logger-info-a-list",
+        replace_file("logger_info.json", '["reward"]'),
+        [],
+        ["logger_info.json", "JSON object", "list"],
+    ),
+    (
+        "scenario-info-invalid",
+        replace_file("scenario_info.json", '{"scenario_type": '),
+        [],
+        ["scenario_info.json", "line 1", "not valid JSON"],
+    ),
+    (
+        "scenario-info-deep",
+        replace_file("scenario_info.json", "[" * 100_000 + "]" * 100_000),
+        [],
+        ["scenario_info.json", "nested too deeply"],
+    ),
+    (
+        "task-params-deep",
+        lambda r, ws: set_line(r, 2, row(0, 0, params="[" * 100_000 + "]" * 100_000)),
+        [],
+        [TRAIN, "line 2", "column task_params", "nested too deeply"],
+    ),
     ("ste-path-missing", lambda r, ws: None, ["source.ste_paths=[nowhere/ste]"], ["nowhere/ste", "source.ste_paths"]),
     ("option-perf-measure-number", lambda r, ws: None, ["source.perf_measure=2.5"], ["source.perf_measure", "2.5"]),
     ("option-variant-mode", lambda r, ws: None, ["source.variant_mode=sideways"], ["source.variant_mode", "sideways"]),
@@ -125,8 +158,12 @@ def test_broken_log_is_one_clear_error(workspace, edit, extra, mentions):
     root = write_log(workspace.root / "inputs")
     edit(root, workspace)
     # a link loop must fail fast (it used to fill the disk): a short timeout is part of the check
-    result = run_cli("owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false", *extra],
-                     workspace, timeout=60)
+    result = run_cli(
+        "owl_eval.runner.evaluate",
+        ["+source=l2logger", f"source.path={root}", "figures=false", *extra],
+        workspace,
+        timeout=60,
+    )
     assert_clean_failure(result, *mentions)
 
 
@@ -138,8 +175,12 @@ def test_traversal_task_name_in_an_ste_log_writes_nothing_outside(workspace):
     for rel in (TRAIN, "worker-default/1-test/data-log.tsv"):
         path = ste / rel
         path.write_text(path.read_text().replace("\ttask_a\t", f"\t{hostile}\t"))
-    result = run_cli("owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", f"source.ste_paths=[{ste}]"],
-                     workspace, timeout=60)
+    result = run_cli(
+        "owl_eval.runner.evaluate",
+        ["+source=l2logger", f"source.path={root}", f"source.ste_paths=[{ste}]"],
+        workspace,
+        timeout=60,
+    )
     assert_clean_failure(result, str(ste / TRAIN), "line 2", "column task_name", "not a safe name")
     assert not (workspace.root / "x").exists() and not (workspace.root.parent / "x").exists()
 

@@ -3,6 +3,7 @@
 the config key), no run, nothing written outside the store. Includes a member corrupted after it was
 written (its CRC no longer matches: it used to be memory-mapped and scored), coordinates of 1e308, pickled
 object arrays and a forged ``.npy`` header."""
+
 from __future__ import annotations
 
 import io
@@ -54,7 +55,7 @@ def corrupt_member(path: Path, member: str, at: int = 8) -> None:
     """Overwrite 8 bytes of ``member``'s data (``at`` bytes in) without fixing its CRC: a damaged copy."""
     offset = member_data_offset(path, member) + at
     data = bytearray(path.read_bytes())
-    data[offset:offset + 8] = np.float64(47.0).tobytes()
+    data[offset : offset + 8] = np.float64(47.0).tobytes()
     path.write_bytes(bytes(data))
 
 
@@ -75,8 +76,10 @@ def forged_header_npz(path: Path) -> None:
 def changed(**change):
     def write(path: Path) -> None:
         data = {k: v for k, v in arrays().items() if change.get(k, 0) is not None} | {
-            k: v for k, v in change.items() if v is not None}
+            k: v for k, v in change.items() if v is not None
+        }
         np.savez(path, **data)
+
     return write
 
 
@@ -94,6 +97,7 @@ def corrupted(member, compress=False):
     def write(path: Path) -> None:
         (np.savez_compressed if compress else np.savez)(path, **arrays())
         corrupt_member(path, member, at=40 if compress else 8)
+
     return write
 
 
@@ -107,26 +111,91 @@ CLASSES = {"P_true": np.array([[1.0, 0.0], [0.0, 1.0]]), "P_pred": np.array([[0.
 CASES = [
     # (id, how the file is written, extra args, words the error line must contain)
     ("corrupted-member", corrupted("Path_pred.npy"), [], ["preds.npz", "'Path_pred.npy'", "corrupted", "CRC"]),
-    ("corrupted-compressed-member", corrupted("Path_true.npy", compress=True), [], ["preds.npz", "'Path_true.npy'", "corrupted"]),
+    (
+        "corrupted-compressed-member",
+        corrupted("Path_true.npy", compress=True),
+        [],
+        ["preds.npz", "'Path_true.npy'", "corrupted"],
+    ),
     ("truncated-file", truncated, [], ["preds.npz", "not a readable .npz"]),
     ("not-a-zip", lambda p: p.write_text("Path_true,Path_pred\n1,2\n"), [], ["preds.npz", "not a readable .npz"]),
     ("forged-npy-header", forged_header_npz, [], ["preds.npz", "'Path_pred.npy'", "header for shape (9, 2, 2, 2, 2)"]),
-    ("pickled-objects", changed(Path_pred=np.array([None, 1], dtype=object)), [], ["preds.npz", "'Path_pred.npy'", "Python objects"]),
+    (
+        "pickled-objects",
+        changed(Path_pred=np.array([None, 1], dtype=object)),
+        [],
+        ["preds.npz", "'Path_pred.npy'", "Python objects"],
+    ),
     ("pickled-objects-compressed", compressed_objects, [], ["preds.npz", "'Path_pred.npy'", "Python objects"]),
     ("missing-member", changed(Pred_steps=None), [], ["preds.npz", "'Pred_steps' (mask) not found"]),
-    ("strings-as-coordinates", changed(Path_pred=np.full((2, 2, 2, 2, 2), "x")), [], ["'Path_pred'", "dtype <U1", "numbers"]),
-    ("true-wrong-agents", changed(Path_true=np.zeros((2, 1, 3, 2, 2))), [], ["'Path_true'", "axis 2 (N_A)", "expected 2"]),
+    (
+        "strings-as-coordinates",
+        changed(Path_pred=np.full((2, 2, 2, 2, 2), "x")),
+        [],
+        ["'Path_pred'", "dtype <U1", "numbers"],
+    ),
+    (
+        "true-wrong-agents",
+        changed(Path_true=np.zeros((2, 1, 3, 2, 2))),
+        [],
+        ["'Path_true'", "axis 2 (N_A)", "expected 2"],
+    ),
     ("pred-xyz", changed(Path_pred=np.zeros((2, 2, 2, 2, 3))), [], ["'Path_pred'", "axis 4 (x, y)", "expected 2"]),
     ("mask-wrong-steps", changed(Pred_steps=np.ones((2, 2, 3), bool)), [], ["'Pred_steps'", "axis 2 (N_O)"]),
-    ("log-probs-wrong-columns", changed(Log_probs=np.zeros((2, 2, 2))), [], ["'Log_probs'", "axis 1 (N_P + 1)", "expected 3"]),
-    ("nan-at-counted-step", with_value("Path_true", (1, 0, 0, 1, 0), NAN), [], ["'Path_true' [scene 1, 0, agent 0, step 1]", "NaN"]),
-    ("prediction-1e308", with_value("Path_pred", (0, 1, 0, 0, 1), 1e308), [], ["'Path_pred' [scene 0, prediction 1, agent 0, step 0]", "1e+308", "beyond"]),
-    ("prediction-inf", with_value("Path_pred", (1, 0, 0, 1, 0), -np.inf), [], ["'Path_pred' [scene 1, prediction 0, agent 0, step 1]", "inf"]),
-    ("mask-not-binary", changed(Pred_steps=np.where(arrays()["Pred_steps"], 2, 0)), [], ["'Pred_steps' [scene 0, agent 0, step 0] is 2"]),
-    ("log-prob-plus-inf", with_value("Log_probs", (0, 1, 1), np.inf), [], ["'Log_probs' [scene 0, column 1, agent 1]", "+inf"]),
-    ("class-truth-without-predictions", changed(P_true=CLASSES["P_true"]), [], ["'P_true' is there but 'P_pred' is not"]),
-    ("class-probabilities-as-text", changed(**CLASSES | {"P_pred": np.array([["a", "b"], ["c", "d"]])}), [], ["'P_pred'", "expected numbers"]),
-    ("class-rows-not-summing", changed(**CLASSES | {"P_pred": np.array([[0.5, 0.6], [0.5, 0.5]])}), [], ["'P_pred' scene 0 sums to 1.1"]),
+    (
+        "log-probs-wrong-columns",
+        changed(Log_probs=np.zeros((2, 2, 2))),
+        [],
+        ["'Log_probs'", "axis 1 (N_P + 1)", "expected 3"],
+    ),
+    (
+        "nan-at-counted-step",
+        with_value("Path_true", (1, 0, 0, 1, 0), NAN),
+        [],
+        ["'Path_true' [scene 1, 0, agent 0, step 1]", "NaN"],
+    ),
+    (
+        "prediction-1e308",
+        with_value("Path_pred", (0, 1, 0, 0, 1), 1e308),
+        [],
+        ["'Path_pred' [scene 0, prediction 1, agent 0, step 0]", "1e+308", "beyond"],
+    ),
+    (
+        "prediction-inf",
+        with_value("Path_pred", (1, 0, 0, 1, 0), -np.inf),
+        [],
+        ["'Path_pred' [scene 1, prediction 0, agent 0, step 1]", "inf"],
+    ),
+    (
+        "mask-not-binary",
+        changed(Pred_steps=np.where(arrays()["Pred_steps"], 2, 0)),
+        [],
+        ["'Pred_steps' [scene 0, agent 0, step 0] is 2"],
+    ),
+    (
+        "log-prob-plus-inf",
+        with_value("Log_probs", (0, 1, 1), np.inf),
+        [],
+        ["'Log_probs' [scene 0, column 1, agent 1]", "+inf"],
+    ),
+    (
+        "class-truth-without-predictions",
+        changed(P_true=CLASSES["P_true"]),
+        [],
+        ["'P_true' is there but 'P_pred' is not"],
+    ),
+    (
+        "class-probabilities-as-text",
+        changed(**CLASSES | {"P_pred": np.array([["a", "b"], ["c", "d"]])}),
+        [],
+        ["'P_pred'", "expected numbers"],
+    ),
+    (
+        "class-rows-not-summing",
+        changed(**CLASSES | {"P_pred": np.array([[0.5, 0.6], [0.5, 0.5]])}),
+        [],
+        ["'P_pred' scene 0 sums to 1.1"],
+    ),
     ("chunk-size-fraction", changed(), ["source.chunk_size=2.5"], ["source.chunk_size", "integer"]),
     ("chunk-size-negative", changed(), ["source.chunk_size=-1"], ["source.chunk_size", ">= 1"]),
     ("seed-negative", changed(), ["source.seed=-3"], ["source.seed", ">= 0"]),

@@ -1,5 +1,6 @@
 """owl_eval.runner.compare: per-group mean, std and 95 % Student-t CI over seeds, checked against hand arithmetic,
 then the same through a real SQLite store (parent-run logging, the sweep summary and the command line)."""
+
 from __future__ import annotations
 
 import json
@@ -10,17 +11,27 @@ from types import SimpleNamespace
 import pytest
 from scipy.stats import t
 
-from owl_eval.runner import compare as cmp
 from owl_eval.errors import ConfigError
+from owl_eval.runner import compare as cmp
 
 
 def fake_run(agent: str, seed: int, metrics: dict, params: dict | None = None, tags: dict | None = None):
     h = f"{agent}-{seed}-{sorted((params or {}).items())}"
     return SimpleNamespace(
         info=SimpleNamespace(run_id=uuid.uuid4().hex, start_time=seed, status="FINISHED"),
-        data=SimpleNamespace(metrics=metrics, params={"seed": str(seed), **(params or {})},
-                             tags={"agent": agent, "seed": str(seed), "protocol": "ond", "owl_eval.kind": "job",
-                                   "owl_eval.config_hash": h, **(tags or {})}))
+        data=SimpleNamespace(
+            metrics=metrics,
+            params={"seed": str(seed), **(params or {})},
+            tags={
+                "agent": agent,
+                "seed": str(seed),
+                "protocol": "ond",
+                "owl_eval.kind": "job",
+                "owl_eval.config_hash": h,
+                **(tags or {}),
+            },
+        ),
+    )
 
 
 def test_summarize_matches_hand_arithmetic():
@@ -40,26 +51,56 @@ def test_summarize_matches_hand_arithmetic():
     assert cmp.summarize([])[0] == 0
 
 
-@pytest.mark.parametrize("value, text", [(0.85, "0.85"), (0.124207, "0.124"), (100.0, "100"), (1234.5, "1230"),
-                                         (0.000123456, "0.000123"), (-2.71828, "-2.72"), (1.0, "1"), (0.0, "0"),
-                                         (1.23456e-7, "1.23e-07"), (12345678.0, "1.23e+07")])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (0.85, "0.85"),
+        (0.124207, "0.124"),
+        (100.0, "100"),
+        (1234.5, "1230"),
+        (0.000123456, "0.000123"),
+        (-2.71828, "-2.72"),
+        (1.0, "1"),
+        (0.0, "0"),
+        (1.23456e-7, "1.23e-07"),
+        (12345678.0, "1.23e+07"),
+    ],
+)
 def test_significant_digits(value, text):
     assert cmp.significant(value) == text
 
 
 def test_groups_by_agent_and_swept_params_not_seed():
-    runs = [fake_run("ond/knn_novelty", s, {"top1": v, "m21_fp_pct": f}, {"protocol.condition": c})
-            for c, values in (("given", [(0.8, 10.0), (0.9, 20.0), (0.85, 30.0)]), ("system", [(0.6, 5.0), (0.7, 7.0)]))
-            for s, (v, f) in enumerate(values)]
-    runs += [fake_run("ond/closed_world", s, {"top1": v, "m21_fp_pct": 1.0}, {"protocol.condition": "given"})
-             for s, v in enumerate([0.5, 0.7])]
-    keys = cmp.swept_keys(["+experiment=ond_system_detection", "agent=ond/knn_novelty,ond/closed_world",
-                           "protocol.condition=given,system", "seed=0,1,2", "protocol.num_trials=3"])
+    runs = [
+        fake_run("ond/knn_novelty", s, {"top1": v, "m21_fp_pct": f}, {"protocol.condition": c})
+        for c, values in (("given", [(0.8, 10.0), (0.9, 20.0), (0.85, 30.0)]), ("system", [(0.6, 5.0), (0.7, 7.0)]))
+        for s, (v, f) in enumerate(values)
+    ]
+    runs += [
+        fake_run("ond/closed_world", s, {"top1": v, "m21_fp_pct": 1.0}, {"protocol.condition": "given"})
+        for s, v in enumerate([0.5, 0.7])
+    ]
+    keys = cmp.swept_keys(
+        [
+            "+experiment=ond_system_detection",
+            "agent=ond/knn_novelty,ond/closed_world",
+            "protocol.condition=given,system",
+            "seed=0,1,2",
+            "protocol.num_trials=3",
+        ]
+    )
     assert keys == ["agent", "protocol.condition"]
     assert cmp.grouping_keys(runs, keys) == cmp.grouping_keys(runs) == ["agent", "protocol.condition"]
     rows = {(r.label, r.metric): r for r in cmp.compare(runs, keys, ["top1", "m21_fp_pct"])}
-    assert set(rows) == {(g, m) for g in ("ond.knn_novelty__condition-given", "ond.knn_novelty__condition-system",
-                                          "ond.closed_world__condition-given") for m in ("top1", "m21_fp_pct")}
+    assert set(rows) == {
+        (g, m)
+        for g in (
+            "ond.knn_novelty__condition-given",
+            "ond.knn_novelty__condition-system",
+            "ond.closed_world__condition-given",
+        )
+        for m in ("top1", "m21_fp_pct")
+    }
     r = rows[("ond.knn_novelty__condition-given", "top1")]
     # 0.8, 0.9, 0.85: mean 0.85; deviations -0.05, 0.05, 0 -> var = 0.005/2 = 0.0025, std = 0.05
     half = t.ppf(0.975, 2) * 0.05 / math.sqrt(3)  # 4.302653 * 0.05 / 1.732051 = 0.124207
@@ -83,9 +124,17 @@ def test_seed_copies_and_job_directories_never_split_a_group():
     # protocol.ste.seed copies the seed; protocol.log_dir is each job's own directory. Two runs of seed 0
     # (progress toggled: another config hash) are one sample, the latest.
     def job(seed, value, start, progress="true"):
-        r = fake_run("lifelong_rl/q_learning", seed, {"saturation": value},
-                     {"protocol.ste.seed": str(seed), "protocol.log_dir": f"/tmp/outputs/{uuid.uuid4().hex}/l2log",
-                      "progress": progress}, {"protocol": "lifelong_rl"})
+        r = fake_run(
+            "lifelong_rl/q_learning",
+            seed,
+            {"saturation": value},
+            {
+                "protocol.ste.seed": str(seed),
+                "protocol.log_dir": f"/tmp/outputs/{uuid.uuid4().hex}/l2log",
+                "progress": progress,
+            },
+            {"protocol": "lifelong_rl"},
+        )
         r.info.start_time = start
         return r
 
@@ -98,15 +147,26 @@ def test_seed_copies_and_job_directories_never_split_a_group():
 
 def test_a_declared_sweep_key_groups_even_when_the_finished_runs_cannot_tell_it_from_the_seed():
     # Only (digits, seed 0) and (activity, seed 1) finished: from the data alone the domain follows the seed.
-    runs = [fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
-            fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"})]
+    runs = [
+        fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
+        fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"}),
+    ]
     assert cmp.grouping_keys(runs) == ["agent"]
-    assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == ["agent", "domain"]
+    assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == [
+        "agent",
+        "domain",
+    ]
 
 
 def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
-    keys = {"fpr_at_95tpr": "minimize", "m2_cdt_pct_at_0.3": "maximize", "baseline.fpr_at_95tpr": "minimize",
-            "m1_mean_fn_cdt_at_0.175": "minimize", "oscr": "maximize", "time/total_s": "none"}
+    keys = {
+        "fpr_at_95tpr": "minimize",
+        "m2_cdt_pct_at_0.3": "maximize",
+        "baseline.fpr_at_95tpr": "minimize",
+        "m1_mean_fn_cdt_at_0.175": "minimize",
+        "oscr": "maximize",
+        "time/total_s": "none",
+    }
     for key, direction in keys.items():
         assert cmp.metric_direction("ond", key) == direction, key
     runs = [fake_run("ond/knn_novelty", s, {**dict.fromkeys(keys, 0.1 * s), "top1_batch": 0.5}) for s in range(2)]
@@ -117,10 +177,14 @@ def test_not_applicable_cells_are_never_best():
     # M5 of the closed-world agent against the closed-world baseline is N/A ("the agent is the baseline");
     # knn's M5 is measured. M1 is N/A in every group; equal means have no best.
     reason = "the agent is the baseline (identical p_class on every trial): M5 = 0.5 and M6 = 1 by construction"
-    runs = [fake_run("ond/knn_novelty", s, {"m5_opti_top1": v, "top3": 1.0}, tags={"na.m1_mean_fn_cdt": "no CDT"})
-            for s, v in enumerate([0.4, 0.45])]
-    runs += [fake_run("ond/closed_world", s, {"top3": 1.0}, tags={"na.m5_opti_top1": reason, "na.m1_mean_fn_cdt": "no CDT"})
-             for s in range(2)]
+    runs = [
+        fake_run("ond/knn_novelty", s, {"m5_opti_top1": v, "top3": 1.0}, tags={"na.m1_mean_fn_cdt": "no CDT"})
+        for s, v in enumerate([0.4, 0.45])
+    ]
+    runs += [
+        fake_run("ond/closed_world", s, {"top3": 1.0}, tags={"na.m5_opti_top1": reason, "na.m1_mean_fn_cdt": "no CDT"})
+        for s in range(2)
+    ]
     rows = cmp.compare(runs, ["agent"])
     md = cmp.to_markdown(rows)
     m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
@@ -153,15 +217,32 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
     """A job run as owl_eval.runner.app logs it: tags, the flattened config (a seed copy and a job directory among it)."""
     from mlflow.entities import Metric, Param, RunTag
 
-    tags = {"agent": agent, "domain": domain, "condition": condition, "seed": str(seed), "protocol": "ond",
-            "baseline": "ond/closed_world", "owl_eval.kind": "job", "owl_eval.config_hash": uuid.uuid4().hex,
-            "mlflow.parentRunId": parent_id}
-    params = {"seed": str(seed), "agent._target_": f"agents.{agent.replace('/', '.')}.Agent", "agent.k": "5",
-              "domain._target_": f"owl_eval.domains.{domain}.Domain",
-              "domain.ond.known_classes": "6" if domain == "digits" else "5",
-              "protocol.known_classes": "6" if domain == "digits" else "5", "protocol.condition": condition,
-              "protocol.ste.seed": str(seed), "protocol.log_dir": f"/work/outputs/multiruns/x/{job_num}/l2log",
-              "metrics.threshold": "0.5", "experiment_name": name, "tracking.uri": "sqlite:///x.db", "progress": "false"}
+    tags = {
+        "agent": agent,
+        "domain": domain,
+        "condition": condition,
+        "seed": str(seed),
+        "protocol": "ond",
+        "baseline": "ond/closed_world",
+        "owl_eval.kind": "job",
+        "owl_eval.config_hash": uuid.uuid4().hex,
+        "mlflow.parentRunId": parent_id,
+    }
+    params = {
+        "seed": str(seed),
+        "agent._target_": f"agents.{agent.replace('/', '.')}.Agent",
+        "agent.k": "5",
+        "domain._target_": f"owl_eval.domains.{domain}.Domain",
+        "domain.ond.known_classes": "6" if domain == "digits" else "5",
+        "protocol.known_classes": "6" if domain == "digits" else "5",
+        "protocol.condition": condition,
+        "protocol.ste.seed": str(seed),
+        "protocol.log_dir": f"/work/outputs/multiruns/x/{job_num}/l2log",
+        "metrics.threshold": "0.5",
+        "experiment_name": name,
+        "tracking.uri": "sqlite:///x.db",
+        "progress": "false",
+    }
     top1 = AGENTS[agent] + DOMAINS[domain] + CONDITIONS[condition] + SEED_OFFSET[seed]
     metrics = {"top1": top1, "top1_batch": 0.1}
     if agent == "ond/knn_novelty":
@@ -169,8 +250,12 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
     else:
         tags["na.fpr_at_95tpr"] = "the novelty score p_class[:, 0] is 0 for all 120 samples"
     run = client.create_run(exp_id, run_name=f"{job_num}", tags=tags)
-    client.log_batch(run.info.run_id, metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
-                     params=[Param(k, v) for k, v in params.items()], tags=[RunTag("x", "y")])
+    client.log_batch(
+        run.info.run_id,
+        metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
+        params=[Param(k, v) for k, v in params.items()],
+        tags=[RunTag("x", "y")],
+    )
     client.set_terminated(run.info.run_id)
 
 
@@ -197,10 +282,16 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     top1 = {r.label: r for r in rows if r.metric == "top1"}
     assert len(top1) == 8 and all((r.n, r.runs) == (3, 3) for r in top1.values())
     # hand: agent + domain + condition + mean seed offset 0.03; std sqrt(0.0013) everywhere
-    expected = {("knn_novelty", "digits", "given"): 0.88, ("knn_novelty", "digits", "system"): 0.83,
-                ("knn_novelty", "activity", "given"): 0.78, ("knn_novelty", "activity", "system"): 0.73,
-                ("closed_world", "digits", "given"): 0.68, ("closed_world", "digits", "system"): 0.63,
-                ("closed_world", "activity", "given"): 0.58, ("closed_world", "activity", "system"): 0.53}
+    expected = {
+        ("knn_novelty", "digits", "given"): 0.88,
+        ("knn_novelty", "digits", "system"): 0.83,
+        ("knn_novelty", "activity", "given"): 0.78,
+        ("knn_novelty", "activity", "system"): 0.73,
+        ("closed_world", "digits", "given"): 0.68,
+        ("closed_world", "digits", "system"): 0.63,
+        ("closed_world", "activity", "given"): 0.58,
+        ("closed_world", "activity", "system"): 0.53,
+    }
     half = t.ppf(0.975, 2) * math.sqrt(0.0013) / math.sqrt(3)
     for (agent, domain, condition), mean in expected.items():
         r = top1[f"ond.{agent}__domain-{domain}__condition-{condition}"]
@@ -217,8 +308,12 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     assert logged["ond.closed_world__domain-activity__condition-system/n_runs"] == 3
 
     # ... with the sweeper params (logged to the parent), and the command line: the same table
-    sweeper = {"domain": "digits,activity", "protocol.condition": "given,system",
-               "agent": "ond/knn_novelty,ond/closed_world", "seed": "0,1,2"}
+    sweeper = {
+        "domain": "digits,activity",
+        "protocol.condition": "given,system",
+        "agent": "ond/knn_novelty,ond/closed_world",
+        "seed": "0,1,2",
+    }
     again = cmp.sweep_comparison(client, parent_id, overrides=["+experiment=ond_all_domains"], sweeper_params=sweeper)
     assert again == rows
     cmp.summarize_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"], sweeper_params=sweeper)
@@ -237,9 +332,18 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     values = {"ond/knn_novelty": [0.91, 0.87, 0.95], "ond/closed_world": [0.70, 0.74, 0.69]}
     for agent, seq in values.items():
         for seed, v in enumerate(seq):
-            run = client.create_run(exp_id, run_name=f"{agent}-{seed}", tags={
-                "agent": agent, "seed": str(seed), "protocol": "ond", "owl_eval.kind": "job",
-                "owl_eval.config_hash": f"{agent}{seed}", "team": "it's ours"})
+            run = client.create_run(
+                exp_id,
+                run_name=f"{agent}-{seed}",
+                tags={
+                    "agent": agent,
+                    "seed": str(seed),
+                    "protocol": "ond",
+                    "owl_eval.kind": "job",
+                    "owl_eval.config_hash": f"{agent}{seed}",
+                    "team": "it's ours",
+                },
+            )
             client.log_metric(run.info.run_id, "top1", v)
             client.log_metric(run.info.run_id, "m21_fp_pct", 10.0 * seed)
             client.log_param(run.info.run_id, "seed", str(seed))
@@ -268,7 +372,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     assert logged["ond.closed_world/n_runs"] == 3
     paths = {a.path for a in client.list_artifacts(parent.run_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
-    csv_text = (client.download_artifacts(parent.run_id, "comparison/comparison.csv"))
+    csv_text = client.download_artifacts(parent.run_id, "comparison/comparison.csv")
     lines = open(csv_text).read().splitlines()
     assert lines[0] == "agent,metric,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
     knn_line = next(line.split(",") for line in lines if line.startswith("ond/knn_novelty,top1,"))
@@ -289,16 +393,25 @@ def test_command_line_errors_are_one_line(mlflow_store, capsys):
         cmp.cli(["--sweep", "0123abc", "--uri", mlflow_store["uri"]])
     assert str(exited.value.code) == "error: --sweep: no run '0123abc' in this store"
     with pytest.raises(ConfigError, match="--tag team: .* holds both ' and \" quotes"):
-        cmp.experiment_runs(SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
-                            "x", {"team": "it's \"ours\""})
+        cmp.experiment_runs(
+            SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
+            "x",
+            {"team": 'it\'s "ours"'},
+        )
 
 
 def test_best_is_chosen_among_agents_of_one_setting_only():
     # digits is easier than activity: the best activity agent (0.6) is still bold, though digits' worst (0.8) is higher.
-    runs = [fake_run(agent, s, {"top1": v + 0.01 * s}, params={"domain": domain}, tags={"domain": domain})
-            for agent, domain, v in [("ond/knn_novelty", "digits", 0.9), ("ond/closed_world", "digits", 0.8),
-                                     ("ond/knn_novelty", "activity", 0.6), ("ond/closed_world", "activity", 0.5)]
-            for s in range(2)]
+    runs = [
+        fake_run(agent, s, {"top1": v + 0.01 * s}, params={"domain": domain}, tags={"domain": domain})
+        for agent, domain, v in [
+            ("ond/knn_novelty", "digits", 0.9),
+            ("ond/closed_world", "digits", 0.8),
+            ("ond/knn_novelty", "activity", 0.6),
+            ("ond/closed_world", "activity", 0.5),
+        ]
+        for s in range(2)
+    ]
     rows = cmp.compare(runs, ["agent", "domain"])
     md = cmp.to_markdown(rows)
     header = next(line for line in md.splitlines() if line.startswith("| metric |")).split(" | ")[2:]

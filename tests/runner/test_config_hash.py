@@ -1,5 +1,6 @@
 """The config hash that lets a re-run sweep skip finished jobs: stable across job directories, sensitive
 to every value that changes a number."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -32,7 +33,9 @@ def test_rl_log_dir_inside_the_job_directory_does_not_change_the_hash(tmp_path):
     resolved_dirs, hashes = [], []
     for job in ("job0", "job1"):
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            full = compose("config", overrides=["+experiment=lifelong_rl_frozenlake_syllabus"], return_hydra_config=True)
+            full = compose(
+                "config", overrides=["+experiment=lifelong_rl_frozenlake_syllabus"], return_hydra_config=True
+            )
         with open_dict(full):
             full.hydra.runtime.output_dir = str(tmp_path / job)
             full.hydra.runtime.cwd = str(tmp_path)

@@ -1,17 +1,25 @@
 """Continual experiments end to end into a real SQLite MLflow store, read back through MlflowClient, with
 every logged number recomputed by plain loops from the downloaded record."""
+
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from owl_eval.runner.app import run
 from tests.fixtures.searchpath import TEST_AGENTS
 
-METRICS = ("average_accuracy", "micro_average_accuracy", "forgetting", "backward_transfer", "forward_transfer",
-           "forgetting_avalanche", "forgetting_since_learned", "forward_transfer_avalanche")
+METRICS = (
+    "average_accuracy",
+    "micro_average_accuracy",
+    "forgetting",
+    "backward_transfer",
+    "forward_transfer",
+    "forgetting_avalanche",
+    "forgetting_since_learned",
+    "forward_transfer_avalanche",
+)
 FAST = ["agent.epochs=2"]
 
 
@@ -31,8 +39,10 @@ def _only_run(client, experiment_name):
 
 def plain_renate(A, b, n, t):
     """Renate's five metrics at step t as loops over the Renate results dict (METRICS.md section 2)."""
-    out = {"average_accuracy": sum(A[t][i] for i in range(t + 1)) / (t + 1),
-           "micro_average_accuracy": sum(A[t][i] * n[i] for i in range(t + 1)) / sum(n[: t + 1])}
+    out = {
+        "average_accuracy": sum(A[t][i] for i in range(t + 1)) / (t + 1),
+        "micro_average_accuracy": sum(A[t][i] * n[i] for i in range(t + 1)) / sum(n[: t + 1]),
+    }
     if t == 0:
         return out | {"forgetting": 0.0, "backward_transfer": 0.0, "forward_transfer": 0.0}
     return out | {
@@ -49,15 +59,22 @@ def _download_results(client, run_id, tmp_path):
     return results["accuracy"], results["accuracy_init"][0], results["num_instances"]
 
 
-@pytest.mark.parametrize("experiment_file, domain, num_tasks", [("continual_split_digits", "split_digits", 5),
-                                                                ("continual_permuted_digits", "permuted_digits", 5)])
+@pytest.mark.parametrize(
+    "experiment_file, domain, num_tasks",
+    [("continual_split_digits", "split_digits", 5), ("continual_permuted_digits", "permuted_digits", 5)],
+)
 def test_experiment_logs_everything(experiment_file, domain, num_tasks, experiment, client, tmp_path):
     returned = run([f"+experiment={experiment_file}", *experiment["overrides"], *FAST], output_dir=tmp_path)
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     tags, metrics = r.data.tags, r.data.metrics
     assert (tags["protocol"], tags["domain"], tags["agent"], tags["scenario"], tags["baseline"]) == (
-        "continual", domain, "continual/finetune", "class_incremental", "none")
+        "continual",
+        domain,
+        "continual/finetune",
+        "class_incremental",
+        "none",
+    )
     assert r.data.params["agent.epochs"] == "2" and r.data.params["protocol.scenario"] == "class_incremental"
 
     A, b, n = _download_results(client, r.info.run_id, tmp_path)
@@ -76,15 +93,25 @@ def test_experiment_logs_everything(experiment_file, domain, num_tasks, experime
         for t in range(T):
             assert by_step[t] == pytest.approx(plain_renate(A, b, n, t)[name], abs=1e-12), (name, t)
     for i in range(T):  # each task's accuracy over the sequence: column i of A
-        history = sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, f"detail/task/{i}/accuracy"))
+        history = sorted(
+            (m.step, m.value) for m in client.get_metric_history(r.info.run_id, f"detail/task/{i}/accuracy")
+        )
         assert history == [(j, A[j][i]) for j in range(T)]
     # a learner of 2 epochs still learns each task it is given: the diagonal is far above chance (1/10)
     assert min(A[j][j] for j in range(T)) > 0.5
 
-    artifacts = {a.path for folder in ("plots", "record", "config") for a in client.list_artifacts(r.info.run_id, folder)}
-    for path in ("plots/accuracy_matrix.png", "plots/task_accuracy.png", "plots/metrics_by_task.png",
-                 "record/accuracy_matrix.csv", "record/continual_record.npz", "record/renate_results.json",
-                 "config/config.yaml"):
+    artifacts = {
+        a.path for folder in ("plots", "record", "config") for a in client.list_artifacts(r.info.run_id, folder)
+    }
+    for path in (
+        "plots/accuracy_matrix.png",
+        "plots/task_accuracy.png",
+        "plots/metrics_by_task.png",
+        "record/accuracy_matrix.csv",
+        "record/continual_record.npz",
+        "record/renate_results.json",
+        "config/config.yaml",
+    ):
         assert path in artifacts, path
     csv = client.download_artifacts(r.info.run_id, "record/accuracy_matrix.csv", str(tmp_path))
     rows = [line.split(",") for line in open(csv).read().splitlines()]
@@ -94,8 +121,17 @@ def test_experiment_logs_everything(experiment_file, domain, num_tasks, experime
 
 def test_task_incremental_scenario_and_every_learner_config(experiment, client, tmp_path):
     for agent in ("continual/replay", "continual/joint"):
-        run(["+experiment=continual_split_digits", *experiment["overrides"], f"agent={agent}", *FAST,
-             "protocol.scenario=task_incremental", "figures=false"], output_dir=tmp_path / agent.replace("/", "_"))
+        run(
+            [
+                "+experiment=continual_split_digits",
+                *experiment["overrides"],
+                f"agent={agent}",
+                *FAST,
+                "protocol.scenario=task_incremental",
+                "figures=false",
+            ],
+            output_dir=tmp_path / agent.replace("/", "_"),
+        )
     runs = client.search_runs([client.get_experiment_by_name(experiment["name"]).experiment_id])
     assert sorted(r.data.tags["agent"] for r in runs) == ["continual/joint", "continual/replay"]
     for r in runs:
@@ -105,7 +141,13 @@ def test_task_incremental_scenario_and_every_learner_config(experiment, client, 
 
 
 def test_same_config_and_seed_give_identical_numbers(experiment, tmp_path):
-    args = ["+experiment=continual_split_digits", *experiment["overrides"], "agent=continual/replay", *FAST, "figures=false"]
+    args = [
+        "+experiment=continual_split_digits",
+        *experiment["overrides"],
+        "agent=continual/replay",
+        *FAST,
+        "figures=false",
+    ]
     first = run([*args, "seed=3"], output_dir=tmp_path / "a")
     second = run([*args, "seed=3"], output_dir=tmp_path / "b")
     strip = lambda d: {k: v for k, v in d.items() if not k.startswith("time/")}  # noqa: E731
@@ -118,8 +160,17 @@ def test_crashing_learner_leaves_failed_run_with_completed_rows(experiment, clie
     from tests.fixtures.agents.continual.crashing import LearnerCrash
 
     with pytest.raises(LearnerCrash):
-        run(["+experiment=continual_split_digits", *experiment["overrides"], TEST_AGENTS, "agent=continual/crashing",
-             "agent.crash_at_task=3", "+agent.epochs=2"], output_dir=tmp_path)
+        run(
+            [
+                "+experiment=continual_split_digits",
+                *experiment["overrides"],
+                TEST_AGENTS,
+                "agent=continual/crashing",
+                "agent.crash_at_task=3",
+                "+agent.epochs=2",
+            ],
+            output_dir=tmp_path,
+        )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED"
     assert r.data.tags["partial_record"] == "true"

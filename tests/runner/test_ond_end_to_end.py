@@ -1,4 +1,5 @@
 """OND experiments end to end into a real SQLite MLflow store, read back through MlflowClient."""
+
 from __future__ import annotations
 
 import json
@@ -15,9 +16,26 @@ from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
-ALWAYS = ["m1_mean_fn_cdt", "m2_cdt_pct", "detail/m2_cdt_pct_all", "m21_fp_pct", "top1", "top3", "detail/top1_pre",
-          "detail/top1_post", "detail/top3_pre", "detail/top3_post", "m5_opti_top1", "m6_apti_top1", "auroc_novel",
-          "detail/aupr_novel", "detail/fpr_at_95tpr", "oscr", "baseline/top1", "time/total_s"]
+ALWAYS = [
+    "m1_mean_fn_cdt",
+    "m2_cdt_pct",
+    "detail/m2_cdt_pct_all",
+    "m21_fp_pct",
+    "top1",
+    "top3",
+    "detail/top1_pre",
+    "detail/top1_post",
+    "detail/top3_pre",
+    "detail/top3_post",
+    "m5_opti_top1",
+    "m6_apti_top1",
+    "auroc_novel",
+    "detail/aupr_novel",
+    "detail/fpr_at_95tpr",
+    "oscr",
+    "baseline/top1",
+    "time/total_s",
+]
 
 
 def _only_run(client, experiment_name):
@@ -27,10 +45,14 @@ def _only_run(client, experiment_name):
     return runs[0]
 
 
-@pytest.mark.parametrize("experiment_file, condition, nrp", [("ond_given_detection", "given", "m4"),
-                                                              ("ond_system_detection", "system", "m3")])
+@pytest.mark.parametrize(
+    "experiment_file, condition, nrp",
+    [("ond_given_detection", "given", "m4"), ("ond_system_detection", "system", "m3")],
+)
 def test_experiment_logs_everything(experiment_file, condition, nrp, experiment, client, tmp_path):
-    returned = run([f"+experiment={experiment_file}", *experiment["overrides"], "protocol.num_trials=6"], output_dir=tmp_path)
+    returned = run(
+        [f"+experiment={experiment_file}", *experiment["overrides"], "protocol.num_trials=6"], output_dir=tmp_path
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     metrics = r.data.metrics
@@ -40,7 +62,9 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
             # Told the red light, the agent's detection is not measured by design: not logged (metrics_na.json
             # keeps the reason).
             assert name not in metrics and f"na.{name}" not in r.data.tags, name
-            na = json.loads(Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text())
+            na = json.loads(
+                Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text()
+            )
             assert "red light is given" in na[name.removeprefix("detail/")], name
         else:
             assert name in metrics, name
@@ -51,14 +75,27 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     assert r.data.params["protocol.num_trials"] == "6"
     assert r.data.params["agent._target_"] == "owl_eval.agents.ond.knn_novelty.KnnNoveltyAgent"
     tags = r.data.tags
-    assert (tags["protocol"], tags["domain"], tags["agent"], tags["condition"], tags["seed"]) == ("ond", "digits", "ond/knn_novelty", condition, "0")
+    assert (tags["protocol"], tags["domain"], tags["agent"], tags["condition"], tags["seed"]) == (
+        "ond",
+        "digits",
+        "ond/knn_novelty",
+        condition,
+        "0",
+    )
     assert "git_commit" in tags
     # Per-batch series: 200 samples in batches of 10 = 20 steps.
     history = client.get_metric_history(r.info.run_id, "detail/top1_batch")
     assert sorted(m.step for m in history) == list(range(20))
-    artifacts = {a.path for folder in ("", "plots", "config", "record") for a in client.list_artifacts(r.info.run_id, folder)}
-    for path in ("plots/detection_timeline.png", "plots/top1_per_batch.png", "plots/detection_vs_threshold.png",
-                 "config/config.yaml", "record/ond_record.npz"):
+    artifacts = {
+        a.path for folder in ("", "plots", "config", "record") for a in client.list_artifacts(r.info.run_id, folder)
+    }
+    for path in (
+        "plots/detection_timeline.png",
+        "plots/top1_per_batch.png",
+        "plots/detection_vs_threshold.png",
+        "config/config.yaml",
+        "record/ond_record.npz",
+    ):
         assert path in artifacts, path
     local = client.download_artifacts(r.info.run_id, "record/ond_record.npz", str(tmp_path))
     from owl_eval.protocols.ond.record import OndRecord
@@ -71,11 +108,38 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
 
 
 def test_same_config_and_seed_give_identical_numbers(experiment, client, tmp_path):
-    first = run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=5", "seed=7", "figures=false"], output_dir=tmp_path / "a")
-    second = run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=5", "seed=7", "figures=false"], output_dir=tmp_path / "b")
+    first = run(
+        [
+            "+experiment=ond_system_detection",
+            *experiment["overrides"],
+            "protocol.num_trials=5",
+            "seed=7",
+            "figures=false",
+        ],
+        output_dir=tmp_path / "a",
+    )
+    second = run(
+        [
+            "+experiment=ond_system_detection",
+            *experiment["overrides"],
+            "protocol.num_trials=5",
+            "seed=7",
+            "figures=false",
+        ],
+        output_dir=tmp_path / "b",
+    )
     strip = lambda d: {k: v for k, v in d.items() if not k.startswith("time/")}  # noqa: E731
     assert strip(first) == strip(second)
-    third = run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=5", "seed=8", "figures=false"], output_dir=tmp_path / "c")
+    third = run(
+        [
+            "+experiment=ond_system_detection",
+            *experiment["overrides"],
+            "protocol.num_trials=5",
+            "seed=8",
+            "figures=false",
+        ],
+        output_dir=tmp_path / "c",
+    )
     assert strip(third) != strip(first)
 
 
@@ -83,8 +147,17 @@ def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, clie
     from tests.fixtures.agents.ond.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
-        run(["+experiment=ond_system_detection", *experiment["overrides"], TEST_AGENTS, "agent=ond/crashing", "agent.crash_at_trial=3",
-             "protocol.num_trials=6"], output_dir=tmp_path)
+        run(
+            [
+                "+experiment=ond_system_detection",
+                *experiment["overrides"],
+                TEST_AGENTS,
+                "agent=ond/crashing",
+                "agent.crash_at_trial=3",
+                "protocol.num_trials=6",
+            ],
+            output_dir=tmp_path,
+        )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED"
     assert r.data.tags["partial_record"] == "true"
@@ -100,7 +173,9 @@ def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, clie
 def test_unknown_option_lists_the_valid_ones():
     from owl_eval.runner.options import unknown_choice_message
 
-    message = unknown_choice_message(["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"])
+    message = unknown_choice_message(
+        ["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"]
+    )
     assert message.startswith("unknown agent option 'ond/nope'")
     assert "ond/knn_novelty" in message and "ond/closed_world" in message
     assert "ond_given_detection" in unknown_choice_message(["+experiment=ond_typo"])
@@ -114,13 +189,20 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
     assert "ond/crashing" in unknown_choice_message(["agent=ond/crashing"])
     assert unknown_choice_message([TEST_AGENTS, "agent=ond/crashing"]) is None
     assert "ond/nope" in unknown_choice_message([TEST_AGENTS, "agent=ond/crashing,ond/nope"])
-    help_text = subprocess.run([sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True,
-                               text=True, timeout=120).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
+    ).stdout
     assert "agent/ond: closed_world, knn_novelty" in help_text and "crashing" not in help_text
 
 
 def test_cli_rejects_unknown_option_with_one_line():
-    proc = subprocess.run([sys.executable, "-m", "owl_eval", "domain=imagenet"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "owl_eval", "domain=imagenet"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0
     assert "unknown domain option 'imagenet'" in proc.stderr and "digits" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -128,13 +210,29 @@ def test_cli_rejects_unknown_option_with_one_line():
 
 def test_unknown_metric_name_lists_valid_names(experiment, tmp_path):
     with pytest.raises(ValueError, match=r"metrics.names: unknown metric\(s\) \['m9'\].*valid names: .*m2_cdt_pct"):
-        run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=3", "metrics.names=[top1,m9]",
-             "figures=false"], output_dir=tmp_path)
+        run(
+            [
+                "+experiment=ond_system_detection",
+                *experiment["overrides"],
+                "protocol.num_trials=3",
+                "metrics.names=[top1,m9]",
+                "figures=false",
+            ],
+            output_dir=tmp_path,
+        )
 
 
 def test_metric_selection_keeps_only_listed(experiment, client, tmp_path):
-    run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=3",
-         "metrics.names=[top1,m2_cdt_pct]", "figures=false"], output_dir=tmp_path)
+    run(
+        [
+            "+experiment=ond_system_detection",
+            *experiment["overrides"],
+            "protocol.num_trials=3",
+            "metrics.names=[top1,m2_cdt_pct]",
+            "figures=false",
+        ],
+        output_dir=tmp_path,
+    )
     names = set(_only_run(client, experiment["name"]).data.metrics)
     assert {"top1", "m2_cdt_pct", "baseline/top1"} <= names
     assert "oscr" not in names and "m21_fp_pct" not in names
@@ -145,10 +243,23 @@ def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, t
     name = f"sweep-test-{os.getpid()}"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection",
-           TEST_AGENTS, "agent=ond/closed_world,ond/crashing", "seed=0,1", f"tracking.uri={mlflow_store['uri']}",
-           f"tracking.artifact_location={mlflow_store['artifacts']}", f"experiment_name={name}",
-           "protocol.num_trials=4", "figures=false", "progress=false", f"hydra.sweep.dir={tmp_path}/sweep"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "-m",
+        "+experiment=ond_system_detection",
+        TEST_AGENTS,
+        "agent=ond/closed_world,ond/crashing",
+        "seed=0,1",
+        f"tracking.uri={mlflow_store['uri']}",
+        f"tracking.artifact_location={mlflow_store['artifacts']}",
+        f"experiment_name={name}",
+        "protocol.num_trials=4",
+        "figures=false",
+        "progress=false",
+        f"hydra.sweep.dir={tmp_path}/sweep",
+    ]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode != 0, "a failing job must fail the sweep command"
     exp = client.get_experiment_by_name(name)

@@ -1,4 +1,5 @@
 """The OND protocol drives agents exactly as SAIL-ON prescribes: batches, red light, no labels."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,15 @@ class SpyAgent:
 
 
 def small_protocol(**kw):
-    opts = dict(known_classes=6, num_trials=4, trials_without_novelty=1, pre_novelty=23, post_novelty=37,
-                novel_fraction=0.5, batch_size=7)
+    opts = dict(
+        known_classes=6,
+        num_trials=4,
+        trials_without_novelty=1,
+        pre_novelty=23,
+        post_novelty=37,
+        novel_fraction=0.5,
+        batch_size=7,
+    )
     opts.update(kw)
     return OndProtocol(**opts)
 
@@ -55,13 +63,17 @@ def test_batches_cover_each_trial_exactly_once():
 
 def test_system_condition_never_tells_the_red_light():
     spy = SpyAgent()
-    small_protocol(condition="system").run(domain=DigitsDomain(), agent=spy, rng=np.random.default_rng(1), progress=False)
+    small_protocol(condition="system").run(
+        domain=DigitsDomain(), agent=spy, rng=np.random.default_rng(1), progress=False
+    )
     assert all(b.red_light_index is None for b in batches_of(spy))
 
 
 def test_given_condition_tells_the_red_light_from_its_batch_on():
     spy = SpyAgent()
-    record = small_protocol(condition="given").run(domain=DigitsDomain(), agent=spy, rng=np.random.default_rng(2), progress=False)
+    record = small_protocol(condition="given").run(
+        domain=DigitsDomain(), agent=spy, rng=np.random.default_rng(2), progress=False
+    )
     red = {t.trial_id: t.red_light for t in record.trials}
     for b in batches_of(spy):
         rl = red[b.trial_id]
@@ -116,12 +128,15 @@ class BadAgent(SpyAgent):
         return world, p
 
 
-@pytest.mark.parametrize("fault, words", [
-    ("shape", ["p_class has shape (7, 6), expected (7, 7)"]),
-    ("nan", ["p_world_changed contains NaN"]),
-    ("range", ["p_world_changed must lie in [0, 1]"]),
-    ("sum", ["p_class row 0 sums to 0.9", "protocol.normalize"]),
-])
+@pytest.mark.parametrize(
+    "fault, words",
+    [
+        ("shape", ["p_class has shape (7, 6), expected (7, 7)"]),
+        ("nan", ["p_world_changed contains NaN"]),
+        ("range", ["p_world_changed must lie in [0, 1]"]),
+        ("sum", ["p_class row 0 sums to 0.9", "protocol.normalize"]),
+    ],
+)
 def test_bad_agent_output_names_trial_batch_and_array(fault, words):
     with pytest.raises(AgentOutputError) as info:
         small_protocol().run(domain=DigitsDomain(), agent=BadAgent(fault), rng=np.random.default_rng(5), progress=False)
@@ -132,7 +147,9 @@ def test_bad_agent_output_names_trial_batch_and_array(fault, words):
 
 
 def test_normalize_rescales_rows_instead_of_failing():
-    record = small_protocol(normalize=True).run(domain=DigitsDomain(), agent=BadAgent("sum"), rng=np.random.default_rng(5), progress=False)
+    record = small_protocol(normalize=True).run(
+        domain=DigitsDomain(), agent=BadAgent("sum"), rng=np.random.default_rng(5), progress=False
+    )
     np.testing.assert_allclose(record.trials[0].p_class.sum(1), 1.0)
 
 
@@ -140,26 +157,33 @@ def test_bad_protocol_config_names_the_key():
     with pytest.raises(ValueError, match="protocol.condition"):
         OndProtocol(condition="maybe")
     with pytest.raises(ValueError, match="protocol.known_classes"):
-        small_protocol(known_classes=10).run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)
+        small_protocol(known_classes=10).run(
+            domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False
+        )
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"batch_size": 2.5}, "protocol.batch_size: expected an integer, got 2.5 (float)"),
-    ({"num_trials": 2.5}, "protocol.num_trials: expected an integer, got 2.5 (float)"),
-    ({"known_classes": "abc"}, "protocol.known_classes: expected an integer, got 'abc'"),
-    ({"novel_fraction": 1.5}, "protocol.novel_fraction: expected a number <= 1, got 1.5"),
-    ({"novel_fraction": 0}, "protocol.novel_fraction: expected a number > 0, got 0"),
-    ({"condition": "sytem"}, "protocol.condition: expected one of ['system', 'given'], got 'sytem'"),
-    ({"sum_tolerance": float("inf")}, "protocol.sum_tolerance: expected a finite number, got inf"),
-    ({"sum_tolerance": "inf"}, "protocol.sum_tolerance: expected a finite number, got 'inf'"),
-    ({"normalize": "maybe"}, "protocol.normalize: expected true or false, got 'maybe'"),
-    ({"train_fraction": 1.0}, "protocol.train_fraction: expected a number < 1, got 1.0"),
-    ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
-    ({"pre_novelty": -1}, "protocol.pre_novelty: expected an integer >= 0, got -1"),
-    ({"post_novelty": True}, "protocol.post_novelty: expected an integer, got True (bool)"),
-    ({"num_trials": 3, "trials_without_novelty": 4},
-     "protocol.trials_without_novelty: expected at most protocol.num_trials (3), got 4"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"batch_size": 2.5}, "protocol.batch_size: expected an integer, got 2.5 (float)"),
+        ({"num_trials": 2.5}, "protocol.num_trials: expected an integer, got 2.5 (float)"),
+        ({"known_classes": "abc"}, "protocol.known_classes: expected an integer, got 'abc'"),
+        ({"novel_fraction": 1.5}, "protocol.novel_fraction: expected a number <= 1, got 1.5"),
+        ({"novel_fraction": 0}, "protocol.novel_fraction: expected a number > 0, got 0"),
+        ({"condition": "sytem"}, "protocol.condition: expected one of ['system', 'given'], got 'sytem'"),
+        ({"sum_tolerance": float("inf")}, "protocol.sum_tolerance: expected a finite number, got inf"),
+        ({"sum_tolerance": "inf"}, "protocol.sum_tolerance: expected a finite number, got 'inf'"),
+        ({"normalize": "maybe"}, "protocol.normalize: expected true or false, got 'maybe'"),
+        ({"train_fraction": 1.0}, "protocol.train_fraction: expected a number < 1, got 1.0"),
+        ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
+        ({"pre_novelty": -1}, "protocol.pre_novelty: expected an integer >= 0, got -1"),
+        ({"post_novelty": True}, "protocol.post_novelty: expected an integer, got True (bool)"),
+        (
+            {"num_trials": 3, "trials_without_novelty": 4},
+            "protocol.trials_without_novelty: expected at most protocol.num_trials (3), got 4",
+        ),
+    ],
+)
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ConfigError) as err:
         OndProtocol(**setting)
@@ -167,9 +191,23 @@ def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message)
 
 
 def test_integers_given_as_text_or_whole_floats_run_as_integers():
-    text = OndProtocol(batch_size="7", num_trials=4.0, known_classes="6", pre_novelty=23.0, post_novelty="37",
-                       trials_without_novelty=1, sum_tolerance="1e-6", normalize="false")
-    assert (text.batch_size, text.num_trials, text.known_classes, text.pre_novelty, text.post_novelty) == (7, 4, 6, 23, 37)
+    text = OndProtocol(
+        batch_size="7",
+        num_trials=4.0,
+        known_classes="6",
+        pre_novelty=23.0,
+        post_novelty="37",
+        trials_without_novelty=1,
+        sum_tolerance="1e-6",
+        normalize="false",
+    )
+    assert (text.batch_size, text.num_trials, text.known_classes, text.pre_novelty, text.post_novelty) == (
+        7,
+        4,
+        6,
+        23,
+        37,
+    )
     assert text.sum_tolerance == 1e-6 and text.normalize is False
     a = text.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(3), progress=False)
     b = small_protocol().run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(3), progress=False)
@@ -217,21 +255,36 @@ class OldSignatureAgent(SpyAgent):
         pass
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(agent=RLLikeAgent()), "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
-                                "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
-                                "ond/knn_novelty)"),
-    (dict(baseline=RLLikeAgent()), "baseline (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has "
-                                   "no predict_batch(batch) method; choose baseline=ond/<option> (ond/closed_world, "
-                                   "ond/knn_novelty, none)"),
-    (dict(agent=OldSignatureAgent()), "agent (tests.runner.test_ond_protocol.OldSignatureAgent) is not an OND agent: "
-                                      "its fit(features, labels) cannot be called as fit(features, labels, *, "
-                                      "num_known, rng)"),
-    (dict(domain=CrowdSimDomain()), "domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is not an OND domain: its "
-                                    "load(rng) cannot be called as load() (labelled features) (missing a required "
-                                    "argument: 'rng'); choose domain=<option> (digits, handwriting, activity, "
-                                    "image_segments)"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (
+            dict(agent=RLLikeAgent()),
+            "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
+            "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
+            "ond/knn_novelty)",
+        ),
+        (
+            dict(baseline=RLLikeAgent()),
+            "baseline (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has "
+            "no predict_batch(batch) method; choose baseline=ond/<option> (ond/closed_world, "
+            "ond/knn_novelty, none)",
+        ),
+        (
+            dict(agent=OldSignatureAgent()),
+            "agent (tests.runner.test_ond_protocol.OldSignatureAgent) is not an OND agent: "
+            "its fit(features, labels) cannot be called as fit(features, labels, *, "
+            "num_known, rng)",
+        ),
+        (
+            dict(domain=CrowdSimDomain()),
+            "domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is not an OND domain: its "
+            "load(rng) cannot be called as load() (labelled features) (missing a required "
+            "argument: 'rng'); choose domain=<option> (digits, handwriting, activity, "
+            "image_segments)",
+        ),
+    ],
+)
 def test_check_names_an_agent_or_domain_of_another_protocol(kw, message):
     parts = dict(domain=DigitsDomain(), agent=SpyAgent(), baseline=None) | kw
     with pytest.raises(ConfigError) as err:
@@ -239,16 +292,26 @@ def test_check_names_an_agent_or_domain_of_another_protocol(kw, message):
     assert str(err.value).startswith(message)
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"known_classes": 20}, "protocol.known_classes: expected 1..9 for domain 'digits' (10 classes: at least one "
-                            "must stay novel), got 20"),
-    ({"known_classes": 8, "novel_classes_per_trial": 3},
-     "protocol.novel_classes_per_trial: expected 1..2 (domain 'digits' has 10 classes, protocol.known_classes = 8), got 3"),
-    # digits' classes hold 174..183 images; half stay for the streams: 87, 89, 89, 89 ... -> 87 + 89 = 176 for K = 2
-    ({"known_classes": 2, "pre_novelty": 100, "post_novelty": 77},
-     "protocol.pre_novelty + protocol.post_novelty = 177 exceeds the 176 held-out known samples domain 'digits' "
-     "guarantees for 2 known classes (train_fraction 0.5); shorten the trials"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        (
+            {"known_classes": 20},
+            "protocol.known_classes: expected 1..9 for domain 'digits' (10 classes: at least one "
+            "must stay novel), got 20",
+        ),
+        (
+            {"known_classes": 8, "novel_classes_per_trial": 3},
+            "protocol.novel_classes_per_trial: expected 1..2 (domain 'digits' has 10 classes, protocol.known_classes = 8), got 3",
+        ),
+        # digits' classes hold 174..183 images; half stay for the streams: 87, 89, 89, 89 ... -> 87 + 89 = 176 for K = 2
+        (
+            {"known_classes": 2, "pre_novelty": 100, "post_novelty": 77},
+            "protocol.pre_novelty + protocol.post_novelty = 177 exceeds the 176 held-out known samples domain 'digits' "
+            "guarantees for 2 known classes (train_fraction 0.5); shorten the trials",
+        ),
+    ],
+)
 def test_check_fits_the_settings_to_the_domain_before_any_run(setting, message):
     with pytest.raises(ConfigError) as err:
         small_protocol(**setting).check(domain=DigitsDomain(), agent=SpyAgent())
@@ -262,11 +325,15 @@ def test_check_asks_the_agents_whether_the_training_split_is_large_enough():
 
     # K = 1 known class: the fewest training images of any digit, round(0.5 x 174) = 87
     protocol = small_protocol(known_classes=1, novel_classes_per_trial=1, pre_novelty=20, post_novelty=20)
-    protocol.check(domain=DigitsDomain(), agent=KnnNoveltyAgent(k_class=87, k_novelty=86), baseline=ClosedWorldAgent(k=87))
+    protocol.check(
+        domain=DigitsDomain(), agent=KnnNoveltyAgent(k_class=87, k_novelty=86), baseline=ClosedWorldAgent(k=87)
+    )
     with pytest.raises(ConfigError) as err:
         protocol.check(domain=DigitsDomain(), agent=KnnNoveltyAgent(k_novelty=87))
-    assert str(err.value) == ("agent.k_novelty: expected at most 86 (the 87 training samples of the known classes, "
-                              "less the sample itself), got 87")
+    assert str(err.value) == (
+        "agent.k_novelty: expected at most 86 (the 87 training samples of the known classes, "
+        "less the sample itself), got 87"
+    )
     with pytest.raises(ConfigError) as err:
         protocol.check(domain=DigitsDomain(), agent=SpyAgent(), baseline=ClosedWorldAgent(k=88))
     assert str(err.value) == "baseline.k: expected at most the 87 training samples of the known classes, got 88"

@@ -1,4 +1,5 @@
 """RL syllabus experiments end to end into the session's SQLite MLflow store, read back via MlflowClient."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,10 +15,18 @@ from owl_eval.runner.app import run  # noqa: E402
 from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
 # 2 cycles x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
-FROZEN_SMALL = ["protocol.syllabus.generate.train_episodes=30", "protocol.syllabus.generate.test_episodes=3",
-                "protocol.ste.episodes=20"]
-CART_SMALL = ["protocol.syllabus.generate.train_episodes=8", "protocol.syllabus.generate.test_episodes=2",
-              "protocol.syllabus.generate.cycles=1", "protocol.ste.episodes=6", "figures=false"]
+FROZEN_SMALL = [
+    "protocol.syllabus.generate.train_episodes=30",
+    "protocol.syllabus.generate.test_episodes=3",
+    "protocol.ste.episodes=20",
+]
+CART_SMALL = [
+    "protocol.syllabus.generate.train_episodes=8",
+    "protocol.syllabus.generate.test_episodes=2",
+    "protocol.syllabus.generate.cycles=1",
+    "protocol.ste.episodes=6",
+    "figures=false",
+]
 
 
 def key(name: str) -> str:
@@ -34,19 +43,40 @@ def _only_run(client, name):
 
 
 def _snapshot(root: Path) -> dict:
-    return {p.relative_to(root).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment, client, tmp_path):
-    returned = run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL,
-                    f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "out")
+    returned = run(
+        [
+            "+experiment=lifelong_rl_frozenlake_syllabus",
+            *experiment["overrides"],
+            *FROZEN_SMALL,
+            f"protocol.ste.dir={tmp_path / 'ste'}",
+        ],
+        output_dir=tmp_path / "out",
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     m = r.data.metrics
-    for name in ("saturation", "time_to_saturation", "normalized_integral", "recovery_time", "avg_train_perf",
-                 "avg_eval_perf", "perf_maintenance_mrlep", "forward_transfer_ratio", "ste_rel_perf",
-                 "sample_efficiency", "task/frozenlake_mirrored/saturation", "time/total_s"):
+    for name in (
+        "saturation",
+        "time_to_saturation",
+        "normalized_integral",
+        "recovery_time",
+        "avg_train_perf",
+        "avg_eval_perf",
+        "perf_maintenance_mrlep",
+        "forward_transfer_ratio",
+        "ste_rel_perf",
+        "sample_efficiency",
+        "task/frozenlake_mirrored/saturation",
+        "time/total_s",
+    ):
         assert key(name) in m, name
     assert m["detail/episodes"] == 234 and m["detail/ste/computed"] == 3
     assert m["detail/saturation"] == pytest.approx(returned["saturation"])
@@ -69,7 +99,8 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
     plots = {a.path for a in client.list_artifacts(r.info.run_id, "plots")}
     assert plots == {"plots/learning_curve.png", "plots/agent_vs_ste.png", "plots/transfer_matrix.png"}
     assert {a.path for a in client.list_artifacts(r.info.run_id, "record/ste")} == {
-        f"record/ste/frozenlake_{v}" for v in ("plain", "mirrored", "slippery")}
+        f"record/ste/frozenlake_{v}" for v in ("plain", "mirrored", "slippery")
+    }
 
 
 def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, client, tmp_path):
@@ -78,8 +109,10 @@ def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, cli
     run(["+experiment=lifelong_rl_cartpole_ste", *common], output_dir=tmp_path / "a")
     before = _snapshot(ste_dir)
     assert len([k for k in before if k.endswith("ste_info.json")]) == 3
-    run(["+experiment=lifelong_rl_cartpole_syllabus", *common, "experiment_name=" + experiment["name"] + "-syl"],
-        output_dir=tmp_path / "b")
+    run(
+        ["+experiment=lifelong_rl_cartpole_syllabus", *common, "experiment_name=" + experiment["name"] + "-syl"],
+        output_dir=tmp_path / "b",
+    )
     assert _snapshot(ste_dir) == before  # nothing rewritten: same files, same mtimes, same bytes
     ste_run = _only_run(client, experiment["name"])
     syl_run = _only_run(client, experiment["name"] + "-syl")
@@ -91,8 +124,16 @@ def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, cli
 
 
 def test_missing_ste_in_skip_mode_is_na_with_the_command(experiment, client, tmp_path):
-    run(["+experiment=lifelong_rl_cartpole_syllabus", *experiment["overrides"], *CART_SMALL,
-         f"protocol.ste.dir={tmp_path / 'empty'}", "protocol.ste.missing=skip"], output_dir=tmp_path / "o")
+    run(
+        [
+            "+experiment=lifelong_rl_cartpole_syllabus",
+            *experiment["overrides"],
+            *CART_SMALL,
+            f"protocol.ste.dir={tmp_path / 'empty'}",
+            "protocol.ste.missing=skip",
+        ],
+        output_dir=tmp_path / "o",
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.tags["ste"] == "missing"
     assert "ste_rel_perf" not in r.data.metrics and r.data.metrics["detail/ste/missing"] == 3
@@ -102,8 +143,16 @@ def test_missing_ste_in_skip_mode_is_na_with_the_command(experiment, client, tmp
 
 
 def test_frozenlake_ste_experiment_runs(experiment, client, tmp_path):
-    run(["+experiment=lifelong_rl_frozenlake_ste", *experiment["overrides"], *FROZEN_SMALL, "figures=false",
-         f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
+    run(
+        [
+            "+experiment=lifelong_rl_frozenlake_ste",
+            *experiment["overrides"],
+            *FROZEN_SMALL,
+            "figures=false",
+            f"protocol.ste.dir={tmp_path / 'ste'}",
+        ],
+        output_dir=tmp_path / "o",
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.metrics["detail/episodes"] == 3 * 20
     assert "detail/task/frozenlake_slippery/saturation" in r.data.metrics
@@ -113,8 +162,18 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
     from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash
 
     with pytest.raises(AgentCrash):
-        run(["+experiment=lifelong_rl_frozenlake_syllabus", *experiment["overrides"], *FROZEN_SMALL, TEST_AGENTS, "agent=lifelong_rl/crashing",
-             "agent.crash_at_episode=45", f"protocol.ste.dir={tmp_path / 'ste'}"], output_dir=tmp_path / "o")
+        run(
+            [
+                "+experiment=lifelong_rl_frozenlake_syllabus",
+                *experiment["overrides"],
+                *FROZEN_SMALL,
+                TEST_AGENTS,
+                "agent=lifelong_rl/crashing",
+                "agent.crash_at_episode=45",
+                f"protocol.ste.dir={tmp_path / 'ste'}",
+            ],
+            output_dir=tmp_path / "o",
+        )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FAILED" and r.data.tags["partial_record"] == "true"
     # block 0: 30 train, blocks 1-3: 3 x 3 test, block 4: the 45th training episode is its 15th -> 14 logged
@@ -128,10 +187,15 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
 def test_ant_experiments_interleave_two_task_families(name, kind, experiment, client, tmp_path):
     small = ["protocol.ste.episodes=10", "figures=false"]
     if name == "lifelong_rl_ant_b":
-        small += ["protocol.syllabus.generate.train_episodes=10", "protocol.syllabus.generate.test_episodes=2",
-                  "protocol.syllabus.generate.cycles=1"]
-    run([f"+experiment={name}", *experiment["overrides"], *small, f"protocol.ste.dir={tmp_path / 'ste'}"],
-        output_dir=tmp_path / "out")
+        small += [
+            "protocol.syllabus.generate.train_episodes=10",
+            "protocol.syllabus.generate.test_episodes=2",
+            "protocol.syllabus.generate.cycles=1",
+        ]
+    run(
+        [f"+experiment={name}", *experiment["overrides"], *small, f"protocol.ste.dir={tmp_path / 'ste'}"],
+        output_dir=tmp_path / "out",
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED" and r.data.tags["syllabus_kind"] == kind
     (scenario,) = client.list_artifacts(r.info.run_id, "record/l2log")

@@ -1,4 +1,5 @@
 """The RL syllabus protocol without MLflow: logging, evaluation seeds, learning off, errors, records, STEs."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,13 +8,13 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
-from owl_eval.evaluation import evaluation_for  # noqa: E402
-from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
-from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
+from owl_eval.evaluation import evaluation_for  # noqa: E402
+from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
-from owl_eval.protocols.lifelong_rl.record import RLRecord  # noqa: E402
 from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol  # noqa: E402
+from owl_eval.protocols.lifelong_rl.record import RLRecord  # noqa: E402
+from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 AGENT_CFG = {"_target_": "owl_eval.agents.lifelong_rl.q_learning.QLearningAgent"}
@@ -21,9 +22,16 @@ AGENT_CFG = {"_target_": "owl_eval.agents.lifelong_rl.q_learning.QLearningAgent"
 
 @pytest.fixture(scope="module")
 def domain():
-    return RLDomain("both", {
-        "cartpole": {"max_episode_steps": 50, "variants": {"default": {}, "long_pole": {"length": 2.0}}},
-        "frozenlake": {"params": {"map": MAP}, "variants": {"plain": {}, "mirrored": {"map": [r[::-1] for r in MAP]}}}})
+    return RLDomain(
+        "both",
+        {
+            "cartpole": {"max_episode_steps": 50, "variants": {"default": {}, "long_pole": {"length": 2.0}}},
+            "frozenlake": {
+                "params": {"map": MAP},
+                "variants": {"plain": {}, "mirrored": {"map": [r[::-1] for r in MAP]}},
+            },
+        },
+    )
 
 
 class PushRight(AgentHooks):
@@ -47,14 +55,22 @@ def protocol(tmp_path, syllabus, **kw):
     return RLSyllabusProtocol(syllabus=syllabus, log_dir=str(tmp_path / "log"), scenario_name="t", ste=ste, **kw)
 
 
-ANT_A = {"kind": "ANT_A", "generate": {"task_variants": ["cartpole/default", "frozenlake/plain"], "cycles": 2,
-                                       "train_episodes": 6, "test_episodes": 3}}
+ANT_A = {
+    "kind": "ANT_A",
+    "generate": {
+        "task_variants": ["cartpole/default", "frozenlake/plain"],
+        "cycles": 2,
+        "train_episodes": 6,
+        "test_episodes": 3,
+    },
+}
 
 
 def test_ant_a_log_layout_eval_seeds_and_learning_off(tmp_path, domain):
     agent = PushRight()
-    record = protocol(tmp_path, ANT_A, ste={"missing": "skip"}).run(domain=domain, agent=agent,
-                                                                   rng=np.random.default_rng(0), progress=False)
+    record = protocol(tmp_path, ANT_A, ste={"missing": "skip"}).run(
+        domain=domain, agent=agent, rng=np.random.default_rng(0), progress=False
+    )
     log = read_log(record.log_dir)
     # initial tests (2 x 3) + 2 cycles x 2 tasks x (6 train + 2 x 3 test) = 6 + 48 = 54 episodes
     assert len(log) == 54 and log["exp_num"].tolist() == list(range(54))
@@ -65,20 +81,34 @@ def test_ant_a_log_layout_eval_seeds_and_learning_off(tmp_path, domain):
     assert agent.observed == int(log["episode_step_count"][train].sum())  # observe only in training blocks
     # every evaluation block of a task replays the same reset seeds: a fixed policy gives equal rewards
     for name in ("cartpole_default",):
-        test_blocks = [log["reward"][(log["block_num"] == b)] for b in np.unique(log["block_num"][~train & (log["task_name"] == name)])]
+        test_blocks = [
+            log["reward"][(log["block_num"] == b)]
+            for b in np.unique(log["block_num"][~train & (log["task_name"] == name)])
+        ]
         assert len(test_blocks) == 5 and all(np.array_equal(t, test_blocks[0]) for t in test_blocks)
-        train_blocks = [log["reward"][(log["block_num"] == b)] for b in np.unique(log["block_num"][train & (log["task_name"] == name)])]
+        train_blocks = [
+            log["reward"][(log["block_num"] == b)]
+            for b in np.unique(log["block_num"][train & (log["task_name"] == name)])
+        ]
         assert not np.array_equal(train_blocks[0], train_blocks[1])  # fresh training seeds
     assert record.ste_status == {"cartpole_default": "missing", "frozenlake_plain": "missing"}
 
 
 def test_same_seed_gives_identical_logs(tmp_path, domain):
-    syl = {"kind": "CL", "generate": {"task_variants": ["frozenlake/plain", "frozenlake/mirrored"], "cycles": 1,
-                                      "train_episodes": 40, "test_episodes": 2}}
+    syl = {
+        "kind": "CL",
+        "generate": {
+            "task_variants": ["frozenlake/plain", "frozenlake/mirrored"],
+            "cycles": 1,
+            "train_episodes": 40,
+            "test_episodes": 2,
+        },
+    }
     logs = []
     for i, seed in enumerate((3, 3, 4)):
         rec = protocol(tmp_path / str(i), syl, ste={"missing": "skip"}).run(
-            domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(seed), progress=False)
+            domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(seed), progress=False
+        )
         logs.append(rec.log)
     cols = [c for c in logs[0].columns if c != "timestamp"]  # wall-clock time is the only difference
     assert all(np.array_equal(logs[0][c], logs[1][c]) for c in cols)
@@ -88,13 +118,17 @@ def test_same_seed_gives_identical_logs(tmp_path, domain):
 def test_bad_action_names_block_episode_and_step(tmp_path, domain):
     syl = {"kind": "CL", "blocks": [{"type": "train", "task": "cartpole", "variant": "default", "episodes": 2}]}
     with pytest.raises(AgentOutputError) as err:
-        protocol(tmp_path, syl).run(domain=domain, agent=PushRight(bad_action=2), rng=np.random.default_rng(0), progress=False)
+        protocol(tmp_path, syl).run(
+            domain=domain, agent=PushRight(bad_action=2), rng=np.random.default_rng(0), progress=False
+        )
     assert "block 0 (train cartpole_default), episode 0, step 0: expected an int in [0, 2), got 2" in str(err.value)
 
 
 def test_crash_keeps_the_logged_episodes(tmp_path, domain):
-    syl = {"kind": "CL", "generate": {"task_variants": ["frozenlake/plain"], "cycles": 2, "train_episodes": 8,
-                                      "test_episodes": 2}}
+    syl = {
+        "kind": "CL",
+        "generate": {"task_variants": ["frozenlake/plain"], "cycles": 2, "train_episodes": 8, "test_episodes": 2},
+    }
     p = protocol(tmp_path, syl)
     with pytest.raises(AgentCrash):
         p.run(domain=domain, agent=CrashingAgent(crash_at_episode=11), rng=np.random.default_rng(0), progress=False)
@@ -107,9 +141,18 @@ def test_crash_keeps_the_logged_episodes(tmp_path, domain):
 
 
 def test_record_round_trip(tmp_path, domain):
-    syl = {"kind": "CL", "generate": {"task_variants": ["frozenlake/plain", "frozenlake/mirrored"], "cycles": 1,
-                                      "train_episodes": 10, "test_episodes": 2}}
-    rec = protocol(tmp_path, syl).run(domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(0), progress=False)
+    syl = {
+        "kind": "CL",
+        "generate": {
+            "task_variants": ["frozenlake/plain", "frozenlake/mirrored"],
+            "cycles": 1,
+            "train_episodes": 10,
+            "test_episodes": 2,
+        },
+    }
+    rec = protocol(tmp_path, syl).run(
+        domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(0), progress=False
+    )
     assert rec.ste_status == {"frozenlake_plain": "computed", "frozenlake_mirrored": "computed"}
     rec.save(tmp_path / "saved")
     back = RLRecord.load(tmp_path / "saved")
@@ -119,9 +162,18 @@ def test_record_round_trip(tmp_path, domain):
 
 
 def test_ste_mode_and_reuse(tmp_path, domain):
-    syl = {"kind": "CL", "generate": {"task_variants": ["frozenlake/plain", "frozenlake/mirrored"], "cycles": 1,
-                                      "train_episodes": 10, "test_episodes": 2}}
-    first = protocol(tmp_path, syl, mode="ste").run(domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(0), progress=False)
+    syl = {
+        "kind": "CL",
+        "generate": {
+            "task_variants": ["frozenlake/plain", "frozenlake/mirrored"],
+            "cycles": 1,
+            "train_episodes": 10,
+            "test_episodes": 2,
+        },
+    }
+    first = protocol(tmp_path, syl, mode="ste").run(
+        domain=domain, agent=QLearningAgent(), rng=np.random.default_rng(0), progress=False
+    )
     assert first.ste_status == {"frozenlake_plain": "computed", "frozenlake_mirrored": "computed"}
     # the STE run's log: the two STE logs one after the other (5 + 5 episodes, blocks 0 and 1)
     assert first.log["block_num"].tolist() == [0] * 5 + [1] * 5 and first.log["exp_num"].tolist() == list(range(10))
@@ -140,20 +192,30 @@ def test_ste_mode_and_reuse(tmp_path, domain):
 
 # ------------------------------------------------------------------------------ checks before any run
 
-CL = {"kind": "CL", "generate": {"task_variants": ["cartpole/default", "cartpole/long_pole"], "cycles": 1,
-                                 "train_episodes": 2, "test_episodes": 1}}
+CL = {
+    "kind": "CL",
+    "generate": {
+        "task_variants": ["cartpole/default", "cartpole/long_pole"],
+        "cycles": 1,
+        "train_episodes": 2,
+        "test_episodes": 1,
+    },
+}
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"mode": "STE"}, "protocol.mode: expected one of ['syllabus', 'ste'], got 'STE'"),
-    ({"eval_seed": -1}, "protocol.eval_seed: expected an integer >= 0, got -1"),
-    ({"eval_seed": 2.5}, "protocol.eval_seed: expected an integer, got 2.5 (float)"),
-    ({"worker_id": "../w"}, "protocol.worker_id: worker id '../w' is not a safe name"),
-    ({"scenario_name": "a/b"}, "protocol.scenario_name: scenario name 'a/b' is not a safe name"),
-    ({"ste": {"episodes": 2.5}}, "protocol.ste.episodes: expected an integer, got 2.5 (float)"),
-    ({"ste": {"missing": "ignore"}}, "protocol.ste.missing: expected one of ['compute', 'skip'], got 'ignore'"),
-    ({"ste": {"epsiodes": 5}}, "protocol.ste.epsiodes: unknown key (did you mean protocol.ste.episodes?)"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"mode": "STE"}, "protocol.mode: expected one of ['syllabus', 'ste'], got 'STE'"),
+        ({"eval_seed": -1}, "protocol.eval_seed: expected an integer >= 0, got -1"),
+        ({"eval_seed": 2.5}, "protocol.eval_seed: expected an integer, got 2.5 (float)"),
+        ({"worker_id": "../w"}, "protocol.worker_id: worker id '../w' is not a safe name"),
+        ({"scenario_name": "a/b"}, "protocol.scenario_name: scenario name 'a/b' is not a safe name"),
+        ({"ste": {"episodes": 2.5}}, "protocol.ste.episodes: expected an integer, got 2.5 (float)"),
+        ({"ste": {"missing": "ignore"}}, "protocol.ste.missing: expected one of ['compute', 'skip'], got 'ignore'"),
+        ({"ste": {"epsiodes": 5}}, "protocol.ste.epsiodes: unknown key (did you mean protocol.ste.episodes?)"),
+    ],
+)
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(tmp_path, setting, message):
     kw = {"scenario_name": "t"} | setting
     with pytest.raises(ValueError) as err:
@@ -174,14 +236,23 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
     proto = protocol(tmp_path, CL)
     proto.check(domain=domain, agent=PushRight())  # the right parts pass
     cases = [
-        (dict(agent=OndLikeAgent()), "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
-                                     "has no act(observation) method; choose agent=lifelong_rl/<option> ("
-                                     "lifelong_rl/linear_q, lifelong_rl/q_learning, lifelong_rl/random)"),
-        (dict(baseline=PushRight()), "baseline (tests.runner.test_rl_protocol.PushRight): the lifelong_rl protocol runs "
-                                     "no baseline agent; choose baseline=none"),
-        (dict(domain=DigitsDomain()), "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "
-                                      "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
-                                      "classic_control)"),
+        (
+            dict(agent=OndLikeAgent()),
+            "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
+            "has no act(observation) method; choose agent=lifelong_rl/<option> ("
+            "lifelong_rl/linear_q, lifelong_rl/q_learning, lifelong_rl/random)",
+        ),
+        (
+            dict(baseline=PushRight()),
+            "baseline (tests.runner.test_rl_protocol.PushRight): the lifelong_rl protocol runs "
+            "no baseline agent; choose baseline=none",
+        ),
+        (
+            dict(domain=DigitsDomain()),
+            "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "
+            "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
+            "classic_control)",
+        ),
     ]
     for kw, message in cases:
         with pytest.raises(ConfigError) as err:
@@ -192,14 +263,17 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
         unknown.check(domain=domain, agent=PushRight())
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"alpha": 0}, "agent.alpha: expected a number > 0, got 0"),
-    ({"gamma": 1.5}, "agent.gamma: expected a number <= 1, got 1.5"),
-    ({"epsilon_decay": "fast"}, "agent.epsilon_decay: expected a number, got 'fast'"),
-    ({"bins": [1, 1, 6.5, 12]}, "agent.bins[2]: expected an integer, got 6.5 (float)"),
-    ({"low": [0, 0]}, "agent.low: expected null or a list of 4 numbers (one per grid dimension), got [0, 0]"),
-    ({"low": [0, 0, 0, 1], "high": [1, 1, 1, 1]}, "agent.high[3]: expected more than agent.low[3] (1), got 1"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"alpha": 0}, "agent.alpha: expected a number > 0, got 0"),
+        ({"gamma": 1.5}, "agent.gamma: expected a number <= 1, got 1.5"),
+        ({"epsilon_decay": "fast"}, "agent.epsilon_decay: expected a number, got 'fast'"),
+        ({"bins": [1, 1, 6.5, 12]}, "agent.bins[2]: expected an integer, got 6.5 (float)"),
+        ({"low": [0, 0]}, "agent.low: expected null or a list of 4 numbers (one per grid dimension), got [0, 0]"),
+        ({"low": [0, 0, 0, 1], "high": [1, 1, 1, 1]}, "agent.high[3]: expected more than agent.low[3] (1), got 1"),
+    ],
+)
 def test_q_learning_settings_are_typed(kwargs, message):
     from owl_eval.errors import ConfigError
 

@@ -1,5 +1,6 @@
 """What a user sees at the end of a run and what lands in MLflow: the CLI in a subprocess against a real SQLite
 store, the printed table and command checked against what MlflowClient reads back."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,16 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR")}
     env |= {"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
-    return subprocess.run([sys.executable, "-m", module, *args, f"hydra.run.dir={cwd}/hydra"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args, f"hydra.run.dir={cwd}/hydra"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def _rounded(value: float) -> float:
@@ -51,12 +60,15 @@ def _only_run(client, name):
 
 @pytest.mark.parametrize("condition", ["system", "given"])
 def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition, experiment, client, tmp_path):
-    proc = _cli("owl_eval", [f"+experiment=ond_{condition}_detection", *experiment["overrides"],
-                             "protocol.num_trials=6", "figures=false"], tmp_path)
+    proc = _cli(
+        "owl_eval",
+        [f"+experiment=ond_{condition}_detection", *experiment["overrides"], "protocol.num_trials=6", "figures=false"],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = _only_run(client, experiment["name"])
     lines = proc.stdout.strip().splitlines()
-    block = lines[lines.index("ond FINISHED"):]
+    block = lines[lines.index("ond FINISHED") :]
     assert len(block) <= 15
     # every printed value is the logged value to 3 significant digits; every logged headline metric is printed
     table = _printed_table(proc.stdout)
@@ -81,8 +93,10 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", experiment["uri"])  # MlflowClient.load_table searches the global store
 
-    run(["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=6", "figures=false"],
-        output_dir=tmp_path)
+    run(
+        ["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=6", "figures=false"],
+        output_dir=tmp_path,
+    )
     r = _only_run(client, experiment["name"])
     keys = set(r.data.metrics)
     assert not [k for k in keys if registry.spec_for_key("ond", k) is None]
@@ -92,7 +106,12 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
         assert not re.search(r"_at_0\.\d", key) and "vs_threshold" not in key, key
         steps = {m.step for m in client.get_metric_history(r.info.run_id, key)}
         # only the per-batch accuracies are series; a threshold is never a step
-        assert steps == {0} or key in {"detail/top1_batch", "detail/top3_batch", "baseline/top1_batch", "baseline/top3_batch"}, key
+        assert steps == {0} or key in {
+            "detail/top1_batch",
+            "detail/top3_batch",
+            "baseline/top1_batch",
+            "baseline/top3_batch",
+        }, key
     assert len(keys) < 70  # 145+ before: headline plain, the rest detail/ and baseline/, no threshold points
     # a threshold sweep is one logged table, its values equal to the ones at the run's threshold (0.5)
     table = client.load_table(r.info.experiment_id, "threshold/m2_cdt_pct.json", run_ids=[r.info.run_id])
@@ -107,8 +126,19 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
 
 
 def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp_path):
-    proc = _cli("owl_eval", ["+experiment=ond_system_detection", *experiment["overrides"], "agent=ond/crashing", TEST_AGENTS,
-                             "agent.crash_at_trial=3", "protocol.num_trials=6", "figures=false"], tmp_path)
+    proc = _cli(
+        "owl_eval",
+        [
+            "+experiment=ond_system_detection",
+            *experiment["overrides"],
+            "agent=ond/crashing",
+            TEST_AGENTS,
+            "agent.crash_at_trial=3",
+            "protocol.num_trials=6",
+            "figures=false",
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith("error:")
     run = _only_run(client, experiment["name"])
     assert run.info.status == "FAILED"
@@ -121,16 +151,24 @@ def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp
 def test_python_api_prints_nothing(experiment, tmp_path, capsys):
     from owl_eval.runner.app import run
 
-    run(["+experiment=ond_given_detection", *experiment["overrides"], "protocol.num_trials=3", "figures=false"],
-        output_dir=tmp_path)
+    run(
+        ["+experiment=ond_given_detection", *experiment["overrides"], "protocol.num_trials=3", "figures=false"],
+        output_dir=tmp_path,
+    )
     assert "mlflow ui" not in capsys.readouterr().out
 
 
 # -- keys and names, without a run -----------------------------------------------------------------------
 def test_logged_key_of_each_kind_and_the_way_back():
-    cases = {"top1": "top1", "top1_pre": "detail/top1_pre", "baseline.top1": "baseline/top1",
-             "m5_opti_top1_n_excluded": "detail/m5_opti_top1_n_excluded", "time/total_s": "time/total_s",
-             "top1_batch": "detail/top1_batch", "fpr_at_95tpr": "detail/fpr_at_95tpr"}
+    cases = {
+        "top1": "top1",
+        "top1_pre": "detail/top1_pre",
+        "baseline.top1": "baseline/top1",
+        "m5_opti_top1_n_excluded": "detail/m5_opti_top1_n_excluded",
+        "time/total_s": "time/total_s",
+        "top1_batch": "detail/top1_batch",
+        "fpr_at_95tpr": "detail/fpr_at_95tpr",
+    }
     for name, key in cases.items():
         assert registry.logged_key("ond", name) == key
         assert registry.spec_for_key("ond", key) is registry.spec_for("ond", name) or name.startswith("time/")
@@ -180,10 +218,21 @@ def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, mo
 def test_run_name_carries_the_swept_values():
     from owl_eval.runner.callbacks import job_run_name
 
-    overrides = ["domain=handwriting", "protocol.condition=system", "agent=ond/knn_novelty", "seed=1",
-                 "tracking.store_dir=/tmp/x"]
-    name = job_run_name(agent="ond/knn_novelty", seed=1, condition="system", job_num=3, task_overrides=overrides,
-                        swept=["agent", "domain", "protocol.condition"])
+    overrides = [
+        "domain=handwriting",
+        "protocol.condition=system",
+        "agent=ond/knn_novelty",
+        "seed=1",
+        "tracking.store_dir=/tmp/x",
+    ]
+    name = job_run_name(
+        agent="ond/knn_novelty",
+        seed=1,
+        condition="system",
+        job_num=3,
+        task_overrides=overrides,
+        swept=["agent", "domain", "protocol.condition"],
+    )
     assert name == "3-handwriting-system-knn_novelty-seed1"
     assert job_run_name(agent="ond/knn_novelty", seed=0, condition="given") == "given-knn_novelty-seed0"
     odd = job_run_name(agent="a", seed=0, job_num=0, task_overrides=["source.path=/x y/'z"], swept=["source.path"])
@@ -193,7 +242,9 @@ def test_run_name_carries_the_swept_values():
 def test_open_command_for_each_kind_of_store():
     from owl_eval.runner.summary import open_command
 
-    assert open_command("sqlite:////tmp/a b/mlflow.db") == "mlflow ui --backend-store-uri 'sqlite:////tmp/a b/mlflow.db'"
+    assert (
+        open_command("sqlite:////tmp/a b/mlflow.db") == "mlflow ui --backend-store-uri 'sqlite:////tmp/a b/mlflow.db'"
+    )
     assert open_command("http://host:5000/", "1", "abc") == "open http://host:5000/#/experiments/1/runs/abc"
 
 
@@ -204,8 +255,12 @@ def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
     def row(agent, metric, direction, mean, half):
         return Row((("agent", agent),), metric, direction, 3, mean, 1.0, mean - half, mean + half, runs=3)
 
-    rows = [row("a", "detail/aupr_novel", "maximize", 0.99, 0.01), row("a", "top1", "maximize", 0.5, 0.1),
-            row("b", "top1", "maximize", 0.7, 0.05), row("c", "top1", "maximize", 0.6, 0.0)]
+    rows = [
+        row("a", "detail/aupr_novel", "maximize", 0.99, 0.01),
+        row("a", "top1", "maximize", 0.5, 0.1),
+        row("b", "top1", "maximize", 0.7, 0.05),
+        row("c", "top1", "maximize", 0.6, 0.0),
+    ]
     text = sweep_summary(rows, tmp_path / "comparison.md", "sqlite:////s/mlflow.db", "1", "parent")
     lines = text.splitlines()
     assert lines[0] == f"comparison table: {tmp_path / 'comparison.md'}"
@@ -217,9 +272,16 @@ def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
 
 def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
     fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
-    proc = _cli("owl_eval.runner.evaluate", ["+source=sailon", f"source.path={fixture / 'data'}",
-                                             f"source.results_path={fixture / 'mock_results'}", *experiment["overrides"]],
-                tmp_path)
+    proc = _cli(
+        "owl_eval.runner.evaluate",
+        [
+            "+source=sailon",
+            f"source.path={fixture / 'data'}",
+            f"source.results_path={fixture / 'mock_results'}",
+            *experiment["overrides"],
+        ],
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = _only_run(client, experiment["name"])
     table = _printed_table(proc.stdout)
@@ -229,4 +291,3 @@ def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client
             assert float(shown) == pytest.approx(_rounded(run.data.metrics[name]), rel=1e-12), name
     assert f"({run.info.run_id})" in proc.stdout.splitlines()[-2]
     assert MlflowClient(shlex.split(proc.stdout.splitlines()[-1])[3]).get_run(run.info.run_id)
-

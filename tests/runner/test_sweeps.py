@@ -3,6 +3,7 @@ run gets the comparison over seeds, job logs are attached, and a re-run skips fi
 
 The store is read back with plain sqlite3 (not MlflowClient) so that what is counted is what is on disk.
 """
+
 from __future__ import annotations
 
 import math
@@ -23,9 +24,18 @@ SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_system_detection", f"tracking.uri={store['uri']}",
-           f"tracking.artifact_location={store['artifacts']}", f"experiment_name={name}",
-           f"hydra.sweep.dir={sweep_dir}", *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "-m",
+        "+experiment=ond_system_detection",
+        f"tracking.uri={store['uri']}",
+        f"tracking.artifact_location={store['artifacts']}",
+        f"experiment_name={name}",
+        f"hydra.sweep.dir={sweep_dir}",
+        *extra,
+    ]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
@@ -34,7 +44,7 @@ def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = Tr
 
 def snapshot(store: dict, name: str) -> dict:
     """Every run of an experiment straight from the SQLite file: status, tags, params, full metric history."""
-    con = sqlite3.connect(store["uri"][len("sqlite:///"):])
+    con = sqlite3.connect(store["uri"][len("sqlite:///") :])
     try:
         (exp_id,) = con.execute("select experiment_id from experiments where name = ?", (name,)).fetchone()
         runs = {}
@@ -43,7 +53,8 @@ def snapshot(store: dict, name: str) -> dict:
             params = dict(con.execute("select key, value from params where run_uuid = ?", (run_id,)))
             history: dict[str, list] = {}
             for key, value, step, is_nan in con.execute(
-                    "select key, value, step, is_nan from metrics where run_uuid = ? order by key, step", (run_id,)):
+                "select key, value, step, is_nan from metrics where run_uuid = ? order by key, step", (run_id,)
+            ):
                 history.setdefault(key, []).append((step, math.nan if is_nan else value))
             runs[run_id] = {"id": run_id, "status": status, "tags": tags, "params": params, "metrics": history}
         return runs
@@ -52,7 +63,11 @@ def snapshot(store: dict, name: str) -> dict:
 
 
 def jobs_by_config(runs: dict) -> dict:
-    return {(r["tags"]["agent"], int(r["tags"]["seed"])): r for r in runs.values() if r["tags"].get("owl_eval.kind") == "job"}
+    return {
+        (r["tags"]["agent"], int(r["tags"]["seed"])): r
+        for r in runs.values()
+        if r["tags"].get("owl_eval.kind") == "job"
+    }
 
 
 def only_parent(runs: dict) -> tuple[str, dict]:
@@ -69,8 +84,9 @@ def comparable(run: dict) -> tuple[dict, dict]:
 
 
 def same_history(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(sa == sb and (va == vb or (math.isnan(va) and math.isnan(vb)))
-                                    for (sa, va), (sb, vb) in zip(a, b))
+    return len(a) == len(b) and all(
+        sa == sb and (va == vb or (math.isnan(va) and math.isnan(vb))) for (sa, va), (sb, vb) in zip(a, b)
+    )
 
 
 @pytest.mark.slow
@@ -78,8 +94,16 @@ def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_s
     seeds = "0,1,2,3,4,5"  # 2 agents x 6 seeds = 12 short jobs
     tiny = ["protocol.num_trials=2", "figures=false", "progress=false"]
     parallel, serial = f"joblib-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
-    sweep(mlflow_store, parallel, tmp_path / "p", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny,
-          "hydra/launcher=joblib", "hydra.launcher.n_jobs=2")
+    sweep(
+        mlflow_store,
+        parallel,
+        tmp_path / "p",
+        f"agent={','.join(AGENTS)}",
+        f"seed={seeds}",
+        *tiny,
+        "hydra/launcher=joblib",
+        "hydra.launcher.n_jobs=2",
+    )
     sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny)
     runs_p, runs_s = snapshot(mlflow_store, parallel), snapshot(mlflow_store, serial)
     assert len(runs_p) == len(runs_s) == 13  # 12 children + 1 parent, nothing lost, nothing doubled
@@ -132,7 +156,9 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
         for metric in ("top1", "oscr", "m21_fp_pct"):
             values = [jobs[(agent, s)]["metrics"][metric][0][1] for s in range(3)]
             expected = hand_stats(values)
-            logged = [parent["metrics"][f"{label}/{metric}/{stat}"][0][1] for stat in ("mean", "std", "ci95_low", "ci95_high")]
+            logged = [
+                parent["metrics"][f"{label}/{metric}/{stat}"][0][1] for stat in ("mean", "std", "ci95_low", "ci95_high")
+            ]
             if expected[1] == 0:
                 assert logged == pytest.approx(expected, abs=1e-12)
             else:
@@ -151,7 +177,8 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     assert out[-1] == f"mlflow ui --backend-store-uri {mlflow_store['uri']}"
     # each job's run name: job number, the swept agent and seed
     assert sorted(r["tags"]["mlflow.runName"].split("-", 1)[1] for r in jobs.values()) == sorted(
-        f"system-{a.split('/')[1]}-seed{s}" for a in AGENTS for s in range(3))  # the condition, not swept, too
+        f"system-{a.split('/')[1]}-seed{s}" for a in AGENTS for s in range(3)
+    )  # the condition, not swept, too
 
     # Interrupt: one job never finished (its run stays RUNNING, its process gone). Re-running the same command
     # (with one seed more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is
@@ -163,7 +190,9 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     second = snapshot(mlflow_store, name)
     new_runs = {k: r for k, r in second.items() if k not in first}
     new_parent_id, new_parent = only_parent(new_runs)
-    new_jobs = sorted((r["tags"]["agent"], r["tags"]["seed"]) for r in new_runs.values() if r["tags"]["owl_eval.kind"] == "job")
+    new_jobs = sorted(
+        (r["tags"]["agent"], r["tags"]["seed"]) for r in new_runs.values() if r["tags"]["owl_eval.kind"] == "job"
+    )
     assert new_jobs == [("ond/closed_world", "3"), ("ond/knn_novelty", "1"), ("ond/knn_novelty", "3")]
     finished = [r for r in second.values() if r["tags"].get("owl_eval.kind") == "job" and r["status"] == "FINISHED"]
     hashes = [r["tags"]["owl_eval.config_hash"] for r in finished]
@@ -187,16 +216,33 @@ def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_s
     from owl_eval.runner.app import run
 
     name = f"submitit-{uuid.uuid4().hex[:8]}"
-    sweep(mlflow_store, name, tmp_path / "sweep", f"agent={','.join(AGENTS)}", "seed=0,1", *SMALL,
-          "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10")
+    sweep(
+        mlflow_store,
+        name,
+        tmp_path / "sweep",
+        f"agent={','.join(AGENTS)}",
+        "seed=0,1",
+        *SMALL,
+        "hydra/launcher=submitit_local",
+        "hydra.launcher.timeout_min=10",
+    )
     runs = snapshot(mlflow_store, name)
     parent_id, parent = only_parent(runs)
     jobs = jobs_by_config(runs)
     assert parent["status"] == "FINISHED" and len(jobs) == 4
     assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
-    local = run(["+experiment=ond_system_detection", f"tracking.uri={mlflow_store['uri']}",
-                 f"tracking.artifact_location={mlflow_store['artifacts']}", f"experiment_name={name}-local",
-                 "agent=ond/closed_world", "seed=1", *SMALL], output_dir=tmp_path / "local")
+    local = run(
+        [
+            "+experiment=ond_system_detection",
+            f"tracking.uri={mlflow_store['uri']}",
+            f"tracking.artifact_location={mlflow_store['artifacts']}",
+            f"experiment_name={name}-local",
+            "agent=ond/closed_world",
+            "seed=1",
+            *SMALL,
+        ],
+        output_dir=tmp_path / "local",
+    )
     logged = jobs[("ond/closed_world", 1)]["metrics"]
     assert logged["top1"][0][1] == local["top1"] and logged["oscr"][0][1] == local["oscr"]
 
@@ -207,8 +253,9 @@ def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     from owl_eval.runner.resume import skip_enabled
     from owl_eval.runner.tracking import TrackingSettings
 
-    assert [skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)] \
-        == [True, False, True, True, False, False]
+    assert [
+        skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)
+    ] == [True, False, True, True, False, False]
     args = ["+experiment=ond_system_detection", *experiment["overrides"], "protocol.num_trials=2", "figures=false"]
     first = run(args, output_dir=tmp_path / "a")
     count = lambda: len(client.search_runs([client.get_experiment_by_name(experiment["name"]).experiment_id]))  # noqa: E731

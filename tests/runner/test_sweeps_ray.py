@@ -5,6 +5,7 @@ so it lives in its own venv (see docs/SWEEPS.md); skipped otherwise. Ray listens
 this is kept out of CI's default run (``-m "not ray"``). Jobs on an existing cluster do not inherit the
 driver's environment: they find the sweep's parent run by its sweep-dir tag, which this test checks.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,9 +32,21 @@ def ray_cluster(tmp_path, start_background, free_port):
         pytest.skip("the ray command is not on PATH")
     port = free_port
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
-    proc = start_background([ray, "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
-                             "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                            log_name="ray.log", env=env)
+    proc = start_background(
+        [
+            ray,
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=2",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+        ],
+        log_name="ray.log",
+        env=env,
+    )
     deadline = time.monotonic() + 120
     while "Ray runtime started" not in (tmp_path / "ray.log").read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
@@ -48,13 +61,28 @@ def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_pa
     name = f"ray-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true", "RAY_AUTH_MODE": "token"}
     env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    common = ["+experiment=ond_system_detection", f"tracking.uri={mlflow_store['uri']}",
-              f"tracking.artifact_location={mlflow_store['artifacts']}", "protocol.num_trials=2", "figures=false",
-              "progress=false"]
-    cmd = [sys.executable, "-m", "owl_eval", "-m", *common, f"experiment_name={name}",
-           "agent=ond/knn_novelty,ond/closed_world", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}",
-           "hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_cluster}",
-           "+hydra.launcher.ray.init.object_store_memory=null"]
+    common = [
+        "+experiment=ond_system_detection",
+        f"tracking.uri={mlflow_store['uri']}",
+        f"tracking.artifact_location={mlflow_store['artifacts']}",
+        "protocol.num_trials=2",
+        "figures=false",
+        "progress=false",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "-m",
+        *common,
+        f"experiment_name={name}",
+        "agent=ond/knn_novelty,ond/closed_world",
+        "seed=0,1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "hydra/launcher=ray",
+        f"hydra.launcher.ray.init.address={ray_cluster}",
+        "+hydra.launcher.ray.init.object_store_memory=null",
+    ]
     proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     exp = client.get_experiment_by_name(name)
@@ -62,11 +90,15 @@ def test_ray_sweep_on_existing_cluster(ray_cluster, mlflow_store, client, tmp_pa
     (parent,) = [r for r in runs if r.data.tags["owl_eval.kind"] == "sweep"]
     children = [r for r in runs if r.data.tags["owl_eval.kind"] == "job"]
     assert parent.info.status == "FINISHED" and len(children) == 4
-    assert all(c.info.status == "FINISHED" and c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children)
+    assert all(
+        c.info.status == "FINISHED" and c.data.tags["mlflow.parentRunId"] == parent.info.run_id for c in children
+    )
     assert "found by its sweep-dir tag" in proc.stdout + proc.stderr
     assert parent.data.metrics["ond.knn_novelty/n_runs"] == 2
     # Same config and seed, same numbers as a plain in-process run.
     knn0 = next(c for c in children if c.data.tags["agent"] == "ond/knn_novelty" and c.data.tags["seed"] == "0")
-    local = run([*common, f"experiment_name={name}-local", "agent=ond/knn_novelty", "seed=0"], output_dir=tmp_path / "local")
+    local = run(
+        [*common, f"experiment_name={name}-local", "agent=ond/knn_novelty", "seed=0"], output_dir=tmp_path / "local"
+    )
     assert knn0.data.metrics["top1"] == local["top1"]
     assert knn0.data.metrics["top3"] == local["top3"]

@@ -1,4 +1,5 @@
 """Tracking details that every protocol relies on, against a real SQLite store."""
+
 from __future__ import annotations
 
 import json
@@ -11,18 +12,26 @@ from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten, metr
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
-    settings = TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"],
-                                artifact_location=experiment["artifacts"], max_series_points=100)
+    settings = TrackingSettings(
+        uri=experiment["uri"],
+        experiment_name=experiment["name"],
+        artifact_location=experiment["artifacts"],
+        max_series_points=100,
+    )
     steps = np.arange(5, 10_005)
     values = np.sin(steps / 50.0)
     values[17] = np.nan
     with TrackedRun.start(settings, run_name="binning") as run:
-        run.log_results(MetricResults(values={"final": 1.0}, series={"reward": Series(steps, values), "short": Series([0, 1], [2.0, 3.0])}))
+        run.log_results(
+            MetricResults(
+                values={"final": 1.0}, series={"reward": Series(steps, values), "short": Series([0, 1], [2.0, 3.0])}
+            )
+        )
     history = sorted(client.get_metric_history(run.run_id, "reward"), key=lambda m: m.step)
     assert len(history) == 100
     # Plain loop: 10,000 points in 100 bins of exactly 100, NaN left out of its bin's mean.
     for b, point in enumerate(history):
-        chunk = [v for v in values[b * 100:(b + 1) * 100] if v == v]
+        chunk = [v for v in values[b * 100 : (b + 1) * 100] if v == v]
         assert point.step == steps[b * 100]
         assert point.value == pytest.approx(sum(chunk) / len(chunk), abs=1e-12)
     assert [m.value for m in sorted(client.get_metric_history(run.run_id, "short"), key=lambda m: m.step)] == [2.0, 3.0]
@@ -34,7 +43,9 @@ def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_
 
 
 def test_scalar_and_series_of_one_name_do_not_collide(experiment, client):
-    settings = TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"])
+    settings = TrackingSettings(
+        uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"]
+    )
     with TrackedRun.start(settings, run_name="collide") as run:
         run.log_results(MetricResults(values={"acc": 0.5}, series={"acc": Series([0, 1, 2], [0.9, 0.7, 0.5])}))
     assert [m.value for m in client.get_metric_history(run.run_id, "acc")] == [0.5]
@@ -42,7 +53,9 @@ def test_scalar_and_series_of_one_name_do_not_collide(experiment, client):
 
 
 def test_na_values_are_tags_with_reasons(experiment, client):
-    settings = TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"])
+    settings = TrackingSettings(
+        uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"]
+    )
     with TrackedRun.start(settings, run_name="na") as run:
         results = MetricResults()
         results.set("m1", float("nan"))
@@ -63,7 +76,9 @@ def test_metric_keys_and_flattening():
 
 
 def test_failed_run_keeps_what_was_logged(experiment, client):
-    settings = TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"])
+    settings = TrackingSettings(
+        uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"]
+    )
     with pytest.raises(RuntimeError):
         with TrackedRun.start(settings, run_name="fails") as run:
             run.log_metrics({"partial": 3.0})
@@ -74,8 +89,9 @@ def test_failed_run_keeps_what_was_logged(experiment, client):
 
 
 def _settings(experiment, **extra) -> TrackingSettings:
-    return TrackingSettings(uri=experiment["uri"], experiment_name=experiment["name"],
-                            artifact_location=experiment["artifacts"], **extra)
+    return TrackingSettings(
+        uri=experiment["uri"], experiment_name=experiment["name"], artifact_location=experiment["artifacts"], **extra
+    )
 
 
 def test_ctrl_c_ends_a_run_killed_and_other_errors_failed(experiment, client, tmp_path):
@@ -105,8 +121,11 @@ def test_new_runs_name_their_owner_process(experiment, client):
     # Field 22 of /proc/self/stat, counted after the parenthesised command name.
     with open("/proc/self/stat") as handle:
         start = handle.read().rsplit(")", 1)[1].split()[19]
-    assert (tags["owl_eval.pid"], tags["owl_eval.host"], tags["owl_eval.pid_start"]) == \
-        (str(os.getpid()), socket.gethostname(), start)
+    assert (tags["owl_eval.pid"], tags["owl_eval.host"], tags["owl_eval.pid_start"]) == (
+        str(os.getpid()),
+        socket.gethostname(),
+        start,
+    )
 
 
 @pytest.fixture()
@@ -116,21 +135,28 @@ def a_file(tmp_path):
     return path
 
 
-@pytest.mark.parametrize("field, value, expected", [
-    ("store_dir", "{file}", "tracking.store_dir: {file} is a file, expected a directory"),
-    ("store_dir", "{file}/sub", "tracking.store_dir: {file}/sub cannot be created: {file} is a file"),
-    ("experiment_name", "", "tracking.experiment_name: '' is not a usable MLflow experiment name"),
-    ("experiment_name", "   ", "tracking.experiment_name: '   ' is not a usable"),
-    ("max_series_points", 2.5, "tracking.max_series_points: 2.5 is not a positive integer or null"),
-    ("max_series_points", "abc", "tracking.max_series_points: 'abc' is not a positive integer or null"),
-    ("max_series_points", 0, "tracking.max_series_points: 0 is not a positive integer or null"),
-    ("max_series_points", True, "tracking.max_series_points: True is not a positive integer or null"),
-    ("skip_finished", "maybe", "tracking.skip_finished: 'maybe' is not true, false or null"),
-    ("log_record", "yes", "tracking.log_record: 'yes' is not true or false"),
-    ("uri", "nonsense", "tracking.uri: 'nonsense' is not a tracking URI MLflow accepts"),
-    ("uri", "/abs/mlruns", "tracking.uri: '/abs/mlruns' is not a tracking URI MLflow accepts"),
-    ("uri", "sqlite:///{tmp}/missing/mlflow.db", "tracking.uri: the directory {tmp}/missing of the SQLite database does not exist"),
-])
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("store_dir", "{file}", "tracking.store_dir: {file} is a file, expected a directory"),
+        ("store_dir", "{file}/sub", "tracking.store_dir: {file}/sub cannot be created: {file} is a file"),
+        ("experiment_name", "", "tracking.experiment_name: '' is not a usable MLflow experiment name"),
+        ("experiment_name", "   ", "tracking.experiment_name: '   ' is not a usable"),
+        ("max_series_points", 2.5, "tracking.max_series_points: 2.5 is not a positive integer or null"),
+        ("max_series_points", "abc", "tracking.max_series_points: 'abc' is not a positive integer or null"),
+        ("max_series_points", 0, "tracking.max_series_points: 0 is not a positive integer or null"),
+        ("max_series_points", True, "tracking.max_series_points: True is not a positive integer or null"),
+        ("skip_finished", "maybe", "tracking.skip_finished: 'maybe' is not true, false or null"),
+        ("log_record", "yes", "tracking.log_record: 'yes' is not true or false"),
+        ("uri", "nonsense", "tracking.uri: 'nonsense' is not a tracking URI MLflow accepts"),
+        ("uri", "/abs/mlruns", "tracking.uri: '/abs/mlruns' is not a tracking URI MLflow accepts"),
+        (
+            "uri",
+            "sqlite:///{tmp}/missing/mlflow.db",
+            "tracking.uri: the directory {tmp}/missing of the SQLite database does not exist",
+        ),
+    ],
+)
 def test_bad_tracking_settings_are_one_config_error_naming_the_key(field, value, expected, a_file, tmp_path):
     from owl_eval.errors import ConfigError
 
@@ -146,8 +172,16 @@ def test_bad_tracking_settings_are_one_config_error_naming_the_key(field, value,
 def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
     from owl_eval.errors import ConfigError
 
-    for uri in ("http://127.0.0.1:5000", "https://mlflow.example.org", "databricks", "databricks://profile",
-                "file:///tmp/mlruns", "postgresql+psycopg2://u@h:5432/db", "mysql://u@h/db", f"sqlite:///{tmp_path}/m.db"):
+    for uri in (
+        "http://127.0.0.1:5000",
+        "https://mlflow.example.org",
+        "databricks",
+        "databricks://profile",
+        "file:///tmp/mlruns",
+        "postgresql+psycopg2://u@h:5432/db",
+        "mysql://u@h/db",
+        f"sqlite:///{tmp_path}/m.db",
+    ):
         assert TrackingSettings(uri=uri).resolved_uri() == uri
     for points in (None, 1, 5000):
         TrackingSettings(max_series_points=points)

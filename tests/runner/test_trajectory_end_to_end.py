@@ -1,16 +1,27 @@
 """Trajectory experiments end to end into the session's SQLite MLflow store, read back with MlflowClient."""
+
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from owl_eval.runner.app import run
 from owl_eval.evaluation import evaluation_for
 from owl_eval.metrics.registry import logged_key
+from owl_eval.runner.app import run
 
-TABLE = ["ade_marginal", "fde_marginal", "min_ade_20_marginal", "min_fde_20_marginal", "miss_rate_marginal",
-         "detail/ade_joint", "detail/min_fde_20_joint", "collision_rate_marginal", "detail/auc", "detail/class_ece",
-         "detail/num_scenes"]
+TABLE = [
+    "ade_marginal",
+    "fde_marginal",
+    "min_ade_20_marginal",
+    "min_fde_20_marginal",
+    "miss_rate_marginal",
+    "detail/ade_joint",
+    "detail/min_fde_20_joint",
+    "collision_rate_marginal",
+    "detail/auc",
+    "detail/class_ece",
+    "detail/num_scenes",
+]
 
 
 def _only_run(client, name):
@@ -27,8 +38,13 @@ def _check_run(client, r, tmp_path, n_o=12):
     history = client.get_metric_history(r.info.run_id, "detail/displacement_by_step_marginal")
     assert sorted(m.step for m in history) == list(range(1, n_o + 1))
     artifacts = {a.path for folder in ("plots", "record") for a in client.list_artifacts(r.info.run_id, folder)}
-    for path in ("plots/example_scenes.png", "plots/error_vs_horizon.png", "plots/kde_calibration.png",
-                 "plots/class_reliability.png", "record/trajectory_record.npz"):
+    for path in (
+        "plots/example_scenes.png",
+        "plots/error_vs_horizon.png",
+        "plots/kde_calibration.png",
+        "plots/class_reliability.png",
+        "record/trajectory_record.npz",
+    ):
         assert path in artifacts, path
     local = client.download_artifacts(r.info.run_id, "record/trajectory_record.npz", str(tmp_path))
     with np.load(local, allow_pickle=False) as d:
@@ -49,8 +65,15 @@ def _check_run(client, r, tmp_path, n_o=12):
 
 
 def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
-    returned = run(["+experiment=trajectory_crowd", *experiment["overrides"], "domain.num_train_scenes=40",
-                    "domain.num_test_scenes=12"], output_dir=tmp_path)
+    returned = run(
+        [
+            "+experiment=trajectory_crowd",
+            *experiment["overrides"],
+            "domain.num_train_scenes=40",
+            "domain.num_test_scenes=12",
+        ],
+        output_dir=tmp_path,
+    )
     r = _only_run(client, experiment["name"])
     _check_run(client, r, tmp_path)
     assert r.data.metrics["min_ade_20_marginal"] == pytest.approx(returned["min_ade_20_marginal"])
@@ -61,8 +84,11 @@ def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
     _assert_no_na_kde_metric(r)
 
 
-KDE_METRICS = [f"{name}_{kind}" for name in ("kde_nll", "kde_ece", "ml_ade", "ml_fde", "brier_min_fde")
-               for kind in ("marginal", "joint")]
+KDE_METRICS = [
+    f"{name}_{kind}"
+    for name in ("kde_nll", "kde_ece", "ml_ade", "ml_fde", "brier_min_fde")
+    for kind in ("marginal", "joint")
+]
 
 
 def _assert_no_na_kde_metric(r):
@@ -81,9 +107,19 @@ def test_default_crowd_experiment_reports_every_kde_metric(experiment, client, t
 
 @pytest.mark.slow
 def test_eth_ucy_experiment_logs_the_table(experiment, client, tmp_path, shared_dir):
-    run(["+experiment=trajectory_eth_ucy", *experiment["overrides"], f"domain.path={shared_dir / 'data' / 'eth_ucy'}",
-         "domain.test_group=hotel", "domain.stride=20", "agent=trajectory/cv_noise", "protocol.num_preds=30",
-         "figures=true"], output_dir=tmp_path)
+    run(
+        [
+            "+experiment=trajectory_eth_ucy",
+            *experiment["overrides"],
+            f"domain.path={shared_dir / 'data' / 'eth_ucy'}",
+            "domain.test_group=hotel",
+            "domain.stride=20",
+            "agent=trajectory/cv_noise",
+            "protocol.num_preds=30",
+            "figures=true",
+        ],
+        output_dir=tmp_path,
+    )
     r = _only_run(client, experiment["name"])
     _check_run(client, r, tmp_path)
     assert r.data.params["domain.test_group"] == "hotel"
@@ -106,6 +142,8 @@ def test_fitted_predictor_beats_constant_velocity_on_eth_ucy(shared_dir):
     dom = EthUcyDomain(str(shared_dir / "data" / "eth_ucy"), test_group="zara1", stride=2)
     scores = {}
     for name, agent in (("cv", ConstantVelocityPredictor()), ("knn", KnnFuturesPredictor())):
-        record = TrajectoryProtocol(num_preds=20).run(domain=dom, agent=agent, rng=np.random.default_rng(0), progress=False)
+        record = TrajectoryProtocol(num_preds=20).run(
+            domain=dom, agent=agent, rng=np.random.default_rng(0), progress=False
+        )
         scores[name] = evaluation_for("trajectory").evaluate(record, {"kde": False}).values["min_ade_20_marginal"]
     assert scores["knn"] < 0.8 * scores["cv"], scores

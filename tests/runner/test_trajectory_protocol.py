@@ -1,4 +1,5 @@
 """Trajectory protocol: output validation, turn classes by hand, record round trip, log-prob hook."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,10 +9,10 @@ from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredict
 from owl_eval.domains.crowd_sim import CrowdSimDomain
 from owl_eval.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.errors import ConfigError
+from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.trajectory import TrajectoryProtocol
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
-from owl_eval.evaluation import evaluation_for
 
 
 class FixedDomain:
@@ -30,9 +31,12 @@ def _scenes():
     Scene 1: agent 0 walks +y then turns to +x (right); agent 1 is padding (NaN)."""
     h = np.full((2, 2, 3, 2), np.nan)
     f = np.full((2, 2, 2, 2), np.nan)
-    h[0, 0] = [[0, 0], [1, 0], [2, 0]]; f[0, 0] = [[3, 0], [4, 0]]
-    h[0, 1] = [[0, 5], [1, 5], [2, 5]]; f[0, 1] = [[2, 6], [2, 7]]
-    h[1, 0] = [[0, 0], [0, 1], [0, 2]]; f[1, 0] = [[1, 2], [2, 2]]
+    h[0, 0] = [[0, 0], [1, 0], [2, 0]]
+    f[0, 0] = [[3, 0], [4, 0]]
+    h[0, 1] = [[0, 5], [1, 5], [2, 5]]
+    f[0, 1] = [[2, 6], [2, 7]]
+    h[1, 0] = [[0, 0], [0, 1], [0, 2]]
+    f[1, 0] = [[1, 2], [2, 2]]
     return TrajectoryScenes(h, f, 0.4, np.array(["t", "t"]), np.array([0, 10]))
 
 
@@ -55,7 +59,12 @@ def test_bad_outputs_raise_agent_output_error_naming_the_array():
     proto = TrajectoryProtocol(num_preds=3)
     dom = FixedDomain(_scenes())
     with pytest.raises(AgentOutputError, match=r"shape \(2, 2, 2, 2, 2\), expected .*\(2, 3, 2, 2, 2\)"):
-        proto.run(domain=dom, agent=Returns(lambda h, n_o, n_p: np.zeros((2, 2, 2, n_o, 2))), rng=np.random.default_rng(0), progress=False)
+        proto.run(
+            domain=dom,
+            agent=Returns(lambda h, n_o, n_p: np.zeros((2, 2, 2, n_o, 2))),
+            rng=np.random.default_rng(0),
+            progress=False,
+        )
 
     def nan_for_valid(h, n_o, n_p):
         out = _cv(h, n_o, n_p)
@@ -107,8 +116,9 @@ def test_record_round_trip_in_general_framework_shapes(tmp_path):
     from owl_eval.evaluation.trajectory import trajectory_table_npz
 
     a = evaluation_for("trajectory").evaluate(back, {"kde": False})
-    b = trajectory_table_npz(tmp_path / "trajectory_record.npz", rng=np.random.default_rng(back.metric_seed), kde=False,
-                             chunk_size=2)
+    b = trajectory_table_npz(
+        tmp_path / "trajectory_record.npz", rng=np.random.default_rng(back.metric_seed), kde=False, chunk_size=2
+    )
     assert a.values["min_ade_20_marginal"] == pytest.approx(b.values["min_ade_20_marginal"], rel=1e-12)
 
 
@@ -119,7 +129,9 @@ def test_predictor_log_probs_are_used_and_checked():
             return -np.arange(k, dtype=float)[None, :, None] * np.ones((s, k, a))  # truth (last) least likely
 
     proto = TrajectoryProtocol(num_preds=2)
-    record = proto.run(domain=FixedDomain(_scenes()), agent=WithLogProb(_cv), rng=np.random.default_rng(0), progress=False)
+    record = proto.run(
+        domain=FixedDomain(_scenes()), agent=WithLogProb(_cv), rng=np.random.default_rng(0), progress=False
+    )
     assert record.log_probs.shape == (2, 3, 2)
     res = evaluation_for("trajectory").evaluate(record, {"kde": True})
     assert res.values["kde_nll_marginal"] == pytest.approx(2.0)  # -log p(truth) = 2 for every agent
@@ -136,8 +148,12 @@ def test_same_seed_same_record_and_partial_record_on_crash():
     dom = CrowdSimDomain(num_train_scenes=2, num_test_scenes=6, max_agents=4)
     from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
 
-    runs = [TrajectoryProtocol(num_preds=3).run(domain=dom, agent=ConstantVelocityNoisePredictor(),
-                                                rng=np.random.default_rng(9), progress=False) for _ in range(2)]
+    runs = [
+        TrajectoryProtocol(num_preds=3).run(
+            domain=dom, agent=ConstantVelocityNoisePredictor(), rng=np.random.default_rng(9), progress=False
+        )
+        for _ in range(2)
+    ]
     np.testing.assert_array_equal(runs[0].path_pred, runs[1].path_pred)
     calls = []
 
@@ -156,14 +172,17 @@ def test_same_seed_same_record_and_partial_record_on_crash():
 # ------------------------------------------------------------------------------ checks before any run
 
 
-@pytest.mark.parametrize("setting, message", [
-    ({"num_preds": 2.5}, "protocol.num_preds: expected an integer, got 2.5 (float)"),
-    ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
-    ({"stop_distance": "far"}, "protocol.stop_distance: expected a number, got 'far'"),
-    ({"turn_degrees": 270}, "protocol.turn_degrees: expected a number <= 180, got 270"),
-    ({"class_smoothing": -0.5}, "protocol.class_smoothing: expected a number >= 0, got -0.5"),
-    ({"plot_scenes": "all"}, "protocol.plot_scenes: expected an integer, got 'all'"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ({"num_preds": 2.5}, "protocol.num_preds: expected an integer, got 2.5 (float)"),
+        ({"batch_size": 0}, "protocol.batch_size: expected an integer >= 1, got 0"),
+        ({"stop_distance": "far"}, "protocol.stop_distance: expected a number, got 'far'"),
+        ({"turn_degrees": 270}, "protocol.turn_degrees: expected a number <= 180, got 270"),
+        ({"class_smoothing": -0.5}, "protocol.class_smoothing: expected a number >= 0, got -0.5"),
+        ({"plot_scenes": "all"}, "protocol.plot_scenes: expected an integer, got 'all'"),
+    ],
+)
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ConfigError) as err:
         TrajectoryProtocol(**setting)
@@ -181,17 +200,29 @@ class PositionalPredictor(Returns):
         return None
 
 
-@pytest.mark.parametrize("kw, message", [
-    (dict(baseline=Returns(_cv)), "baseline (tests.runner.test_trajectory_protocol.Returns): the trajectory protocol "
-                                  "runs no baseline agent; choose baseline=none"),
-    (dict(agent=OndLikeAgent()), "agent (tests.runner.test_trajectory_protocol.OndLikeAgent) is not a trajectory "
-                                 "predictor: it has no predict(history, *, pred_len, num_preds, dt, rng) method; choose "
-                                 "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, trajectory/cv_sampled, "
-                                 "trajectory/knn_futures)"),
-    (dict(agent=PositionalPredictor(_cv)), "agent (tests.runner.test_trajectory_protocol.PositionalPredictor) is not a "
-                                           "trajectory predictor: its predict(history, pred_len, num_preds) cannot be "
-                                           "called as predict(history, *, pred_len, num_preds, dt, rng)"),
-])
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        (
+            dict(baseline=Returns(_cv)),
+            "baseline (tests.runner.test_trajectory_protocol.Returns): the trajectory protocol "
+            "runs no baseline agent; choose baseline=none",
+        ),
+        (
+            dict(agent=OndLikeAgent()),
+            "agent (tests.runner.test_trajectory_protocol.OndLikeAgent) is not a trajectory "
+            "predictor: it has no predict(history, *, pred_len, num_preds, dt, rng) method; choose "
+            "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, trajectory/cv_sampled, "
+            "trajectory/knn_futures)",
+        ),
+        (
+            dict(agent=PositionalPredictor(_cv)),
+            "agent (tests.runner.test_trajectory_protocol.PositionalPredictor) is not a "
+            "trajectory predictor: its predict(history, pred_len, num_preds) cannot be "
+            "called as predict(history, *, pred_len, num_preds, dt, rng)",
+        ),
+    ],
+)
 def test_check_rejects_a_baseline_and_agents_of_other_protocols(kw, message):
     parts = dict(domain=FixedDomain(_scenes()), agent=Returns(_cv), baseline=None) | kw
     with pytest.raises(ConfigError) as err:

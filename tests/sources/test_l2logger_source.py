@@ -1,4 +1,5 @@
 """l2logger log directories (and STE logs), written by hand here in the l2logger 1.1 layout, read and scored."""
+
 from __future__ import annotations
 
 import json
@@ -7,24 +8,35 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.lifelong_rl.record import RLRecord
+from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.l2logger import L2LoggerSource
-from owl_eval.evaluation import evaluation_for
 
-HEADER = "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
+HEADER = (
+    "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"
+)
 PARAMS = '"{""speed"": 1}"'  # task_params: JSON, quoted as l2logger's csv writer does
 
 
 def rows(block, first_exp, block_type, task, rewards, status="complete"):
-    return [f"{block}\t{first_exp + i}\tworker-default\t{block_type}\twake\t{task}\t{PARAMS}\t{status}\t"
-            f"20240101T000000.{first_exp + i:06d}\t{r}" for i, r in enumerate(rewards)]
+    return [
+        f"{block}\t{first_exp + i}\tworker-default\t{block_type}\twake\t{task}\t{PARAMS}\t{status}\t"
+        f"20240101T000000.{first_exp + i:06d}\t{r}"
+        for i, r in enumerate(rewards)
+    ]
 
 
 # (block, type, task, rewards): train A, eval A, eval B, train B, eval A, eval B.
-BLOCKS = [(0, "train", "Task_A", [1, 2, 3, 4]), (1, "test", "task_a", [4, 4]), (2, "test", "task_b", [1, 1]),
-          (3, "train", "task_b", [2, 4, 6, 8]), (4, "test", "task_a", [3, 3]), (5, "test", "task_b", [7, 7])]
+BLOCKS = [
+    (0, "train", "Task_A", [1, 2, 3, 4]),
+    (1, "test", "task_a", [4, 4]),
+    (2, "test", "task_b", [1, 1]),
+    (3, "train", "task_b", [2, 4, 6, 8]),
+    (4, "test", "task_a", [3, 3]),
+    (5, "test", "task_b", [7, 7]),
+]
 
 
 def write_log(base: Path, blocks=BLOCKS, name="scen-1700000000.0", header=HEADER, edit=None) -> Path:
@@ -47,7 +59,9 @@ def write_log(base: Path, blocks=BLOCKS, name="scen-1700000000.0", header=HEADER
 
 
 def write_ste(base: Path, task="task_a", rewards=(2, 4, 6, 8), name=None) -> Path:
-    return write_log(base, [(0, "train", task, list(rewards)), (1, "test", task, [8, 8])], name=name or f"ste_{task}-1.0")
+    return write_log(
+        base, [(0, "train", task, list(rewards)), (1, "test", task, [8, 8])], name=name or f"ste_{task}-1.0"
+    )
 
 
 PLAIN = {"smoothing": "none", "normalization": "none"}
@@ -78,8 +92,10 @@ def test_hand_computed_metrics_with_ste(tmp_path):
 def test_ste_folder_of_logs_and_incomplete_or_nan_rows_dropped(tmp_path):
     def edit(block, lines):
         if block == 0:  # an incomplete episode and one without a reward (exp_num 4, 5): l2metrics drops both
-            return lines + [lines[-1].replace("complete", "incomplete").replace("\t3\t", "\t4\t", 1),
-                            lines[-1].replace("\t3\t", "\t5\t", 1).rsplit("\t", 1)[0] + "\tNaN"]
+            return lines + [
+                lines[-1].replace("complete", "incomplete").replace("\t3\t", "\t4\t", 1),
+                lines[-1].replace("\t3\t", "\t5\t", 1).rsplit("\t", 1)[0] + "\tNaN",
+            ]
         return lines
 
     write_log(tmp_path / "logs", blocks=BLOCKS[:1], edit=edit)
@@ -89,17 +105,28 @@ def test_ste_folder_of_logs_and_incomplete_or_nan_rows_dropped(tmp_path):
     assert len(data.record.log) == 4 and sorted(data.record.ste_logs) == ["task_a", "task_a-1"]
 
 
-@pytest.mark.parametrize("kw, words", [
-    (dict(header=HEADER.replace("\ttask_name", "")), ["data-log.tsv line 1", "missing column(s) ['task_name']"]),
-    (dict(edit=lambda b, l: [l[0], l[1] + "\textra", *l[2:]] if b == 3 else l),
-     ["3-train", "data-log.tsv line 3", "expected 10 tab-separated fields, got 11"]),
-    (dict(edit=lambda b, l: [l[0].replace("\t2\n", "\t2"), l[1].rsplit("\t", 1)[0] + "\tlots"] if b == 3 else l),
-     ["3-train", "line 3, column reward", "expected a number, got 'lots'"]),
-    (dict(edit=lambda b, l: [x.replace("\ttest\t", "\tevaluation\t") for x in l] if b == 5 else l),
-     ["5-test", "line 2, column block_type", "'evaluation'"]),
-    (dict(edit=lambda b, l: [x.replace("5\t14", "x\t14") for x in l] if b == 5 else l),
-     ["5-test", "line 2, column block_num", "'x'"]),
-])
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        (dict(header=HEADER.replace("\ttask_name", "")), ["data-log.tsv line 1", "missing column(s) ['task_name']"]),
+        (
+            dict(edit=lambda b, l: [l[0], l[1] + "\textra", *l[2:]] if b == 3 else l),
+            ["3-train", "data-log.tsv line 3", "expected 10 tab-separated fields, got 11"],
+        ),
+        (
+            dict(edit=lambda b, l: [l[0].replace("\t2\n", "\t2"), l[1].rsplit("\t", 1)[0] + "\tlots"] if b == 3 else l),
+            ["3-train", "line 3, column reward", "expected a number, got 'lots'"],
+        ),
+        (
+            dict(edit=lambda b, l: [x.replace("\ttest\t", "\tevaluation\t") for x in l] if b == 5 else l),
+            ["5-test", "line 2, column block_type", "'evaluation'"],
+        ),
+        (
+            dict(edit=lambda b, l: [x.replace("5\t14", "x\t14") for x in l] if b == 5 else l),
+            ["5-test", "line 2, column block_num", "'x'"],
+        ),
+    ],
+)
 def test_broken_logs_give_one_clear_error(tmp_path, kw, words):
     write_log(tmp_path / "logs", **kw)
     with pytest.raises(SourceFormatError) as info:
@@ -138,8 +165,17 @@ def test_missing_or_ambiguous_log_directory(tmp_path):
 def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     log = write_log(tmp_path / "logs")
     ste = write_ste(tmp_path / "ste")
-    values = evaluate(["+source=l2logger", f"source.path={log}", f"source.ste_paths=[{ste}]", "metrics.smoothing=none",
-                       "metrics.normalization=none", *experiment["overrides"]], output_dir=tmp_path / "out")
+    values = evaluate(
+        [
+            "+source=l2logger",
+            f"source.path={log}",
+            f"source.ste_paths=[{ste}]",
+            "metrics.smoothing=none",
+            "metrics.normalization=none",
+            *experiment["overrides"],
+        ],
+        output_dir=tmp_path / "out",
+    )
     assert values["avg_eval_perf"] == pytest.approx(3.75)
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
@@ -153,21 +189,32 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
 def test_broken_source_creates_no_run(tmp_path, experiment, client):
     log = write_log(tmp_path / "logs")
     with pytest.raises(SourceFormatError):
-        evaluate(["+source=l2logger", f"source.path={log}", f"source.ste_paths=[{tmp_path / 'missing'}]",
-                  *experiment["overrides"]], output_dir=tmp_path / "out")
+        evaluate(
+            [
+                "+source=l2logger",
+                f"source.path={log}",
+                f"source.ste_paths=[{tmp_path / 'missing'}]",
+                *experiment["overrides"],
+            ],
+            output_dir=tmp_path / "out",
+        )
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
 
 
 # ------------------------------------------------------------------ options, links, records (issue 11)
 
-@pytest.mark.parametrize("kw, key, words", [
-    (dict(perf_measure=2.5), "source.perf_measure", "2.5 (float)"),
-    (dict(variant_mode="sideways"), "source.variant_mode", "'sideways'"),
-    (dict(ste_paths=5), "source.ste_paths", "5 (int)"),
-    (dict(ste_paths=[3]), "source.ste_paths[0]", "3 (int)"),
-    (dict(path=7), "source.path", "7 (int)"),
-])
+
+@pytest.mark.parametrize(
+    "kw, key, words",
+    [
+        (dict(perf_measure=2.5), "source.perf_measure", "2.5 (float)"),
+        (dict(variant_mode="sideways"), "source.variant_mode", "'sideways'"),
+        (dict(ste_paths=5), "source.ste_paths", "5 (int)"),
+        (dict(ste_paths=[3]), "source.ste_paths[0]", "3 (int)"),
+        (dict(path=7), "source.path", "7 (int)"),
+    ],
+)
 def test_mistyped_options_name_the_key(tmp_path, kw, key, words):
     from owl_eval.errors import ConfigError
 
@@ -210,7 +257,9 @@ def test_saved_record_holds_exactly_the_parsed_files(tmp_path):
     (log / "worker-default" / "0-train" / "debug.tsv").write_text("neither")
     data = L2LoggerSource(path=str(log), ste_paths=[str(ste)]).load()
     saved = data.record.save(tmp_path / "record")
-    expected = {rel: content for rel, content in _relative_files(log).items() if rel.endswith((".json", "data-log.tsv"))}
+    expected = {
+        rel: content for rel, content in _relative_files(log).items() if rel.endswith((".json", "data-log.tsv"))
+    }
     assert len(expected) == 2 + len(BLOCKS)
     assert _relative_files(saved / "l2log" / log.name) == expected
     assert _relative_files(saved / "ste" / "task_a" / ste.name) == _relative_files(ste)
@@ -219,8 +268,8 @@ def test_saved_record_holds_exactly_the_parsed_files(tmp_path):
 
 
 def test_saving_refuses_unsafe_names_and_links_and_writes_nothing(tmp_path):
-    from owl_eval.formats.l2logger import EpisodeLog
     from owl_eval.errors import UnsafePathError
+    from owl_eval.formats.l2logger import EpisodeLog
 
     log = write_log(tmp_path / "logs")
     ste = write_ste(tmp_path / "ste")
@@ -245,13 +294,16 @@ def test_saving_refuses_unsafe_names_and_links_and_writes_nothing(tmp_path):
     assert all(b"secret-content" not in content for content in _relative_files(tmp_path / "record").values())
 
 
-@pytest.mark.parametrize("meta, words", [
-    ("[1, 2]", "expected a JSON object"),
-    ('{"mode": "other"}', "mode: expected one of"),
-    ('{"timings": {"../x": 1.0}}', "timing name '../x' is not a safe name"),
-    ('{"timings": {"syllabus_s": "soon"}}', "timings.syllabus_s: expected a finite number"),
-    ("{" * 50_000, "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "meta, words",
+    [
+        ("[1, 2]", "expected a JSON object"),
+        ('{"mode": "other"}', "mode: expected one of"),
+        ('{"timings": {"../x": 1.0}}', "timing name '../x' is not a safe name"),
+        ('{"timings": {"syllabus_s": "soon"}}', "timings.syllabus_s: expected a finite number"),
+        ("{" * 50_000, "not valid JSON"),
+    ],
+)
 def test_loading_a_broken_record_file_names_it(tmp_path, meta, words):
     log = write_log(tmp_path / "logs")
     saved = L2LoggerSource(path=str(log)).load().record.save(tmp_path / "record")
@@ -261,8 +313,9 @@ def test_loading_a_broken_record_file_names_it(tmp_path, meta, words):
     assert "rl_record.json" in str(info.value) and words in str(info.value)
 
 
-@pytest.mark.parametrize("info", ["[1]", '{"identity": IDENTITY, "log_dir": "../../.."}',
-                                  '{"identity": IDENTITY, "log_dir": 5}', "\udcff"])
+@pytest.mark.parametrize(
+    "info", ["[1]", '{"identity": IDENTITY, "log_dir": "../../.."}', '{"identity": IDENTITY, "log_dir": 5}', "\udcff"]
+)
 def test_a_broken_stored_ste_entry_counts_as_absent(tmp_path, info):
     from owl_eval.protocols.lifelong_rl.ste import INFO_FILE, SteStore
 

@@ -1,4 +1,5 @@
 """SAIL-ON local-harness results, written by hand here, read and scored like a live run."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from owl_eval.evaluation import evaluation_for
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.sailon import SailonSource
-from owl_eval.evaluation import evaluation_for
 
 GT = """id,detection,classification
 a.png,0,0
@@ -35,12 +36,16 @@ TEST = "OND.1.1.1234"
 OLD = "zero_based_known"
 
 
-def write_fixture(root: Path, *, gt=GT, detection=DETECTION, classification=CLASSIFICATION, session="S1",
-                  metadata=None) -> Path:
+def write_fixture(
+    root: Path, *, gt=GT, detection=DETECTION, classification=CLASSIFICATION, session="S1", metadata=None
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / f"{TEST}_single_df.csv").write_text(gt)
-    (root / f"{TEST}_metadata.json").write_text(json.dumps(metadata or {"round_size": 2, "detection": 3, "red_light": "d.png",
-                                                                         "protocol": "OND", "known_classes": 3}))
+    (root / f"{TEST}_metadata.json").write_text(
+        json.dumps(
+            metadata or {"round_size": 2, "detection": 3, "red_light": "d.png", "protocol": "OND", "known_classes": 3}
+        )
+    )
     (root / f"{session}.{TEST}_detection.csv").write_text(detection)
     (root / f"{session}.{TEST}_classification.csv").write_text(classification)
     return root
@@ -76,7 +81,9 @@ def test_baseline_session_gives_m3_to_m6(tmp_path):
     root = write_fixture(tmp_path)
     (root / f"B.{TEST}_detection.csv").write_text(DETECTION)
     # Baseline: always class 1 (column 1): right on a and e only; pre-novelty accuracy 1/3.
-    (root / f"B.{TEST}_classification.csv").write_text("".join(f"{i},0,1,0,0\n" for i in "abcdef" for i in [f"{i}.png"]))
+    (root / f"B.{TEST}_classification.csv").write_text(
+        "".join(f"{i},0,1,0,0\n" for i in "abcdef" for i in [f"{i}.png"])
+    )
     data = SailonSource(path=str(root), session="S1", baseline_session="B", class_index=OLD).load()
     results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     # M3 = 100 * P_post,agent / P_pre,baseline = 100 * (1/3) / (1/3) = 100.
@@ -85,14 +92,23 @@ def test_baseline_session_gives_m3_to_m6(tmp_path):
     assert results["m5_opti_top1"] == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(gt=GT.replace("classification", "label")), ["missing column 'classification'"]),
-    (dict(detection=DETECTION.replace("e.png", "z.png")), ["_detection.csv", "e.png"]),
-    (dict(detection=DETECTION.replace("c.png,0.3", "c.png,0.3,7")), ["_detection.csv, row 3", "expected 2"]),
-    (dict(classification=CLASSIFICATION.replace("0.6,0.2", "oops,0.2")), ["_classification.csv, row 4", "'p_0'", "'oops'"]),
-    (dict(gt=GT.replace("e.png,1,0", "e.png,1,nan")), ["_single_df.csv, row 6", "'classification'", "NaN"]),
-    (dict(classification=CLASSIFICATION.replace("0.1,0.7,0.1,0.1", "0.1,0.7,0.1,0.3")), ["sample 'a.png'", "sum to 1.2"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(gt=GT.replace("classification", "label")), ["missing column 'classification'"]),
+        (dict(detection=DETECTION.replace("e.png", "z.png")), ["_detection.csv", "e.png"]),
+        (dict(detection=DETECTION.replace("c.png,0.3", "c.png,0.3,7")), ["_detection.csv, row 3", "expected 2"]),
+        (
+            dict(classification=CLASSIFICATION.replace("0.6,0.2", "oops,0.2")),
+            ["_classification.csv, row 4", "'p_0'", "'oops'"],
+        ),
+        (dict(gt=GT.replace("e.png,1,0", "e.png,1,nan")), ["_single_df.csv, row 6", "'classification'", "NaN"]),
+        (
+            dict(classification=CLASSIFICATION.replace("0.1,0.7,0.1,0.1", "0.1,0.7,0.1,0.3")),
+            ["sample 'a.png'", "sum to 1.2"],
+        ),
+    ],
+)
 def test_broken_inputs_give_one_clear_error(tmp_path, change, words):
     root = write_fixture(tmp_path, **change)
     with pytest.raises(SourceFormatError) as info:
@@ -110,7 +126,10 @@ def test_missing_result_file_is_named(tmp_path):
 
 def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     root = write_fixture(tmp_path / "results")
-    values = evaluate(["+source=sailon", f"source.path={root}", f"source.class_index={OLD}", *experiment["overrides"]], output_dir=tmp_path / "out")
+    values = evaluate(
+        ["+source=sailon", f"source.path={root}", f"source.class_index={OLD}", *experiment["overrides"]],
+        output_dir=tmp_path / "out",
+    )
     assert values["top1"] == pytest.approx(0.5)
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
@@ -125,7 +144,10 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
 def test_broken_source_creates_no_run(tmp_path, experiment, client):
     root = write_fixture(tmp_path / "results", detection=DETECTION.replace("e.png", "z.png"))
     with pytest.raises(SourceFormatError):
-        evaluate(["+source=sailon", f"source.path={root}", f"source.class_index={OLD}", *experiment["overrides"]], output_dir=tmp_path / "out")
+        evaluate(
+            ["+source=sailon", f"source.path={root}", f"source.class_index={OLD}", *experiment["overrides"]],
+            output_dir=tmp_path / "out",
+        )
     exp = client.get_experiment_by_name(experiment["name"])
     assert exp is None or not client.search_runs([exp.experiment_id])
 
@@ -189,7 +211,9 @@ def test_package_convention_with_the_unknown_column_last(tmp_path):
         scores = results_dir / f"{SESSION}.{test}_classification.csv"
         moved = [line.split(",") for line in scores.read_text().splitlines()]
         scores.write_text("".join(",".join([f[0], *f[2:], f[1]]) + "\n" for f in moved))
-    data = SailonSource(path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"), unknown_column="last").load()
+    data = SailonSource(
+        path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"), unknown_column="last"
+    ).load()
     np.testing.assert_array_equal(data.record.trials[0].gt_class, [1, 2, 3, 1, 2, 0, 3, 0])
     results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     assert results["top1"] == pytest.approx((4 / 8 + 3 / 6 + 3 / 4) / 3)
@@ -209,18 +233,32 @@ def test_sum_tolerance_is_honoured(tmp_path):
     assert abs(row.sum() - 1) <= 1e-12 and row[1] == pytest.approx(0.60005 / 1.00005)
     results = evaluation_for(data.protocol).evaluate(data.record, {"threshold": 0.5})
     assert results["top1"] == pytest.approx((4 / 8 + 3 / 6 + 3 / 4) / 3)
-    with pytest.raises(SourceFormatError, match=r"_classification\.csv, row 1 .*sum to 1\.00005.*source\.sum_tolerance=1e-06"):
+    with pytest.raises(
+        SourceFormatError, match=r"_classification\.csv, row 1 .*sum to 1\.00005.*source\.sum_tolerance=1e-06"
+    ):
         SailonSource(**paths).load()
 
 
-@pytest.mark.parametrize("test, change, words", [
-    (0, ('"red_light": "unknown_classes/images/val/00000/00051.JPEG"', '"red_light": "nowhere.JPEG"'),
-     ["OND.101.000.0001_metadata.json", "'nowhere.JPEG'", "not a sample"]),
-    (0, ('"red_light": "unknown_classes/images/val/00000/00051.JPEG"', '"red_light": "known_classes/images/val/00001/00044.JPEG"'),
-     ["OND.101.000.0001_metadata.json", "row 5", "row 7", "first novel sample"]),
-    (1, ('"round_size": 3', '"round_size": "abc"'), ["OND.102.000.0002_metadata.json", "round_size", "'abc'"]),
-    (1, ('"round_size": 3', '"round_size": Infinity'), ["OND.102.000.0002_metadata.json", "round_size", "inf"]),
-])
+@pytest.mark.parametrize(
+    "test, change, words",
+    [
+        (
+            0,
+            ('"red_light": "unknown_classes/images/val/00000/00051.JPEG"', '"red_light": "nowhere.JPEG"'),
+            ["OND.101.000.0001_metadata.json", "'nowhere.JPEG'", "not a sample"],
+        ),
+        (
+            0,
+            (
+                '"red_light": "unknown_classes/images/val/00000/00051.JPEG"',
+                '"red_light": "known_classes/images/val/00001/00044.JPEG"',
+            ),
+            ["OND.101.000.0001_metadata.json", "row 5", "row 7", "first novel sample"],
+        ),
+        (1, ('"round_size": 3', '"round_size": "abc"'), ["OND.102.000.0002_metadata.json", "round_size", "'abc'"]),
+        (1, ('"round_size": 3', '"round_size": Infinity'), ["OND.102.000.0002_metadata.json", "round_size", "inf"]),
+    ],
+)
 def test_metadata_errors_name_the_file(tmp_path, test, change, words):
     gt_dir, _ = package_fixture(tmp_path)
     meta = gt_dir / f"{TESTS[test]}_metadata.json"
@@ -232,31 +270,59 @@ def test_metadata_errors_name_the_file(tmp_path, test, change, words):
         assert w in str(info.value)
 
 
-@pytest.mark.parametrize("class_index, old, new, words", [
-    ("package", "unknown_classes/images/val/00000/00051.JPEG,1,0", "unknown_classes/images/val/00000/00051.JPEG,1,-1",
-     ["row 7", "'classification'", "class -1", "zero_based_known"]),
-    ("package", "known_classes/images/val/00003/00008.JPEG,1,3", "known_classes/images/val/00003/00008.JPEG,1,4",
-     ["row 8", "class 4", "0..3"]),
-    ("package", "known_classes/images/val/00002/00007.JPEG,0,2", "known_classes/images/val/00002/00007.JPEG,0,2.7",
-     ["row 3", "'classification'", "integer", "'2.7'"]),
-    ("zero_based_known", "known_classes/images/val/00003/00031.JPEG,0,3", "known_classes/images/val/00003/00031.JPEG,0,3",
-     ["row 4", "class 3", "0..2"]),
-])
+@pytest.mark.parametrize(
+    "class_index, old, new, words",
+    [
+        (
+            "package",
+            "unknown_classes/images/val/00000/00051.JPEG,1,0",
+            "unknown_classes/images/val/00000/00051.JPEG,1,-1",
+            ["row 7", "'classification'", "class -1", "zero_based_known"],
+        ),
+        (
+            "package",
+            "known_classes/images/val/00003/00008.JPEG,1,3",
+            "known_classes/images/val/00003/00008.JPEG,1,4",
+            ["row 8", "class 4", "0..3"],
+        ),
+        (
+            "package",
+            "known_classes/images/val/00002/00007.JPEG,0,2",
+            "known_classes/images/val/00002/00007.JPEG,0,2.7",
+            ["row 3", "'classification'", "integer", "'2.7'"],
+        ),
+        (
+            "zero_based_known",
+            "known_classes/images/val/00003/00031.JPEG,0,3",
+            "known_classes/images/val/00003/00031.JPEG,0,3",
+            ["row 4", "class 3", "0..2"],
+        ),
+    ],
+)
 def test_class_outside_the_convention_is_an_error(tmp_path, class_index, old, new, words):
     gt_dir, _ = package_fixture(tmp_path)
     gt = gt_dir / f"{TESTS[0]}_single_df.csv"
     assert old in gt.read_text()
     gt.write_text(gt.read_text().replace(old, new))
     with pytest.raises(SourceFormatError) as info:
-        SailonSource(path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"), class_index=class_index).load()
+        SailonSource(
+            path=str(tmp_path / "data"), results_path=str(tmp_path / "mock_results"), class_index=class_index
+        ).load()
     assert "OND.101.000.0001_single_df.csv" in str(info.value)
     for w in words:
         assert w in str(info.value)
 
 
 def test_package_fixture_through_the_cli(tmp_path, experiment, client):
-    values = evaluate(["+source=sailon", f"source.path={FIXTURE / 'data'}", f"source.results_path={FIXTURE / 'mock_results'}",
-                       *experiment["overrides"]], output_dir=tmp_path / "out")
+    values = evaluate(
+        [
+            "+source=sailon",
+            f"source.path={FIXTURE / 'data'}",
+            f"source.results_path={FIXTURE / 'mock_results'}",
+            *experiment["overrides"],
+        ],
+        output_dir=tmp_path / "out",
+    )
     assert values["m21_fp_pct"] == pytest.approx(100 / 3)
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
@@ -267,14 +333,19 @@ def test_package_fixture_through_the_cli(tmp_path, experiment, client):
 def test_activity_recognition_layout_with_a_novel_column(tmp_path):
     """Activity recognition: unknown score column last (K = 2, so class 2 is the unknown), novelty from the
     ``novel`` column, no red_light in the metadata: the red light is the first novel sample (row 2)."""
-    (tmp_path / "AR.1_single_df.csv").write_text("anonymous_id,novel,detection,ontology_id\n"
-                                                 "v1,0,0,0\nv2,0,0,1\nv3,1,1,2\nv4,0,1,1\nv5,1,1,2\n")
+    (tmp_path / "AR.1_single_df.csv").write_text(
+        "anonymous_id,novel,detection,ontology_id\nv1,0,0,0\nv2,0,0,1\nv3,1,1,2\nv4,0,1,1\nv5,1,1,2\n"
+    )
     (tmp_path / "AR.1_metadata.json").write_text('{"protocol": "OND", "known_classes": 2, "round_size": 5}')
     (tmp_path / "S.AR.1_detection.csv").write_text("v1,0.1\nv2,0.2\nv3,0.3\nv4,0.6\nv5,0.9\n")
-    (tmp_path / "S.AR.1_classification.csv").write_text("v1,0.7,0.2,0.1\nv2,0.6,0.3,0.1\nv3,0.1,0.2,0.7\n"
-                                                        "v4,0.2,0.7,0.1\nv5,0.5,0.1,0.4\n")
-    data = SailonSource(path=str(tmp_path), unknown_column="last", columns={"id": "anonymous_id", "novel": "novel",
-                                                                           "class": "ontology_id"}).load()
+    (tmp_path / "S.AR.1_classification.csv").write_text(
+        "v1,0.7,0.2,0.1\nv2,0.6,0.3,0.1\nv3,0.1,0.2,0.7\nv4,0.2,0.7,0.1\nv5,0.5,0.1,0.4\n"
+    )
+    data = SailonSource(
+        path=str(tmp_path),
+        unknown_column="last",
+        columns={"id": "anonymous_id", "novel": "novel", "class": "ontology_id"},
+    ).load()
     (trial,) = data.record.trials
     np.testing.assert_array_equal(trial.gt_class, [1, 2, 0, 2, 0])  # c < K -> c + 1, c == K -> 0
     assert trial.red_light == 2

@@ -1,4 +1,5 @@
 """General-Framework trajectory arrays in an .npz, written by hand here, read (in chunks) and scored."""
+
 from __future__ import annotations
 
 import math
@@ -6,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
+from owl_eval.evaluation import evaluation_for
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.trajectories import TrajectoriesSource
-from owl_eval.evaluation import evaluation_for
 
 NAN = np.nan
 
@@ -102,23 +103,37 @@ def _set(arr, index, value):
     return arr
 
 
-@pytest.mark.parametrize("change, words", [
-    (dict(drop=("Pred_steps",)), ["array 'Pred_steps' (mask) not found"]),
-    (dict(Path_true=arrays()["Path_true"][:, 0]), ["'Path_true' has 4 axes", "[N_S, 1, N_A, N_O, 2]"]),
-    (dict(Path_true=np.zeros((2, 1, 3, 2, 2))), ["'Path_true' axis 2 (N_A) has length 3, expected 2"]),
-    (dict(Path_pred=np.zeros((2, 2, 2, 2, 3))), ["'Path_pred' axis 4 (x, y) has length 3"]),
-    (dict(Pred_steps=np.ones((2, 2, 3), bool)), ["'Pred_steps' axis 2 (N_O) has length 3, expected 2"]),
-    (dict(Log_probs=np.zeros((2, 2, 2))), ["'Log_probs' axis 1 (N_P + 1) has length 2, expected 3"]),
-    (_broken(true=lambda t: _set(t, (1, 0, 0, 1, 0), NAN)), ["'Path_true' [scene 1, 0, agent 0, step 1]", "NaN"]),
-    (_broken(pred=lambda p: _set(p, (0, 1, 1, 0, 1), NAN)), ["'Path_pred' [scene 0, prediction 1, agent 1, step 0]"]),
-    (dict(Pred_steps=np.where(arrays()["Pred_steps"], 2, 0)), ["'Pred_steps' [scene 0, agent 0, step 0] is 2"]),
-    (_broken(lp=lambda v: _set(v, (1, 2, 0), NAN)), ["'Log_probs' [scene 1, column 2, agent 0]"]),
-    (dict(Path_pred=np.array([None, 1], dtype=object)), ["Python objects"]),
-    (_broken(pred=lambda p: _set(p, (1, 1, 0, 0, 1), 1e308)), ["'Path_pred' [scene 1, prediction 1, agent 0, step 0]",
-                                                              "1e+308", "beyond +-1e+12"]),
-    (_broken(true=lambda t: _set(t, (0, 0, 1, 0, 0), -2e12)), ["'Path_true' [scene 0, 0, agent 1, step 0]", "beyond"]),
-    (dict(P_true=np.array([[1.0, 0.0], [0.0, 1.0]]), P_pred=np.array([["a", "b"], ["c", "d"]])), ["'P_pred'", "expected numbers"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        (dict(drop=("Pred_steps",)), ["array 'Pred_steps' (mask) not found"]),
+        (dict(Path_true=arrays()["Path_true"][:, 0]), ["'Path_true' has 4 axes", "[N_S, 1, N_A, N_O, 2]"]),
+        (dict(Path_true=np.zeros((2, 1, 3, 2, 2))), ["'Path_true' axis 2 (N_A) has length 3, expected 2"]),
+        (dict(Path_pred=np.zeros((2, 2, 2, 2, 3))), ["'Path_pred' axis 4 (x, y) has length 3"]),
+        (dict(Pred_steps=np.ones((2, 2, 3), bool)), ["'Pred_steps' axis 2 (N_O) has length 3, expected 2"]),
+        (dict(Log_probs=np.zeros((2, 2, 2))), ["'Log_probs' axis 1 (N_P + 1) has length 2, expected 3"]),
+        (_broken(true=lambda t: _set(t, (1, 0, 0, 1, 0), NAN)), ["'Path_true' [scene 1, 0, agent 0, step 1]", "NaN"]),
+        (
+            _broken(pred=lambda p: _set(p, (0, 1, 1, 0, 1), NAN)),
+            ["'Path_pred' [scene 0, prediction 1, agent 1, step 0]"],
+        ),
+        (dict(Pred_steps=np.where(arrays()["Pred_steps"], 2, 0)), ["'Pred_steps' [scene 0, agent 0, step 0] is 2"]),
+        (_broken(lp=lambda v: _set(v, (1, 2, 0), NAN)), ["'Log_probs' [scene 1, column 2, agent 0]"]),
+        (dict(Path_pred=np.array([None, 1], dtype=object)), ["Python objects"]),
+        (
+            _broken(pred=lambda p: _set(p, (1, 1, 0, 0, 1), 1e308)),
+            ["'Path_pred' [scene 1, prediction 1, agent 0, step 0]", "1e+308", "beyond +-1e+12"],
+        ),
+        (
+            _broken(true=lambda t: _set(t, (0, 0, 1, 0, 0), -2e12)),
+            ["'Path_true' [scene 0, 0, agent 1, step 0]", "beyond"],
+        ),
+        (
+            dict(P_true=np.array([[1.0, 0.0], [0.0, 1.0]]), P_pred=np.array([["a", "b"], ["c", "d"]])),
+            ["'P_pred'", "expected numbers"],
+        ),
+    ],
+)
 def test_broken_arrays_give_one_clear_error(tmp_path, change, words):
     drop = change.pop("drop", ())
     path = write(tmp_path, drop=drop, **change)
@@ -139,9 +154,17 @@ def test_missing_and_unreadable_files(tmp_path):
 
 def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     path = write(tmp_path)
-    values = evaluate(["+source=trajectories", f"source.path={path}", "source.chunk_size=1", "metrics.miss_threshold=0.5",
-                       "metrics.k_values=[2]",
-                       *experiment["overrides"]], output_dir=tmp_path / "out")
+    values = evaluate(
+        [
+            "+source=trajectories",
+            f"source.path={path}",
+            "source.chunk_size=1",
+            "metrics.miss_threshold=0.5",
+            "metrics.k_values=[2]",
+            *experiment["overrides"],
+        ],
+        output_dir=tmp_path / "out",
+    )
     assert values["ade_marginal"] == pytest.approx(ADE)
     exp = client.get_experiment_by_name(experiment["name"])
     (run,) = client.search_runs([exp.experiment_id])
@@ -161,13 +184,16 @@ def test_broken_source_creates_no_run(tmp_path, experiment, client):
 CLASSES = {"P_true": np.array([[1.0, 0.0], [0.0, 1.0]]), "Class_names": np.array(["go", "stop"])}
 
 
-@pytest.mark.parametrize("p_pred, expected_auc, expected_tnr", [
-    # Scene 0 is "go" scored 0.8, scene 1 is "stop" scored 0.3 for "go": every positive above every negative.
-    ([[0.8, 0.2], [0.3, 0.7]], 1.0, 1.0),
-    # Scene 1 ("stop") scored 0.9 for "go": ranked above the true "go" (0.8) in both one-vs-rest AUCs; at the
-    # threshold 0.8 that keeps "go" at perfect recall, the negative (0.9) is not rejected: TNR 0.
-    ([[0.8, 0.2], [0.9, 0.1]], 0.0, 0.0),
-])
+@pytest.mark.parametrize(
+    "p_pred, expected_auc, expected_tnr",
+    [
+        # Scene 0 is "go" scored 0.8, scene 1 is "stop" scored 0.3 for "go": every positive above every negative.
+        ([[0.8, 0.2], [0.3, 0.7]], 1.0, 1.0),
+        # Scene 1 ("stop") scored 0.9 for "go": ranked above the true "go" (0.8) in both one-vs-rest AUCs; at the
+        # threshold 0.8 that keeps "go" at perfect recall, the negative (0.9) is not rejected: TNR 0.
+        ([[0.8, 0.2], [0.9, 0.1]], 0.0, 0.0),
+    ],
+)
 def test_class_outputs_are_scored(tmp_path, p_pred, expected_auc, expected_tnr):
     data = TrajectoriesSource(path=str(write(tmp_path, **CLASSES, P_pred=np.array(p_pred)))).load()
     assert data.record.class_names == ("go", "stop")
@@ -182,12 +208,18 @@ def test_without_class_outputs_class_metrics_are_na(tmp_path):
     assert "no class outputs" in results.na["auc"]
 
 
-@pytest.mark.parametrize("change, words", [
-    ({"P_true": CLASSES["P_true"]}, ["'P_true' is there but 'P_pred' is not"]),
-    ({"P_true": np.array([[1.0, 1.0], [0.0, 1.0]]), "P_pred": np.array([[0.5, 0.5], [0.5, 0.5]])}, ["'P_true' scene 0 is not one-hot"]),
-    ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.6], [0.5, 0.5]])}, ["'P_pred' scene 0 sums to 1.1"]),
-    ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.5]])}, ["'P_pred' has shape (1, 2)", "[2, >=2]"]),
-])
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"P_true": CLASSES["P_true"]}, ["'P_true' is there but 'P_pred' is not"]),
+        (
+            {"P_true": np.array([[1.0, 1.0], [0.0, 1.0]]), "P_pred": np.array([[0.5, 0.5], [0.5, 0.5]])},
+            ["'P_true' scene 0 is not one-hot"],
+        ),
+        ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.6], [0.5, 0.5]])}, ["'P_pred' scene 0 sums to 1.1"]),
+        ({"P_true": CLASSES["P_true"], "P_pred": np.array([[0.5, 0.5]])}, ["'P_pred' has shape (1, 2)", "[2, >=2]"]),
+    ],
+)
 def test_broken_class_outputs_give_one_clear_error(tmp_path, change, words):
     with pytest.raises(SourceFormatError) as info:
         TrajectoriesSource(path=str(write(tmp_path, **change))).load()
@@ -201,7 +233,9 @@ def test_far_but_plausible_coordinates_are_scored(tmp_path):
     shifted = {k: (v + 1e11 if k in ("Path_true", "Path_pred") else v) for k, v in a.items()}
     np.savez(tmp_path / "far.npz", **shifted)
     results = TrajectoriesSource(path=str(tmp_path / "far.npz")).load()
-    assert evaluation_for(results.protocol).evaluate(results.record, SETTINGS | {"kde": False})["ade_marginal"] == pytest.approx(ADE, abs=1e-4)
+    assert evaluation_for(results.protocol).evaluate(results.record, SETTINGS | {"kde": False})[
+        "ade_marginal"
+    ] == pytest.approx(ADE, abs=1e-4)
 
 
 def test_corrupted_member_is_one_error_naming_the_member(tmp_path):
@@ -213,10 +247,15 @@ def test_corrupted_member_is_one_error_naming_the_member(tmp_path):
         TrajectoriesSource(path=str(path)).load()
 
 
-@pytest.mark.parametrize("option, value, words", [
-    ("chunk_size", 2.5, "source.chunk_size: expected an integer"), ("chunk_size", -1, "source.chunk_size: expected an integer >= 1"),
-    ("seed", -3, "source.seed: expected an integer >= 0"), ("true_key", 5, "source.true_key: expected a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "option, value, words",
+    [
+        ("chunk_size", 2.5, "source.chunk_size: expected an integer"),
+        ("chunk_size", -1, "source.chunk_size: expected an integer >= 1"),
+        ("seed", -3, "source.seed: expected an integer >= 0"),
+        ("true_key", 5, "source.true_key: expected a non-empty string"),
+    ],
+)
 def test_options_are_typed(tmp_path, option, value, words):
     from owl_eval.errors import ConfigError
 

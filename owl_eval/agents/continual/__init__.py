@@ -6,9 +6,10 @@
 
 The interface is :class:`ContinualLearner` (:mod:`owl_eval.api.continual`, re-exported here).
 """
-from owl_eval.api.continual import ContinualLearner
+
 from owl_eval.agents.continual.finetune import Finetune
 from owl_eval.agents.continual.joint import Joint
 from owl_eval.agents.continual.replay import Replay, ReservoirBuffer
+from owl_eval.api.continual import ContinualLearner
 
 __all__ = ["ContinualLearner", "Finetune", "Joint", "Replay", "ReservoirBuffer"]

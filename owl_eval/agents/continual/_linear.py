@@ -1,4 +1,5 @@
 """A multinomial logistic (softmax) regression trained by mini-batch SGD in numpy: the baselines' model."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -16,8 +17,10 @@ class SoftmaxRegression:
     """``softmax(X W + c)`` over ``num_classes`` outputs; weights start as N(0, ``init_scale``²), biases 0."""
 
     def __init__(self, num_features: int, num_classes: int, rng: np.random.Generator, init_scale: float = 0.01):
-        self.W = rng.normal(0.0, init_scale, size=(num_features, num_classes)) if init_scale > 0 else np.zeros(
-            (num_features, num_classes)
+        self.W = (
+            rng.normal(0.0, init_scale, size=(num_features, num_classes))
+            if init_scale > 0
+            else np.zeros((num_features, num_classes))
         )
         self.c = np.zeros(num_classes)
 
@@ -73,15 +76,23 @@ def _non_negative_float(name: str, value, *, positive: bool = False) -> float:
         raise ConfigError(f"agent.{name} must be a number, got {value!r}")
     value = float(value)
     if not np.isfinite(value) or value < 0 or (positive and value == 0):
-        raise ConfigError(f"agent.{name} must be a finite {'positive' if positive else 'non-negative'} number, got {value!r}")
+        raise ConfigError(
+            f"agent.{name} must be a finite {'positive' if positive else 'non-negative'} number, got {value!r}"
+        )
     return value
 
 
 class LinearLearner(TaskClassMemory):
     """Shared by the baselines: a softmax regression over all classes, task-aware prediction by masking."""
 
-    def __init__(self, epochs: int = 10, batch_size: int = 32, learning_rate: float = 0.1, l2: float = 0.0,
-                 init_scale: float = 0.01):
+    def __init__(
+        self,
+        epochs: int = 10,
+        batch_size: int = 32,
+        learning_rate: float = 0.1,
+        l2: float = 0.0,
+        init_scale: float = 0.01,
+    ):
         self.epochs = _positive_int("epochs", epochs)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.learning_rate = _non_negative_float("learning_rate", learning_rate, positive=True)
@@ -103,8 +114,14 @@ class LinearLearner(TaskClassMemory):
 
     def _fit(self, X, y, extra: ExtraSampler | None = None) -> None:
         self.model.fit(
-            X, y, epochs=self.epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
-            l2=self.l2, rng=self._rng, extra=extra,
+            X,
+            y,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            learning_rate=self.learning_rate,
+            l2=self.l2,
+            rng=self._rng,
+            extra=extra,
         )
 
     def _check_learn(self, task_id, X, y) -> tuple[np.ndarray, np.ndarray]:

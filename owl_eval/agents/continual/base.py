@@ -1,4 +1,5 @@
 """Shared pieces of the continual baselines (the interface is :mod:`owl_eval.api.continual`)."""
+
 from __future__ import annotations
 
 import numpy as np

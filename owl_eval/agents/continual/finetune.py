@@ -1,4 +1,5 @@
 """Finetune: one linear classifier trained on each task in turn, nothing kept from earlier tasks (lower bound)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Joint: retrains from scratch on all data seen so far after every task (upper bound)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
 """Replay (experience replay): finetune plus a reservoir buffer of past samples mixed into every mini-batch."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -57,10 +58,12 @@ class Replay(LinearLearner):
         l2: float = 0.0,
         init_scale: float = 0.01,
     ):
-        super().__init__(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, l2=l2, init_scale=init_scale)
+        super().__init__(
+            epochs=epochs, batch_size=batch_size, learning_rate=learning_rate, l2=l2, init_scale=init_scale
+        )
         self.buffer_size = _positive_int("buffer_size", buffer_size)
-        self.replay_batch_size = self.batch_size if replay_batch_size is None else _positive_int(
-            "replay_batch_size", replay_batch_size
+        self.replay_batch_size = (
+            self.batch_size if replay_batch_size is None else _positive_int("replay_batch_size", replay_batch_size)
         )
 
     def setup(self, num_features: int, num_classes: int, rng: np.random.Generator) -> None:

@@ -2,6 +2,7 @@
 
 The interface itself (``RLAgent``, ``TaskSpec``, ``BlockInfo``) is :mod:`owl_eval.api.lifelong_rl`.
 """
+
 from __future__ import annotations
 
 from owl_eval.api.lifelong_rl import BlockInfo, TaskSpec
@@ -33,13 +34,18 @@ class AgentHooks:
 
 # ------------------------------------------------------------------------------ constructor settings
 
+
 def learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay) -> tuple[float, float, float, float, float]:
     """The Q-learners' step size (> 0), discount and exploration rates (in [0, 1]) and decay (in (0, 1]),
     typed; each bad value is one error naming ``agent.<key>``."""
     unit = dict(minimum=0.0, maximum=1.0)
-    return (as_float(alpha, "agent.alpha", minimum=0.0, open_minimum=True), as_float(gamma, "agent.gamma", **unit),
-            as_float(epsilon, "agent.epsilon", **unit), as_float(epsilon_min, "agent.epsilon_min", **unit),
-            as_float(epsilon_decay, "agent.epsilon_decay", minimum=0.0, maximum=1.0, open_minimum=True))
+    return (
+        as_float(alpha, "agent.alpha", minimum=0.0, open_minimum=True),
+        as_float(gamma, "agent.gamma", **unit),
+        as_float(epsilon, "agent.epsilon", **unit),
+        as_float(epsilon_min, "agent.epsilon_min", **unit),
+        as_float(epsilon_decay, "agent.epsilon_decay", minimum=0.0, maximum=1.0, open_minimum=True),
+    )
 
 
 def observation_bounds(low, high, dims: int) -> tuple[list[float] | None, list[float] | None]:
@@ -50,11 +56,15 @@ def observation_bounds(low, high, dims: int) -> tuple[list[float] | None, list[f
             out.append(None)
             continue
         if isinstance(value, str) or not isinstance(value, (list, tuple)) or len(value) != dims:
-            raise ConfigError(f"agent.{key}: expected null or a list of {dims} numbers (one per grid dimension), got {value!r}")
+            raise ConfigError(
+                f"agent.{key}: expected null or a list of {dims} numbers (one per grid dimension), got {value!r}"
+            )
         out.append([as_float(v, f"agent.{key}[{i}]") for i, v in enumerate(value)])
     if out[0] is not None and out[1] is not None:
         bad = [i for i, (lo, hi) in enumerate(zip(*out)) if not hi > lo]
         if bad:
-            raise ConfigError(f"agent.high[{bad[0]}]: expected more than agent.low[{bad[0]}] ({out[0][bad[0]]:g}), "
-                              f"got {out[1][bad[0]]:g}")
+            raise ConfigError(
+                f"agent.high[{bad[0]}]: expected more than agent.low[{bad[0]}] ({out[0][bad[0]]:g}), "
+                f"got {out[1][bad[0]]:g}"
+            )
     return out[0], out[1]

@@ -6,6 +6,7 @@ state activates one cell per tiling; ``Q(s, a)`` is the sum of those cells' weig
 touches ``tilings`` weights. Like the tabular agent: one weight table per environment family, so
 variants share it; exploration decays per family with its training episodes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,10 @@ class TileCoder:
         self.low, self.high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
         dims = len(self.low)
         if self.tiles.shape != (dims,) or np.any(self.tiles < 1) or tilings < 1 or np.any(self.high <= self.low):
-            raise ValueError(f"tile coder: tiles {self.tiles.tolist()} need one entry >= 1 per observation dimension "
-                             f"({dims}), tilings >= 1, high > low")
+            raise ValueError(
+                f"tile coder: tiles {self.tiles.tolist()} need one entry >= 1 per observation dimension "
+                f"({dims}), tilings >= 1, high > low"
+            )
         self.tilings = int(tilings)
         grid = self.tiles + 1  # one extra cell per dimension: offset tilings overhang the bounds
         self.scale = self.tiles / (self.high - self.low)
@@ -42,10 +45,21 @@ class TileCoder:
 
 
 class LinearQAgent(AgentHooks):
-    def __init__(self, alpha: float = 0.5, gamma: float = 0.99, epsilon: float = 0.5, epsilon_min: float = 0.01,
-                 epsilon_decay: float = 0.97, tiles=(4, 4, 8, 8), tilings: int = 8, low=None, high=None):
-        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min,
-         self.epsilon_decay) = learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay)
+    def __init__(
+        self,
+        alpha: float = 0.5,
+        gamma: float = 0.99,
+        epsilon: float = 0.5,
+        epsilon_min: float = 0.01,
+        epsilon_decay: float = 0.97,
+        tiles=(4, 4, 8, 8),
+        tilings: int = 8,
+        low=None,
+        high=None,
+    ):
+        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min, self.epsilon_decay) = learning_settings(
+            alpha, gamma, epsilon, epsilon_min, epsilon_decay
+        )
         self.tiles = as_int_list(tiles, "agent.tiles", minimum=1)
         self.tilings = as_int(tilings, "agent.tilings", minimum=1)
         self.low, self.high = observation_bounds(low, high, len(self.tiles))

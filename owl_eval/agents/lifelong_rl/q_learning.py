@@ -5,6 +5,7 @@ of ``bins`` per dimension between the task's observation bounds (or ``low``/``hi
 table per environment family: variants of a task share it (so a changed variant shows as a drop and a
 recovery), other families get their own. Exploration decays per family with its training episodes.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,9 +21,15 @@ class Discretiser:
     def __init__(self, bins, low, high):
         self.bins = np.asarray(bins, dtype=np.int64)
         self.low, self.high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-        if not (self.bins.shape == self.low.shape == self.high.shape) or np.any(self.bins < 1) or np.any(self.high <= self.low):
-            raise ValueError(f"discretiser: bins {self.bins.tolist()}, low {self.low.tolist()}, high "
-                             f"{self.high.tolist()} must have one entry per observation dimension, bins >= 1, high > low")
+        if (
+            not (self.bins.shape == self.low.shape == self.high.shape)
+            or np.any(self.bins < 1)
+            or np.any(self.high <= self.low)
+        ):
+            raise ValueError(
+                f"discretiser: bins {self.bins.tolist()}, low {self.low.tolist()}, high "
+                f"{self.high.tolist()} must have one entry per observation dimension, bins >= 1, high > low"
+            )
         self.scale = self.bins / (self.high - self.low)
         self.strides = np.concatenate([np.cumprod(self.bins[::-1])[::-1][1:], [1]])
         self.size = int(np.prod(self.bins))
@@ -34,10 +41,21 @@ class Discretiser:
 
 
 class QLearningAgent(AgentHooks):
-    def __init__(self, alpha: float = 0.1, gamma: float = 0.99, epsilon: float = 1.0, epsilon_min: float = 0.05,
-                 epsilon_decay: float = 0.99, initial_q: float = 0.0, bins=(1, 1, 6, 12), low=None, high=None):
-        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min,
-         self.epsilon_decay) = learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay)
+    def __init__(
+        self,
+        alpha: float = 0.1,
+        gamma: float = 0.99,
+        epsilon: float = 1.0,
+        epsilon_min: float = 0.05,
+        epsilon_decay: float = 0.99,
+        initial_q: float = 0.0,
+        bins=(1, 1, 6, 12),
+        low=None,
+        high=None,
+    ):
+        (self.alpha, self.gamma, self.epsilon0, self.epsilon_min, self.epsilon_decay) = learning_settings(
+            alpha, gamma, epsilon, epsilon_min, epsilon_decay
+        )
         self.initial_q = as_float(initial_q, "agent.initial_q")
         self.bins = as_int_list(bins, "agent.bins", minimum=1)
         self.low, self.high = observation_bounds(low, high, len(self.bins))

@@ -1,4 +1,5 @@
 """Uniformly random actions: the floor every learner must beat."""
+
 from __future__ import annotations
 
 import numpy as np

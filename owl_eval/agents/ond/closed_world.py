@@ -1,10 +1,11 @@
 """Closed-world baseline: a kNN classifier over the known classes that never flags novelty."""
+
 from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.api.ond import OndBatch
 from owl_eval.agents.ond.knn import Standardizer, knn_class_probabilities, squared_distances
+from owl_eval.api.ond import OndBatch
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_int
 
@@ -16,8 +17,9 @@ class ClosedWorldAgent:
     def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
         """Called before any run with the smallest training split the protocol can hand over."""
         if self.k > num_samples:
-            raise ConfigError(f"{role}.k: expected at most the {num_samples} training samples of the known classes, "
-                              f"got {self.k}")
+            raise ConfigError(
+                f"{role}.k: expected at most the {num_samples} training samples of the known classes, got {self.k}"
+            )
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

@@ -1,4 +1,5 @@
 """Brute-force k-nearest-neighbour pieces shared by the OND baselines (numpy, whole batches at once)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -32,8 +33,9 @@ def kth_neighbour_distance(d2: np.ndarray, k: int) -> np.ndarray:
     return np.sqrt(np.partition(d2, k - 1, axis=1)[:, k - 1])
 
 
-def knn_class_probabilities(d2: np.ndarray, reference_labels: np.ndarray, num_classes: int, *, k: int,
-                            smoothing: float = 0.05) -> np.ndarray:
+def knn_class_probabilities(
+    d2: np.ndarray, reference_labels: np.ndarray, num_classes: int, *, k: int, smoothing: float = 0.05
+) -> np.ndarray:
     """Distance-weighted kNN votes over labels ``0..num_classes-1``, smoothed so no class gets exactly 0."""
     nearest = np.argpartition(d2, k - 1, axis=1)[:, :k]
     dist = np.sqrt(np.take_along_axis(d2, nearest, axis=1))

@@ -12,13 +12,14 @@
 - Given detection: from the red light on, P(world changed) is 1 and the unknown threshold drops by
   ``given_shift`` (novel samples are now expected).
 """
+
 from __future__ import annotations
 
 import numpy as np
 from scipy.stats import binom
 
-from owl_eval.api.ond import OndBatch
 from owl_eval.agents.ond.knn import Standardizer, knn_class_probabilities, kth_neighbour_distance, squared_distances
+from owl_eval.api.ond import OndBatch
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_float, as_int
 
@@ -32,9 +33,17 @@ def _positive(value, key: str) -> float:
 
 
 class KnnNoveltyAgent:
-    def __init__(self, k_class: int = 5, k_novelty: int = 3, unknown_quantile: float = 0.95,
-                 temperature: float = 8.0, world_quantile: float = 0.95, window: int = 20,
-                 given_shift: float = 0.85, tests_per_trial: float = 100.0):
+    def __init__(
+        self,
+        k_class: int = 5,
+        k_novelty: int = 3,
+        unknown_quantile: float = 0.95,
+        temperature: float = 8.0,
+        world_quantile: float = 0.95,
+        window: int = 20,
+        given_shift: float = 0.85,
+        tests_per_trial: float = 100.0,
+    ):
         self.k_class = as_int(k_class, "agent.k_class", minimum=1)
         self.k_novelty = as_int(k_novelty, "agent.k_novelty", minimum=1)
         self.unknown_quantile = _open_unit(unknown_quantile, "agent.unknown_quantile")
@@ -47,10 +56,15 @@ class KnnNoveltyAgent:
     def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
         """Called before any run with the smallest training split the protocol can hand over: k_class
         neighbours among them, k_novelty among the others (leave-one-out calibration)."""
-        for key, k, available in (("k_class", self.k_class, num_samples), ("k_novelty", self.k_novelty, num_samples - 1)):
+        for key, k, available in (
+            ("k_class", self.k_class, num_samples),
+            ("k_novelty", self.k_novelty, num_samples - 1),
+        ):
             if k > available:
-                raise ConfigError(f"{role}.{key}: expected at most {available} (the {num_samples} training samples of "
-                                  f"the known classes{', less the sample itself' if key == 'k_novelty' else ''}), got {k}")
+                raise ConfigError(
+                    f"{role}.{key}: expected at most {available} (the {num_samples} training samples of "
+                    f"the known classes{', less the sample itself' if key == 'k_novelty' else ''}), got {k}"
+                )
 
     def fit(self, features, labels, *, num_known, rng):
         self.standardize = Standardizer(features)

@@ -1,4 +1,5 @@
 """Constant velocity: each agent keeps the velocity of its last two observed steps (deterministic)."""
+
 from __future__ import annotations
 
 import numpy as np

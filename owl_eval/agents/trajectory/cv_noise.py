@@ -9,6 +9,7 @@ heading theta):
 
 ``position_std`` (metres per step, isotropic) keeps the samples of a standing agent apart.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,6 +37,6 @@ class ConstantVelocityNoisePredictor:
         spd = speed[:, None, :, None] * np.exp(np.cumsum(self.speed_std * rng.standard_normal(shape), axis=-1))
         step = spd[..., None] * np.stack([np.cos(heading), np.sin(heading)], axis=-1)
         # a gap between the last observation and the end of the history is bridged at constant velocity
-        offset = (lag[:, None, :, None, None] * vel[:, None, :, None, :])
+        offset = lag[:, None, :, None, None] * vel[:, None, :, None, :]
         jitter = self.position_std * rng.standard_normal(shape + (2,))
         return p_last[:, None, :, None, :] + offset + np.cumsum(step + jitter, axis=-2)

@@ -7,6 +7,7 @@ constant-velocity future with the velocity rotated by one angle per sample and a
 ``cv_noise`` (a random walk per step), a sample is a straight line; the spread grows linearly with the
 horizon. ``sigma`` in degrees (the paper's 25); drawn from the run's generator, so seeded.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -11,6 +11,7 @@ origin and is left out), plus ``speed_weight`` times the speed (metres per step)
 pedestrians are told apart. predict: the ``num_preds`` nearest features (Euclidean, scikit-learn's
 ``NearestNeighbors``), their futures mapped back into the agent's world frame. Deterministic.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,14 @@ from owl_eval.typed import as_bool, as_float, as_int
 
 
 class KnnFuturesPredictor:
-    def __init__(self, speed_normalise: bool = True, min_speed: float = 0.08, speed_weight: float = 2.0,
-                 mirror: bool = True, max_train: int | None = 200_000):
+    def __init__(
+        self,
+        speed_normalise: bool = True,
+        min_speed: float = 0.08,
+        speed_weight: float = 2.0,
+        mirror: bool = True,
+        max_train: int | None = 200_000,
+    ):
         self.speed_normalise = as_bool(speed_normalise, "agent.speed_normalise")
         # a positive floor: histories are divided by max(speed, min_speed)
         self.min_speed = as_float(min_speed, "agent.min_speed", minimum=0.0, open_minimum=self.speed_normalise)

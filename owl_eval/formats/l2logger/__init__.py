@@ -3,10 +3,18 @@
 ``read`` parses a log folder into an :class:`EpisodeLog`; ``write`` writes one (whole or episode by episode);
 ``fields`` splits and checks the text of one ``data-log.tsv``.
 """
+
 from owl_eval.formats.l2logger.fields import L2LogError
-from owl_eval.formats.l2logger.read import (LOG_FORMAT_VERSION, STANDARD_COLUMNS, TIMESTAMP_FORMAT, EpisodeLog,
-                                            read_log)
+from owl_eval.formats.l2logger.read import LOG_FORMAT_VERSION, STANDARD_COLUMNS, TIMESTAMP_FORMAT, EpisodeLog, read_log
 from owl_eval.formats.l2logger.write import L2Logger, write_log
 
-__all__ = ["LOG_FORMAT_VERSION", "STANDARD_COLUMNS", "TIMESTAMP_FORMAT", "EpisodeLog", "L2LogError", "L2Logger",
-           "read_log", "write_log"]
+__all__ = [
+    "LOG_FORMAT_VERSION",
+    "STANDARD_COLUMNS",
+    "TIMESTAMP_FORMAT",
+    "EpisodeLog",
+    "L2LogError",
+    "L2Logger",
+    "read_log",
+    "write_log",
+]

@@ -3,6 +3,7 @@ column, vectorised (block-level string columns are checked through their run hea
 
 Every malformed value is one :class:`L2LogError` naming the file, line and column (``where(i, column)``).
 """
+
 from __future__ import annotations
 
 import csv
@@ -21,10 +22,29 @@ _ALLOWED = {
     "exp_status": ("complete", "incomplete"),
 }
 # pandas.read_csv's default missing-value tokens (what l2metrics sees as NaN).
-_NA_TOKENS = frozenset({
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-})
+_NA_TOKENS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 
 
 class L2LogError(MetricInputError):
@@ -43,7 +63,7 @@ def _split_fields(body: str, names: list[str], nrows: int) -> dict[str, list[str
     fields.pop()  # the empty string after the last newline
     if len(fields) != nrows * ncol:
         return None
-    ends = "".join(fields[ncol - 1::ncol])
+    ends = "".join(fields[ncol - 1 :: ncol])
     if ends.count("\n") != nrows:
         return None
     raw = {name: fields[j::ncol] for j, name in enumerate(names[:-1])}
@@ -119,8 +139,9 @@ def _parse_runs(where, name, values, bounds):
             try:
                 out[k] = int(h)
             except (ValueError, OverflowError):
-                raise L2LogError(f"{where(starts[k], name)}: expected a non-negative integer below 2**63, "
-                                 f"got {h[:40]!r}") from None
+                raise L2LogError(
+                    f"{where(starts[k], name)}: expected a non-negative integer below 2**63, got {h[:40]!r}"
+                ) from None
         return np.repeat(out, lengths)
     if name == "task_name":
         lowered = {h: h.lower() for h in dict.fromkeys(heads)}
@@ -169,8 +190,9 @@ def _parse_floats(where, name, values, strict):
     infinite = np.flatnonzero(np.isinf(out))
     if infinite.size:  # inf, -inf, 1e400: one such value wrecks a task's every metric
         i = infinite[0]
-        raise L2LogError(f"{where(i, name)}: expected a finite number (empty or NaN for a missing value), "
-                         f"got {values[i][:40]!r}")
+        raise L2LogError(
+            f"{where(i, name)}: expected a finite number (empty or NaN for a missing value), got {values[i][:40]!r}"
+        )
     return out
 
 

@@ -18,6 +18,7 @@ The folder is user data: it is listed without following links (a link or a link 
 paths and metric keys), and every malformed value is one :class:`L2LogError` naming the file, line and
 column. The log remembers exactly which files it parsed (``EpisodeLog.files``): only those are ever copied.
 """
+
 from __future__ import annotations
 
 import json
@@ -44,8 +45,15 @@ from owl_eval.json_input import parse_json
 from owl_eval.safe_paths import check_name, list_tree, read_text
 
 STANDARD_COLUMNS = (
-    "block_num", "exp_num", "worker_id", "block_type", "block_subtype",
-    "task_name", "task_params", "exp_status", "timestamp",
+    "block_num",
+    "exp_num",
+    "worker_id",
+    "block_type",
+    "block_subtype",
+    "task_name",
+    "task_params",
+    "exp_status",
+    "timestamp",
 )
 INT_COLUMNS = ("block_num", "exp_num")
 STRING_COLUMNS = STANDARD_COLUMNS[2:]
@@ -108,9 +116,22 @@ class EpisodeLog:
         self.columns = cols
 
     @classmethod
-    def from_columns(cls, *, block_num, exp_num=None, block_type, task_name, task_params="{}",
-                     worker_id="worker-default", block_subtype="wake", exp_status="complete",
-                     timestamp=None, metrics_columns=None, scenario_info=None, **metric_columns) -> "EpisodeLog":
+    def from_columns(
+        cls,
+        *,
+        block_num,
+        exp_num=None,
+        block_type,
+        task_name,
+        task_params="{}",
+        worker_id="worker-default",
+        block_subtype="wake",
+        exp_status="complete",
+        timestamp=None,
+        metrics_columns=None,
+        scenario_info=None,
+        **metric_columns,
+    ) -> EpisodeLog:
         """Build a log from arrays, filling l2logger's defaults for the columns not given (scalars broadcast)."""
         block_num = np.asarray(block_num, dtype=np.int64)
         n = len(block_num)
@@ -118,9 +139,15 @@ class EpisodeLog:
         if timestamp is None:
             timestamp = [f"19700101T000000.{i % 1000000:06d}" for i in range(n)]
         cols = {"block_num": block_num, "exp_num": exp_num}
-        for name, value in (("worker_id", worker_id), ("block_type", block_type), ("block_subtype", block_subtype),
-                            ("task_name", task_name), ("task_params", task_params), ("exp_status", exp_status),
-                            ("timestamp", timestamp)):
+        for name, value in (
+            ("worker_id", worker_id),
+            ("block_type", block_type),
+            ("block_subtype", block_subtype),
+            ("task_name", task_name),
+            ("task_params", task_params),
+            ("exp_status", exp_status),
+            ("timestamp", timestamp),
+        ):
             if isinstance(value, dict):
                 value = json.dumps(value)
             cols[name] = np.full(n, value, dtype=object) if isinstance(value, str) else value
@@ -140,13 +167,20 @@ class EpisodeLog:
         """Non-standard columns in l2logger's file order (sorted by name)."""
         return sorted(c for c in self.columns if c not in STANDARD_COLUMNS)
 
-    def take(self, index) -> "EpisodeLog":
+    def take(self, index) -> EpisodeLog:
         """Rows selected by a boolean mask or an index array (a new log sharing nothing with this one)."""
         origin = None
         if self.origin is not None:
             origin = (self.origin[0], self.origin[1][index], self.origin[2][index])
-        return EpisodeLog({k: v[index] for k, v in self.columns.items()}, self.metrics_columns,
-                          dict(self.logger_info), dict(self.scenario_info), self.source, origin, self.files)
+        return EpisodeLog(
+            {k: v[index] for k, v in self.columns.items()},
+            self.metrics_columns,
+            dict(self.logger_info),
+            dict(self.scenario_info),
+            self.source,
+            origin,
+            self.files,
+        )
 
     def where(self, i: int) -> str:
         """Human-readable location of row ``i`` ("file line N" when read from disk, else "row i")."""
@@ -158,8 +192,10 @@ class EpisodeLog:
 
 # --------------------------------------------------------------------------------------------- reading
 
-def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
-             columns: list[str] | None = None) -> EpisodeLog:
+
+def read_log(
+    log_dir, *, perf_measure: str | None = "reward", raw: bool = False, columns: list[str] | None = None
+) -> EpisodeLog:
     """Read every ``data-log.tsv`` under ``log_dir`` into one :class:`EpisodeLog`.
 
     Mirrors ``l2logger.util.read_log_data`` + ``validate_log`` and l2metrics' ``MetricsReport`` filtering:
@@ -183,8 +219,15 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
         metrics_columns = [m for m in metrics_columns if m in columns]
     if metrics_columns is None:  # no logger_info.json: every extra float column counts as a metric
         metrics_columns = [c for c in names if c not in STANDARD_COLUMNS and columns[c].dtype.kind == "f"]
-    log = EpisodeLog(columns, tuple(metrics_columns), logger_info, scenario_info, str(root),
-                     (tuple(map(str, files)), fidx, line), tuple(info.values()) + tuple(files))
+    log = EpisodeLog(
+        columns,
+        tuple(metrics_columns),
+        logger_info,
+        scenario_info,
+        str(root),
+        (tuple(map(str, files)), fidx, line),
+        tuple(info.values()) + tuple(files),
+    )
     e, b = log["exp_num"], log["block_num"]
     if np.any((e[1:] < e[:-1]) | ((e[1:] == e[:-1]) & (b[1:] < b[:-1]))):
         log = log.take(np.lexsort((b, e)))  # l2logger.util.read_log_data: sort by exp_num, block_num
@@ -194,7 +237,9 @@ def read_log(log_dir, *, perf_measure: str | None = "reward", raw: bool = False,
     keep = log["exp_status"] == "complete"
     if perf_measure is not None:
         if perf_measure not in log.columns:
-            raise L2LogError(f"{root}: performance column {perf_measure!r} not in the log's columns {sorted(log.columns)}")
+            raise L2LogError(
+                f"{root}: performance column {perf_measure!r} not in the log's columns {sorted(log.columns)}"
+            )
         keep &= ~np.isnan(log[perf_measure].astype(np.float64))
     return log if keep.all() else log.take(keep)
 
@@ -205,8 +250,10 @@ def _find_files(log_dir) -> tuple[Path, dict[str, Path], list[Path]]:
     root = Path(log_dir).expanduser().resolve()
     for folder in folders:
         if folder.rsplit("/", 1)[-1] == DATA_FILE:  # a search for files would skip it silently
-            raise L2LogError(f"{root / folder}: is a directory; expected the tab-separated log file "
-                             f"<worker>/<block>-<type>/{DATA_FILE}")
+            raise L2LogError(
+                f"{root / folder}: is a directory; expected the tab-separated log file "
+                f"<worker>/<block>-<type>/{DATA_FILE}"
+            )
     data = {rel: path for rel, path in listing.items() if rel.rsplit("/", 1)[-1] == DATA_FILE}
     if not data:
         empty = " (the folder is empty)" if not listing else ""
@@ -270,8 +317,10 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
         raise L2LogError(f"{files[0]} line 1: duplicate column names in header {names}")
     missing = [c for c in metrics_columns or () if c not in names]
     if missing:
-        raise L2LogError(f"{files[0]} line 1: missing column(s) {missing} that logger_info.json lists in "
-                         f"metrics_columns; header has {names}")
+        raise L2LogError(
+            f"{files[0]} line 1: missing column(s) {missing} that logger_info.json lists in "
+            f"metrics_columns; header has {names}"
+        )
     for p, (h, _) in zip(files, texts):
         if h != header:
             other = [_unquote(x) for x in h.split("\t")]
@@ -304,8 +353,12 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
             cols[name] = _parse_runs(where, name, values, bounds)
         elif name == "exp_num":
             cols[name] = _parse_ints(where, name, values)
-        elif name == "timestamp" or (name not in STANDARD_COLUMNS and name not in numeric
-                                     and metrics_columns is not None and not _looks_numeric(values)):
+        elif name == "timestamp" or (
+            name not in STANDARD_COLUMNS
+            and name not in numeric
+            and metrics_columns is not None
+            and not _looks_numeric(values)
+        ):
             cols[name] = _parse_strings(values)
         else:
             cols[name] = _parse_floats(where, name, values, strict=name in numeric)
@@ -323,13 +376,17 @@ def _validate_order(log: EpisodeLog) -> None:
     twice = np.flatnonzero(e[1:] == e[:-1])
     if twice.size:  # l2logger accepts it; every metric would then count the episode twice
         i = twice[0] + 1
-        raise L2LogError(f"{log.where(i)}, column exp_num: episode {e[i]} is logged twice (also {log.where(i - 1)}); "
-                         "each exp_num must appear once")
+        raise L2LogError(
+            f"{log.where(i)}, column exp_num: episode {e[i]} is logged twice (also {log.where(i - 1)}); "
+            "each exp_num must appear once"
+        )
     dec = np.flatnonzero(log["block_num"][1:] < log["block_num"][:-1])
     if dec.size:
         i = dec[0] + 1
-        raise L2LogError(f"{log.where(i)}, column block_num: block_num must be non-decreasing in exp_num order "
-                         f"(got {log['block_num'][i]} after {log['block_num'][i - 1]})")
+        raise L2LogError(
+            f"{log.where(i)}, column block_num: block_num must be non-decreasing in exp_num order "
+            f"(got {log['block_num'][i]} after {log['block_num'][i - 1]})"
+        )
 
 
 def _as_str_array(values) -> np.ndarray:
@@ -338,4 +395,3 @@ def _as_str_array(values) -> np.ndarray:
     arr = np.empty(len(values), dtype=object)
     arr[:] = [str(v) for v in (values.tolist() if isinstance(values, np.ndarray) else values)]
     return arr
-

@@ -4,6 +4,7 @@ What is written must read back (:func:`owl_eval.formats.l2logger.read.read_log`)
 folder name are safe names (worker ids and the scenario name become folders), metric values are finite
 (NaN marks a missing value), and each ``exp_num`` is logged once.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,6 +27,7 @@ from owl_eval.safe_paths import check_name
 
 # --------------------------------------------------------------------------------------------- writing
 
+
 def _scenario_dirname(scenario_name: str, stamp: float | None) -> str:
     # l2logger: "<scenario basename without extension>-<time.time() with '.' replaced by '-'>"
     stamp = time.time() if stamp is None else stamp
@@ -46,8 +48,10 @@ def _check_log(log: EpisodeLog) -> None:
         values = log[name]
         if values.dtype.kind == "f" and np.isinf(values).any():
             i = int(np.flatnonzero(np.isinf(values))[0])
-            raise L2LogError(f"column {name}, row {i} (exp_num {log['exp_num'][i]}): {values[i]} is not a finite "
-                             "number; use NaN for a missing value")
+            raise L2LogError(
+                f"column {name}, row {i} (exp_num {log['exp_num'][i]}): {values[i]} is not a finite "
+                "number; use NaN for a missing value"
+            )
 
 
 def _write_info(scenario_dir: Path, metrics_columns, scenario_info) -> None:
@@ -75,8 +79,9 @@ def _format_column(arr: np.ndarray) -> list[str]:
     return out
 
 
-def write_log(log: EpisodeLog, base_dir, scenario_name: str, scenario_info: dict | None = None, *,
-              stamp: float | None = None) -> Path:
+def write_log(
+    log: EpisodeLog, base_dir, scenario_name: str, scenario_info: dict | None = None, *, stamp: float | None = None
+) -> Path:
     """Write ``log`` in the exact l2logger 1.1 layout; returns the scenario directory.
 
     ``<base>/<scenario>-<stamp>/logger_info.json``, ``scenario_info.json`` and one
@@ -119,8 +124,15 @@ class L2Logger:
     logged; the open file changes when the (worker, block_num, block_type) directory changes.
     """
 
-    def __init__(self, base_dir, scenario_name: str, metrics_columns=("reward",), scenario_info=None, *,
-                 stamp: float | None = None):
+    def __init__(
+        self,
+        base_dir,
+        scenario_name: str,
+        metrics_columns=("reward",),
+        scenario_info=None,
+        *,
+        stamp: float | None = None,
+    ):
         if isinstance(metrics_columns, str) or not metrics_columns:
             raise L2LogError(f"metrics_columns: expected a non-empty list of column names, got {metrics_columns!r}")
         self.metrics_columns = tuple(metrics_columns)
@@ -132,9 +144,20 @@ class L2Logger:
         self._last_block = None
         self._last_exp = None
 
-    def log_episode(self, *, block_num: int, exp_num: int, block_type: str, task_name: str,
-                    task_params=None, worker_id: str = "worker-default", block_subtype: str = "wake",
-                    exp_status: str = "complete", timestamp: str | None = None, **columns) -> None:
+    def log_episode(
+        self,
+        *,
+        block_num: int,
+        exp_num: int,
+        block_type: str,
+        task_name: str,
+        task_params=None,
+        worker_id: str = "worker-default",
+        block_subtype: str = "wake",
+        exp_status: str = "complete",
+        timestamp: str | None = None,
+        **columns,
+    ) -> None:
         """Append one episode row (l2logger's validation: types, allowed values, non-decreasing counters)."""
         params = task_params if task_params is not None else {}
         params = params if isinstance(params, str) else json.dumps(params)
@@ -157,14 +180,24 @@ class L2Logger:
         for name, value in columns.items():
             if isinstance(value, (float, np.floating)) and math.isinf(value):
                 raise L2LogError(f"{where}: {name} is {value}, not a finite number; use NaN for a missing value")
-        record = {"block_num": int(block_num), "exp_num": int(exp_num), "worker_id": worker_id,
-                  "block_type": block_type, "block_subtype": block_subtype, "task_name": task_name,
-                  "task_params": params, "exp_status": exp_status,
-                  "timestamp": timestamp or datetime.now().strftime(TIMESTAMP_FORMAT), **columns}
+        record = {
+            "block_num": int(block_num),
+            "exp_num": int(exp_num),
+            "worker_id": worker_id,
+            "block_type": block_type,
+            "block_subtype": block_subtype,
+            "task_name": task_name,
+            "task_params": params,
+            "exp_status": exp_status,
+            "timestamp": timestamp or datetime.now().strftime(TIMESTAMP_FORMAT),
+            **columns,
+        }
         if self._fields is None:
             self._fields = list(STANDARD_COLUMNS) + sorted(columns)
         elif set(record) != set(self._fields):
-            raise L2LogError(f"log_episode: columns {sorted(record)} differ from the first row's {sorted(self._fields)}")
+            raise L2LogError(
+                f"log_episode: columns {sorted(record)} differ from the first row's {sorted(self._fields)}"
+            )
         path = self.scenario_dir / str(worker_id) / f"{block_num}-{block_type}" / "data-log.tsv"
         if path != self._path:
             self._open(path)
@@ -190,7 +223,7 @@ class L2Logger:
             self._fh = None
             self._path = None
 
-    def __enter__(self) -> "L2Logger":
+    def __enter__(self) -> L2Logger:
         return self
 
     def __exit__(self, *exc) -> None:

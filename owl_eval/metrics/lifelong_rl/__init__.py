@@ -12,17 +12,29 @@ Public entry points:
 
 Defaults reproduce l2metrics 3.1 (``preset="l2metrics"``); see shared/METRICS.md section 4.
 """
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from owl_eval.metrics.lifelong_rl.blocks import (_segment_rows, performance_recovery, recovery_time, saturation, terminal_performance,
-                              time_to_saturation)
+from owl_eval.metrics.lifelong_rl.blocks import (
+    _segment_rows,
+    performance_recovery,
+    recovery_time,
+    saturation,
+    terminal_performance,
+    time_to_saturation,
+)
 from owl_eval.metrics.lifelong_rl.pipeline import block_table, prepare, runtime_seconds
 from owl_eval.metrics.lifelong_rl.smoothing import smooth, window_lengths
-from owl_eval.metrics.lifelong_rl.ste import curve_saturations, sample_efficiency, ste_relative_performance, time_to_learn
+from owl_eval.metrics.lifelong_rl.ste import (
+    curve_saturations,
+    sample_efficiency,
+    ste_relative_performance,
+    time_to_learn,
+)
 from owl_eval.metrics.lifelong_rl.transfer import maintenance_values, performance_maintenance, transfer_values
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
 from owl_eval.metrics.validation import MetricInputError, check_option
@@ -49,24 +61,57 @@ SPECS: list[MetricSpec] = [
     MetricSpec("time_to_saturation", PROTOCOL, False, (0.0, _INF)),
     MetricSpec("normalized_integral", PROTOCOL, True, description="mean of the processed training curve"),
     MetricSpec("recovery_time", PROTOCOL, False, (0.0, _INF)),
-    MetricSpec("time_to_learn", PROTOCOL, True, (0.0, _INF), description="STE episodes / agent episodes to 0.9 STE sat"),
+    MetricSpec(
+        "time_to_learn", PROTOCOL, True, (0.0, _INF), description="STE episodes / agent episodes to 0.9 STE sat"
+    ),
 ]
 LIFETIME_NAMES = [s.name for s in SPECS]
-_TRANSFER = ("forward_transfer_ratio", "backward_transfer_ratio", "forward_transfer_contrast", "backward_transfer_contrast")
+_TRANSFER = (
+    "forward_transfer_ratio",
+    "backward_transfer_ratio",
+    "forward_transfer_contrast",
+    "backward_transfer_contrast",
+)
 
 __all__ = [
-    "SPECS", "LIFETIME_NAMES", "evaluate_log", "evaluate_log_results", "smooth", "saturation",
-    "time_to_saturation", "terminal_performance", "recovery_time", "performance_recovery",
-    "performance_maintenance", "maintenance_values", "transfer_values", "ste_relative_performance",
-    "sample_efficiency", "time_to_learn",
+    "SPECS",
+    "LIFETIME_NAMES",
+    "evaluate_log",
+    "evaluate_log_results",
+    "smooth",
+    "saturation",
+    "time_to_saturation",
+    "terminal_performance",
+    "recovery_time",
+    "performance_recovery",
+    "performance_maintenance",
+    "maintenance_values",
+    "transfer_values",
+    "ste_relative_performance",
+    "sample_efficiency",
+    "time_to_learn",
 ]
 
 
-def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str = "l2metrics",
-                 smoothing: str = "flat", smoothing_fraction: float = 0.2, window_length: int | None = None,
-                 max_window: int = 100, smooth_eval: bool = False, normalization: str = "task",
-                 data_range: dict | None = None, clamp_outliers: bool = False, aggregation: str = "mean",
-                 learn_threshold: float = 0.9, variant_mode: str = "aware", series: bool = True) -> dict:
+def evaluate_log(
+    log,
+    *,
+    ste_logs=(),
+    perf_measure: str = "reward",
+    preset: str = "l2metrics",
+    smoothing: str = "flat",
+    smoothing_fraction: float = 0.2,
+    window_length: int | None = None,
+    max_window: int = 100,
+    smooth_eval: bool = False,
+    normalization: str = "task",
+    data_range: dict | None = None,
+    clamp_outliers: bool = False,
+    aggregation: str = "mean",
+    learn_threshold: float = 0.9,
+    variant_mode: str = "aware",
+    series: bool = True,
+) -> dict:
     """Block, task and lifetime lifelong-RL metrics of one log, as l2metrics 3.1 ``MetricsReport`` computes them.
 
     ``log``: an ``EpisodeLog`` (``owl_eval.formats.l2logger.read_log`` reads a directory); ``ste_logs``: STE logs (
@@ -85,13 +130,29 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
     if not 0 < learn_threshold:
         raise MetricInputError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
     p, values, ste_train, rng = prepare(
-        log, tuple(ste_logs), perf_measure=perf_measure, variant_mode=variant_mode, smoothing=smoothing,
-        smoothing_fraction=smoothing_fraction, window_length=window_length, max_window=max_window,
-        smooth_eval=smooth_eval, normalization=normalization, data_range=data_range, clamp_outliers=clamp_outliers)
+        log,
+        tuple(ste_logs),
+        perf_measure=perf_measure,
+        variant_mode=variant_mode,
+        smoothing=smoothing,
+        smoothing_fraction=smoothing_fraction,
+        window_length=window_length,
+        max_window=max_window,
+        smooth_eval=smooth_eval,
+        normalization=normalization,
+        data_range=data_range,
+        clamp_outliers=clamp_outliers,
+    )
     if len(values) == 0:
         reason = f"the log has no complete episode with a {perf_measure!r} value"
-        return {"lifetime": {n: NA(reason) for n in LIFETIME_NAMES}, "tasks": {}, "blocks": _empty_blocks(),
-                "transfer": {}, "info": {"num_lx": 0, "num_ex": 0}, "series": {}}
+        return {
+            "lifetime": {n: NA(reason) for n in LIFETIME_NAMES},
+            "tasks": {},
+            "blocks": _empty_blocks(),
+            "transfer": {},
+            "info": {"num_lx": 0, "num_ex": 0},
+            "series": {},
+        }
     kw = dict(fraction=smoothing_fraction, max_window=max_window)
     bt = block_table(p, values, **kw)
     names = p.task_names
@@ -123,26 +184,40 @@ def evaluate_log(log, *, ste_logs=(), perf_measure: str = "reward", preset: str 
             reasons = [v.reason for v in tv_ if isinstance(v, NA)]
             why = reasons[0] if reasons else "undefined for every task"
         lifetime[name] = float(agg(vals)) if vals else NA(why)
-    blocks = {"regime_num": np.arange(R), "block_num": p.r_block,
-              "block_type": np.where(p.r_train, "train", "test"),
-              "block_subtype": np.where(p.r_wake, "wake", "sleep"),
-              "task_name": np.array([names[c] for c in p.r_task], dtype=object),
-              "task_params": p.log["task_params"][p.r_start], "length": p.r_len,
-              "exp_num_start": p.exp_num[p.r_start], **bt,
-              # was the regime smoothed before normalisation (train blocks of >= 15 episodes by default)?
-              "smoothed": (p.r_train | smooth_eval) & (smoothing != "none") & (window_lengths(
-                  p.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window) >= 3)}
-    info = {"task_order": [names[c] for c in order], "metrics_column": perf_measure,
-            "num_lx": int(p.r_len[p.r_train].sum()), "num_ex": int(p.r_len[~p.r_train].sum()),
-            "min": float(values.min()), "max": float(values.max()),
-            "runtime": runtime_seconds(p.log["timestamp"]),
-            "normalization_data_range": None if rng is None or normalization == "none" else
-            {names[c]: {"min": float(rng[0][c]), "max": float(rng[1][c])} for c in range(len(names))},
-            **{k: p.log.scenario_info.get(k, "") for k in ("complexity", "difficulty", "scenario_type")}}
+    blocks = {
+        "regime_num": np.arange(R),
+        "block_num": p.r_block,
+        "block_type": np.where(p.r_train, "train", "test"),
+        "block_subtype": np.where(p.r_wake, "wake", "sleep"),
+        "task_name": np.array([names[c] for c in p.r_task], dtype=object),
+        "task_params": p.log["task_params"][p.r_start],
+        "length": p.r_len,
+        "exp_num_start": p.exp_num[p.r_start],
+        **bt,
+        # was the regime smoothed before normalisation (train blocks of >= 15 episodes by default)?
+        "smoothed": (p.r_train | smooth_eval)
+        & (smoothing != "none")
+        & (window_lengths(p.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window) >= 3),
+    }
+    info = {
+        "task_order": [names[c] for c in order],
+        "metrics_column": perf_measure,
+        "num_lx": int(p.r_len[p.r_train].sum()),
+        "num_ex": int(p.r_len[~p.r_train].sum()),
+        "min": float(values.min()),
+        "max": float(values.max()),
+        "runtime": runtime_seconds(p.log["timestamp"]),
+        "normalization_data_range": None
+        if rng is None or normalization == "none"
+        else {names[c]: {"min": float(rng[0][c]), "max": float(rng[1][c])} for c in range(len(names))},
+        **{k: p.log.scenario_info.get(k, "") for k in ("complexity", "difficulty", "scenario_type")},
+    }
     out = {"lifetime": lifetime, "tasks": tasks, "blocks": blocks, "transfer": transfer, "info": info}
     if series:
-        out["series"] = {perf_measure: Series(p.exp_num, p.values),
-                         f"{perf_measure}_processed": Series(p.exp_num, values)}
+        out["series"] = {
+            perf_measure: Series(p.exp_num, p.values),
+            f"{perf_measure}_processed": Series(p.exp_num, values),
+        }
     return out
 
 
@@ -157,21 +232,33 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
         out["recovery_time"] = NA(f"task {name} is trained in fewer than 2 blocks: no recovery")
     else:
         out["recovery_time"] = float(np.mean(rec))
-    out["perf_recovery"] = performance_recovery(rec) if len(rec) else NA(
-        f"task {name} is trained in fewer than 3 blocks: performance recovery needs 2 recovery times")
+    out["perf_recovery"] = (
+        performance_recovery(rec)
+        if len(rec)
+        else NA(f"task {name} is trained in fewer than 3 blocks: performance recovery needs 2 recovery times")
+    )
     trs = np.flatnonzero(is_task & p.r_train & keep)
     tes = np.flatnonzero(is_task & ~p.r_train & keep)
     for method in ("mrlep", "mrtlp"):
         mv = maintenance_values(trs, tes, bt["term_perf"], method=method)
         out[f"maintenance_val_{method}"] = mv.tolist()
-        out[f"perf_maintenance_{method}"] = float(np.mean(mv)) if len(mv) else NA(
-            f"task {name}: no evaluation block after a reference evaluation (needs train, eval, ..., eval)"
-            if len(tes) else f"task {name} has no evaluation block")
+        out[f"perf_maintenance_{method}"] = (
+            float(np.mean(mv))
+            if len(mv)
+            else NA(
+                f"task {name}: no evaluation block after a reference evaluation (needs train, eval, ..., eval)"
+                if len(tes)
+                else f"task {name} has no evaluation block"
+            )
+        )
     avg_tr, avg_ev = bt["avg_perf"][trs], bt["avg_perf"][tes]
     out["avg_train_perf"] = float(avg_tr.mean()) if len(avg_tr) else NA(f"task {name} has no training block")
     out["avg_eval_perf"] = float(avg_ev.mean()) if len(avg_ev) else NA(f"task {name} has no evaluation block")
-    out["eval_train_gap"] = (out["avg_eval_perf"] - out["avg_train_perf"]) if len(avg_tr) and len(avg_ev) else NA(
-        f"task {name} needs both training and evaluation blocks")
+    out["eval_train_gap"] = (
+        (out["avg_eval_perf"] - out["avg_train_perf"])
+        if len(avg_tr) and len(avg_ev)
+        else NA(f"task {name} needs both training and evaluation blocks")
+    )
     # the task's concatenated training (wake) curve
     rows = _segment_rows(p.r_start[tw], p.r_len[tw])
     tv, te = values[rows], p.exp_num[rows]
@@ -184,16 +271,20 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
     else:
         for k in ("saturation", "time_to_saturation", "normalized_integral"):
             out[k] = NA(f"task {name} has no training (wake) block")
-    out["ste_rel_perf"] = ste_relative_performance(tv, [v for v, _ in ste_pairs]) if ste_pairs else NA(
-        f"no STE log for task {name}")
+    out["ste_rel_perf"] = (
+        ste_relative_performance(tv, [v for v, _ in ste_pairs]) if ste_pairs else NA(f"no STE log for task {name}")
+    )
     if ste_pairs:
         se = sample_efficiency(tv, te, ste_pairs, curves=curves, **kw)
         out["sample_efficiency"] = se["sample_efficiency"]
         out["ste_saturation_ratio"] = se["saturation_ratio"]
         out["ste_time_to_saturation_ratio"] = se["time_to_saturation_ratio"]
         out["sample_efficiency_vals"] = se["values"]
-        out["time_to_learn"] = time_to_learn(tv, te, ste_pairs, learn_threshold=learn_threshold, curves=curves,
-                                             **kw) if len(tv) else NA(f"task {name} has no training (wake) block")
+        out["time_to_learn"] = (
+            time_to_learn(tv, te, ste_pairs, learn_threshold=learn_threshold, curves=curves, **kw)
+            if len(tv)
+            else NA(f"task {name} has no training (wake) block")
+        )
     else:
         for k in ("sample_efficiency", "ste_saturation_ratio", "ste_time_to_saturation_ratio", "time_to_learn"):
             out[k] = NA(f"no STE log for task {name}")
@@ -202,9 +293,25 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
 
 def _empty_blocks() -> dict:
     z = np.zeros(0)
-    return {k: z for k in ("regime_num", "block_num", "block_type", "block_subtype", "task_name", "task_params",
-                           "length", "saturation", "eps_to_sat", "term_perf", "eps_to_term_perf", "avg_perf",
-                           "recovery_time", "smoothed")}
+    return {
+        k: z
+        for k in (
+            "regime_num",
+            "block_num",
+            "block_type",
+            "block_subtype",
+            "task_name",
+            "task_params",
+            "length",
+            "saturation",
+            "eps_to_sat",
+            "term_perf",
+            "eps_to_term_perf",
+            "avg_perf",
+            "recovery_time",
+            "smoothed",
+        )
+    }
 
 
 def evaluate_log_results(log, **options) -> MetricResults:

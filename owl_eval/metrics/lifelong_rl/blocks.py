@@ -8,6 +8,7 @@ Ties: "first index of the maximum" and "first index reaching a reference" treat 
 ``TIE_RTOL`` (1e-12) as equal. l2metrics compares exactly, so on mathematically tied values its choice
 depends on float rounding in the moving average; ours does not.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -26,6 +27,7 @@ def _tol(v):
 
 
 # ------------------------------------------------------------------------------------ segment helpers
+
 
 def run_starts(*keys) -> np.ndarray:
     """Start indices of the maximal runs over which every key array is constant (one vectorised pass)."""
@@ -95,7 +97,9 @@ def saturation_segments(values, starts, lengths, *, fraction: float = 0.2, max_w
 def _segment_rows(starts, lengths) -> np.ndarray:
     """Row indices covered by the segments, in segment order."""
     total = int(lengths.sum())
-    return np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts, lengths)
+    return (
+        np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths) + np.repeat(starts, lengths)
+    )
 
 
 def terminal_segments(values, starts, lengths, is_test):
@@ -121,6 +125,7 @@ def episode_means(values, exp_num, regime):
 
 
 # ------------------------------------------------------------------------------- single-curve functions
+
 
 def saturation(curve, *, fraction: float = 0.2, max_window: int = 100):
     """Saturation value: ``max(smooth(curve))`` (l2metrics ``get_block_saturation_perf``). NA if empty."""

@@ -5,14 +5,22 @@ variant), number regimes, load STE runs of the log's tasks, smooth train regimes
 optionally clamp outliers, normalise per task (range over the task's rows and its STE training rows), then
 compute block, task and lifetime metrics on the processed values.
 """
+
 from __future__ import annotations
 
 from datetime import datetime
 
 import numpy as np
 
-from owl_eval.metrics.lifelong_rl.blocks import (episode_means, performance_recovery, recovery_segments, run_starts,
-                              saturation_segments, segment_sum, terminal_segments)
+from owl_eval.metrics.lifelong_rl.blocks import (
+    episode_means,
+    performance_recovery,
+    recovery_segments,
+    run_starts,
+    saturation_segments,
+    segment_sum,
+    terminal_segments,
+)
 from owl_eval.metrics.lifelong_rl.smoothing import WINDOWS, smooth_segments, window_lengths
 from owl_eval.metrics.validation import MetricInputError, check_option
 
@@ -31,7 +39,9 @@ class _Prepared:
         btype = _codes(log["block_type"])
         bsub = _codes(log["block_subtype"])
         if regimes_before_nan:  # STE runs: l2metrics numbers their regimes before dropping NaN rows
-            regime = np.cumsum(np.isin(np.arange(len(log)), run_starts(log["block_num"], task[0], btype[0], bsub[0]))) - 1
+            regime = (
+                np.cumsum(np.isin(np.arange(len(log)), run_starts(log["block_num"], task[0], btype[0], bsub[0]))) - 1
+            )
         values = log[perf].astype(np.float64)
         ok = ~np.isnan(values)
         if not ok.all():
@@ -71,12 +81,27 @@ def _load(log, perf):
     """Metrics read no files: a log is an ``EpisodeLog`` (or anything with its ``columns`` mapping)."""
     if isinstance(getattr(log, "columns", None), dict):
         return log
-    raise MetricInputError(f"log: expected an EpisodeLog (read a log directory with "
-                           f"owl_eval.formats.l2logger.read_log first), got {type(log).__name__}")
+    raise MetricInputError(
+        f"log: expected an EpisodeLog (read a log directory with "
+        f"owl_eval.formats.l2logger.read_log first), got {type(log).__name__}"
+    )
 
 
-def prepare(log, ste_logs, *, perf_measure, variant_mode, smoothing, smoothing_fraction, window_length,
-            max_window, smooth_eval, normalization, data_range, clamp_outliers):
+def prepare(
+    log,
+    ste_logs,
+    *,
+    perf_measure,
+    variant_mode,
+    smoothing,
+    smoothing_fraction,
+    window_length,
+    max_window,
+    smooth_eval,
+    normalization,
+    data_range,
+    clamp_outliers,
+):
     """Run the l2metrics preprocessing; returns (prepared log, processed values, {task code: [STE runs]}, range)."""
     check_option("variant_mode", variant_mode, ("aware", "agnostic"))
     check_option("smoothing", smoothing, WINDOWS + ("none",))
@@ -89,8 +114,9 @@ def prepare(log, ste_logs, *, perf_measure, variant_mode, smoothing, smoothing_f
         sp = _Prepared(_load(s, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
         trained = sorted({sp.task_names[c] for c in sp.r_task[sp.r_train]})
         if len(trained) != 1:
-            raise MetricInputError(f"ste_logs: an STE log must train exactly one task, "
-                                   f"{getattr(s, 'source', None) or s} trains {trained}")
+            raise MetricInputError(
+                f"ste_logs: an STE log must train exactly one task, {getattr(s, 'source', None) or s} trains {trained}"
+            )
         ste_preps.append((trained[0], sp))
     ste: dict[int, list] = {}
     for code, name in enumerate(names):
@@ -109,11 +135,15 @@ def prepare(log, ste_logs, *, perf_measure, variant_mode, smoothing, smoothing_f
         for sp in runs:
             v = sp.values
             if smoothing != "none":
-                wl = window_lengths(sp.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window)
+                wl = window_lengths(
+                    sp.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window
+                )
                 v = smooth_segments(v, sp.r_start, sp.r_len, wl, window=smoothing)
             ste_vals[id(sp)] = v
-    ste_train = {c: [(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp)
-                     for sp in runs] for c, runs in ste.items()}
+    ste_train = {
+        c: [(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp) for sp in runs]
+        for c, runs in ste.items()
+    }
     ntask = len(names)
     rng = None
     if data_range is not None:
@@ -135,8 +165,10 @@ def prepare(log, ste_logs, *, perf_measure, variant_mode, smoothing, smoothing_f
         if normalization == "run":
             lo, hi = np.full(ntask, lo.min()), np.full(ntask, hi.max())
         values = _normalize(values, p.task, lo, hi)
-        ste_train = {c: [(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
-                     for c, runs in ste_train.items()}
+        ste_train = {
+            c: [(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
+            for c, runs in ste_train.items()
+        }
     return p, values, ste_train, rng
 
 
@@ -192,16 +224,23 @@ def block_table(p: _Prepared, values, *, fraction, max_window):
     reference = np.full(R, np.nan)
     reference[tw[1:][same]] = term[tw[:-1][same]]
     rec = recovery_segments(ev, es, el, reference, p.r_len.astype(np.float64))
-    return {"saturation": sat, "eps_to_sat": tts, "term_perf": term, "eps_to_term_perf": ett.astype(float),
-            "avg_perf": avg, "recovery_time": rec}
+    return {
+        "saturation": sat,
+        "eps_to_sat": tts,
+        "term_perf": term,
+        "eps_to_term_perf": ett.astype(float),
+        "avg_perf": avg,
+        "recovery_time": rec,
+    }
 
 
 def runtime_seconds(timestamps) -> float:
     if len(timestamps) == 0:
         return float("nan")
     try:  # the fixed-width format sorts as text: only the extremes are parsed
-        return (datetime.strptime(max(timestamps), TIMESTAMP_FORMAT)
-                - datetime.strptime(min(timestamps), TIMESTAMP_FORMAT)).total_seconds()
+        return (
+            datetime.strptime(max(timestamps), TIMESTAMP_FORMAT) - datetime.strptime(min(timestamps), TIMESTAMP_FORMAT)
+        ).total_seconds()
     except ValueError:
         return float("nan")
 

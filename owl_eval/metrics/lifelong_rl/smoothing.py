@@ -7,6 +7,7 @@ weighted mean of padded samples ``j + wl//2 - 1 .. j + wl//2 + wl - 2``. The def
 ``min(int(0.2 n), 100)`` (also used when a given ``window_len`` exceeds ``n``); below 3 the curve is
 returned unchanged, so curves shorter than 15 samples are never smoothed.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -89,8 +90,9 @@ def smooth_segments(x, starts, lengths, wl, *, window: str = "flat") -> np.ndarr
     return out
 
 
-def smooth(x, *, window_len: int | None = None, window: str = "flat", fraction: float = 0.2,
-           max_window: int = 100) -> np.ndarray:
+def smooth(
+    x, *, window_len: int | None = None, window: str = "flat", fraction: float = 0.2, max_window: int = 100
+) -> np.ndarray:
     """Moving-average smoothing of a 1-D curve, equal to l2metrics 3.1 ``_localutil.smooth``.
 
     ``y[j] = sum_i w_i * s[j + wl//2 - 1 + i]`` where ``s`` is ``x`` padded with ``wl - 1`` mirrored samples

@@ -3,6 +3,7 @@
 Inputs are processed curves (smoothed and normalised as the rest of the pipeline does) of one task: the
 agent's concatenated training (wake) rows and each STE run's training rows.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -44,15 +45,16 @@ def curve_saturations(curves, *, fraction: float = 0.2, max_window: int = 100) -
     lengths = np.array([len(m) for m in means], dtype=np.int64)
     starts = np.cumsum(lengths) - lengths
     sat, tts, sm = saturation_segments(np.concatenate(means), starts, lengths, fraction=fraction, max_window=max_window)
-    return [(float(sat[i]), int(tts[i]), sm[starts[i]:starts[i] + lengths[i]]) for i in range(len(means))]
+    return [(float(sat[i]), int(tts[i]), sm[starts[i] : starts[i] + lengths[i]]) for i in range(len(means))]
 
 
 def _curve_saturation(values, exp_num, fraction, max_window):
     return curve_saturations([(values, exp_num)], fraction=fraction, max_window=max_window)[0]
 
 
-def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 0.2, max_window: int = 100,
-                      curves: list | None = None) -> dict:
+def sample_efficiency(
+    task_values, task_exp_num, ste_runs, *, fraction: float = 0.2, max_window: int = 100, curves: list | None = None
+) -> dict:
     """Sample efficiency of one task against its STE runs (l2metrics ``SampleEfficiency``, "metrics" averaging).
 
     Per STE run: ``(sat_agent / sat_ste) * (tts_ste / tts_agent)``, set to 0 when the agent's saturation is
@@ -64,9 +66,14 @@ def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 
     """
     a = as_array("task_values", task_values, ndim=1)
     e = as_array("task_exp_num", task_exp_num, ndim=1)
-    out = {"sample_efficiency": NA("no STE run for the task"), "saturation_ratio": NA("no STE run for the task"),
-           "time_to_saturation_ratio": NA("no STE run for the task"), "values": [], "ste_saturation": [],
-           "ste_time_to_saturation": []}
+    out = {
+        "sample_efficiency": NA("no STE run for the task"),
+        "saturation_ratio": NA("no STE run for the task"),
+        "time_to_saturation_ratio": NA("no STE run for the task"),
+        "values": [],
+        "ste_saturation": [],
+        "ste_time_to_saturation": [],
+    }
     if len(a) == 0:
         for k in ("sample_efficiency", "saturation_ratio", "time_to_saturation_ratio"):
             out[k] = NA("no training episodes of the task")
@@ -105,8 +112,16 @@ def sample_efficiency(task_values, task_exp_num, ste_runs, *, fraction: float = 
     return out
 
 
-def time_to_learn(task_values, task_exp_num, ste_runs, *, learn_threshold: float = 0.9, fraction: float = 0.2,
-                  max_window: int = 100, curves: list | None = None):
+def time_to_learn(
+    task_values,
+    task_exp_num,
+    ste_runs,
+    *,
+    learn_threshold: float = 0.9,
+    fraction: float = 0.2,
+    max_window: int = 100,
+    curves: list | None = None,
+):
     """STE episodes / agent episodes to reach ``learn_threshold`` × the STE's saturation value (>1 = faster).
 
     Both curves are the smoothed training curves used for saturation; "episodes to reach" counts the

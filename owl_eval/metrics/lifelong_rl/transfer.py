@@ -4,6 +4,7 @@ Both work on the regime table (one entry per regime, in log order) and the termi
 regime; they reproduce l2metrics 3.1 ``PerformanceMaintenance`` and ``Transfer`` including which value wins
 when several trainings fall between the same two evaluations (the later one in task-pair order).
 """
+
 from __future__ import annotations
 
 from itertools import permutations

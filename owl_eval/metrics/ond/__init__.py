@@ -19,6 +19,7 @@ per-trial quantities are segment sums (cumulative sums read at segment bounds) o
 The pure per-trial building blocks live in :mod:`owl_eval.metrics.ond.blocks`; this module holds the data type,
 the program-level aggregation and the metric declarations.
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,6 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from owl_eval.metrics.ond.blocks import (  # re-exported: the public building blocks
+    _open_set_metrics_unchecked,
+    _rank_unchecked,
     asymptotic_performance_task_improvement,
     correctly_detected,
     detected_early,
@@ -41,7 +44,6 @@ from owl_eval.metrics.ond.blocks import (  # re-exported: the public building bl
     top_k_accuracy,
     topk_correct,
 )
-from owl_eval.metrics.ond.blocks import _open_set_metrics_unchecked, _rank_unchecked
 from owl_eval.metrics.open_set import (
     auroc,
     average_precision,
@@ -53,13 +55,32 @@ from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
 from owl_eval.metrics.validation import MetricInputError, as_array, check_option
 
 __all__ = [
-    "OndTrial", "program_metrics", "detection_vs_threshold", "SPECS", "SERIES", "DETECTION_THRESHOLD_GRID",
-    "DETECTION_METRIC_NAMES", "TRIAL_DETECTION_NAMES", "GIVEN_REASON",
+    "OndTrial",
+    "program_metrics",
+    "detection_vs_threshold",
+    "SPECS",
+    "SERIES",
+    "DETECTION_THRESHOLD_GRID",
+    "DETECTION_METRIC_NAMES",
+    "TRIAL_DETECTION_NAMES",
+    "GIVEN_REASON",
     # per-trial building blocks (owl_eval.metrics.ond.blocks) and open-set functions (owl_eval.metrics.open_set)
-    "detection_index", "correctly_detected", "detected_early", "rank_of_true_class", "topk_correct",
-    "top_k_accuracy", "novelty_detection_performance", "novelty_reaction_performance",
-    "overall_performance_task_improvement", "asymptotic_performance_task_improvement", "open_set_metrics",
-    "auroc", "average_precision", "fpr_at_tpr", "oscr", "novelty_score_metrics",
+    "detection_index",
+    "correctly_detected",
+    "detected_early",
+    "rank_of_true_class",
+    "topk_correct",
+    "top_k_accuracy",
+    "novelty_detection_performance",
+    "novelty_reaction_performance",
+    "overall_performance_task_improvement",
+    "asymptotic_performance_task_improvement",
+    "open_set_metrics",
+    "auroc",
+    "average_precision",
+    "fpr_at_tpr",
+    "oscr",
+    "novelty_score_metrics",
 ]
 
 DETECTION_THRESHOLD_GRID: tuple[float, ...] = (0.175, 0.225, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -94,7 +115,11 @@ class OndTrial:
 
     def __post_init__(self):
         who = f"trial {self.trial_id!r}" if self.trial_id else "trial (no trial_id)"
-        if isinstance(self.batch_size, (bool, np.bool_)) or not isinstance(self.batch_size, (int, np.integer)) or self.batch_size < 1:
+        if (
+            isinstance(self.batch_size, (bool, np.bool_))
+            or not isinstance(self.batch_size, (int, np.integer))
+            or self.batch_size < 1
+        ):
             raise MetricInputError(f"{who}: batch_size must be a positive int, got {self.batch_size!r}")
         self.batch_size = int(self.batch_size)
 
@@ -108,11 +133,15 @@ class OndTrial:
         non_integer = gt_class != np.round(gt_class)
         if non_integer.any():
             i = int(np.argmax(non_integer))
-            raise MetricInputError(f"{who}: gt_class must hold integer class ids, got {gt_class[i].item()!r} at {where(i)}")
+            raise MetricInputError(
+                f"{who}: gt_class must hold integer class ids, got {gt_class[i].item()!r} at {where(i)}"
+            )
 
         p_class = as_array(f"{who}: p_class", self.p_class, shape=(n, None))
         if p_class.shape[1] < 2:
-            raise MetricInputError(f"{who}: p_class needs K+1 >= 2 columns (column 0 = unknown), got shape {p_class.shape}")
+            raise MetricInputError(
+                f"{who}: p_class needs K+1 >= 2 columns (column 0 = unknown), got shape {p_class.shape}"
+            )
         _check_probabilities(f"{who}: p_class", p_class, where)
         row_error = np.abs(p_class.sum(axis=1) - 1.0)
         if (row_error > ROW_SUM_TOLERANCE).any():
@@ -176,7 +205,9 @@ def _check_probabilities(name: str, values: np.ndarray, where) -> None:
     outside = (values < 0.0) | (values > 1.0)
     if outside.any():
         i = np.unravel_index(int(np.argmax(outside)), values.shape)
-        raise MetricInputError(f"{name}: value {values[i].item()!r} at {where(int(i[0]))}{_column_text(i)} is outside [0, 1]")
+        raise MetricInputError(
+            f"{name}: value {values[i].item()!r} at {where(int(i[0]))}{_column_text(i)} is outside [0, 1]"
+        )
 
 
 def _column_text(index: tuple) -> str:
@@ -212,7 +243,9 @@ class _FlatTrials:
         self.lengths = np.fromiter((t.gt_class.size for t in trials), np.int64, len(trials))
         self.starts = np.concatenate(([0], np.cumsum(self.lengths)[:-1]))
         self.ends = self.starts + self.lengths
-        self.red_light = np.fromiter((-1 if t.red_light is None else t.red_light for t in trials), np.int64, len(trials))
+        self.red_light = np.fromiter(
+            (-1 if t.red_light is None else t.red_light for t in trials), np.int64, len(trials)
+        )
         self.has_novelty = self.red_light >= 0
         # post-novelty starts at the red light; a trial without novelty is all pre-novelty
         self.post_start = np.where(self.has_novelty, self.starts + self.red_light, self.ends)
@@ -240,11 +273,16 @@ class _FlatTrials:
     def n_trials(self) -> int:
         return len(self.trials)
 
-    def check_aligned(self, baseline: "_FlatTrials") -> None:
+    def check_aligned(self, baseline: _FlatTrials) -> None:
         """The baseline must run on the very same trials: same lengths, red lights and ground truth."""
         if baseline.n_trials != self.n_trials:
-            raise MetricInputError(f"baseline: {baseline.n_trials} trials for {self.n_trials} agent trials; they must be aligned")
-        for name, mine, theirs in (("length", self.lengths, baseline.lengths), ("red_light", self.red_light, baseline.red_light)):
+            raise MetricInputError(
+                f"baseline: {baseline.n_trials} trials for {self.n_trials} agent trials; they must be aligned"
+            )
+        for name, mine, theirs in (
+            ("length", self.lengths, baseline.lengths),
+            ("red_light", self.red_light, baseline.red_light),
+        ):
             differ = mine != theirs
             if differ.any():
                 i = int(np.argmax(differ))
@@ -255,7 +293,10 @@ class _FlatTrials:
             raise MetricInputError(
                 f"baseline: p_class has {baseline.p_class.shape[1]} columns, the agent's has {self.p_class.shape[1]}"
             )
-        for name, mine, theirs in (("gt_class", self.gt_class, baseline.gt_class), ("gt_novel", self.gt_novel, baseline.gt_novel)):
+        for name, mine, theirs in (
+            ("gt_class", self.gt_class, baseline.gt_class),
+            ("gt_novel", self.gt_novel, baseline.gt_novel),
+        ):
             differ = mine != theirs
             if differ.any():
                 j = int(np.argmax(differ))
@@ -330,7 +371,8 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
     early = detected & (~has_novelty | (detection < flat.red_light))
     n_novel_trials = int(has_novelty.sum())
     out["m1_mean_fn_cdt"] = _mean_over(
-        (detection - flat.red_light).astype(np.float64), cdt,
+        (detection - flat.red_light).astype(np.float64),
+        cdt,
         f"no correctly detected trial at threshold {threshold:g}: none of the {n_novel_trials} trials with novelty "
         "has p_world_changed >= threshold at or after its red light",
     )
@@ -344,7 +386,11 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
     predicted = flat.p_class[:, 0] >= threshold
     true_novel = flat.gt_novel
     segments = {"pre": (flat.starts, flat.post_start), "post": (flat.post_start, flat.ends)}
-    running = {"tp": flat.cumulative(predicted & true_novel), "predicted": flat.cumulative(predicted), "true": flat.novel_running}
+    running = {
+        "tp": flat.cumulative(predicted & true_novel),
+        "predicted": flat.cumulative(predicted),
+        "true": flat.novel_running,
+    }
     for segment, (lo, hi) in segments.items():
         size = hi - lo
         tp = flat.segment_sums(running["tp"], lo, hi)
@@ -365,13 +411,16 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
             if no_novel and rate != "accuracy":
                 out[f"ndp_{rate}_{segment}"] = NA(
                     f"no novel sample {'before' if segment == 'pre' else 'from'} the red light in any trial: "
-                    f"{rate} would be 0 by construction (sail-on-client reports that 0)")
+                    f"{rate} would be 0 by construction (sail-on-client reports that 0)"
+                )
             else:
                 out[f"ndp_{rate}_{segment}"] = _mean_over(values, has_segment, reason)
     return out
 
 
-def detection_vs_threshold(trials: Sequence[OndTrial], thresholds: Sequence[float] = DETECTION_THRESHOLD_GRID) -> dict[str, np.ndarray]:
+def detection_vs_threshold(
+    trials: Sequence[OndTrial], thresholds: Sequence[float] = DETECTION_THRESHOLD_GRID
+) -> dict[str, np.ndarray]:
     """The detection metrics (M1, M2, M2 over all trials, M2.1, per-sample NDP) at each threshold.
 
     Returns ``{"threshold": [T], name: [T] for name in DETECTION_METRIC_NAMES}``, NaN where a value is
@@ -431,9 +480,17 @@ def program_metrics(
 
     Returns a :class:`MetricResults`; every name is declared in :data:`SPECS`.
     """
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) or not 0.0 <= threshold <= 1.0:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float, np.floating))
+        or not 0.0 <= threshold <= 1.0
+    ):
         raise MetricInputError(f"threshold: expected a number in [0, 1], got {threshold!r}")
-    if isinstance(asymptotic_width, bool) or not isinstance(asymptotic_width, (int, np.integer)) or asymptotic_width < 1:
+    if (
+        isinstance(asymptotic_width, bool)
+        or not isinstance(asymptotic_width, (int, np.integer))
+        or asymptotic_width < 1
+    ):
         raise MetricInputError(f"asymptotic_width: expected a positive int, got {asymptotic_width!r}")
     check_option("nrp_window", nrp_window, NRP_WINDOWS)
     check_option("condition", condition, CONDITIONS)
@@ -516,7 +573,9 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
     novel_trials = flat.has_novelty
     if not novel_trials.any():
         for name in (f"{nrp_prefix}_nrp_top1", f"{nrp_prefix}_nrp_top3", "m5_opti_top1", "m6_apti_top1"):
-            results.set(name, NA("no trial has novelty (every red_light is None); M3-M6 average over trials with novelty"))
+            results.set(
+                name, NA("no trial has novelty (every red_light is None); M3-M6 average over trials with novelty")
+            )
         return
     asym_lo = flat.asymptotic_start(asymptotic_width)
     post = (flat.post_start, flat.ends)
@@ -546,7 +605,11 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
     for k in (1, 3):
         nrp = 100.0 * _ratio_or_nan(accuracy(rank, k, agent_window), accuracy(baseline_rank, k, pre))
         # a baseline with no pre-novelty samples gives NaN above too: same exclusion
-        report(f"{nrp_prefix}_nrp_top{k}", nrp, f"baseline top-{k} accuracy before the red light is 0 (or there is no pre-novelty sample)")
+        report(
+            f"{nrp_prefix}_nrp_top{k}",
+            nrp,
+            f"baseline top-{k} accuracy before the red light is 0 (or there is no pre-novelty sample)",
+        )
 
     if np.array_equal(flat.p_class, flat_baseline.p_class):
         # The agent is the baseline: M5 = 0.5 and M6 = 1 on every trial by construction, not a measurement.
@@ -556,10 +619,16 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
             results.set(f"{name}_n_excluded", NA(reason))
         return
     agent_post, baseline_post = accuracy(rank, 1, post), accuracy(baseline_rank, 1, post)
-    report("m5_opti_top1", _ratio_or_nan(agent_post, agent_post + baseline_post),
-           "agent and baseline both have top-1 accuracy 0 after the red light")
-    report("m6_apti_top1", _ratio_or_nan(accuracy(rank, 1, asym), accuracy(baseline_rank, 1, asym)),
-           f"baseline top-1 accuracy on the last {asymptotic_width} samples is 0")
+    report(
+        "m5_opti_top1",
+        _ratio_or_nan(agent_post, agent_post + baseline_post),
+        "agent and baseline both have top-1 accuracy 0 after the red light",
+    )
+    report(
+        "m6_apti_top1",
+        _ratio_or_nan(accuracy(rank, 1, asym), accuracy(baseline_rank, 1, asym)),
+        f"baseline top-1 accuracy on the last {asymptotic_width} samples is 0",
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -568,23 +637,42 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
 
 
 def _spec(name, higher, bounds, description, log_scale=False):
-    return MetricSpec(name=name, protocol="ond", higher_is_better=higher, bounds=bounds, description=description, log_scale=log_scale)
+    return MetricSpec(
+        name=name, protocol="ond", higher_is_better=higher, bounds=bounds, description=description, log_scale=log_scale
+    )
 
 
 _INF = math.inf
 _DETECTION_SPECS = {
-    "m1_mean_fn_cdt": (False, (0.0, _INF), "M1: mean number of post-novelty samples before the first detection, over correctly detected trials"),
-    "m2_cdt_pct": (True, (0.0, 100.0), "M2: % of trials with novelty that are correctly detected (detection at or after the red light)"),
+    "m1_mean_fn_cdt": (
+        False,
+        (0.0, _INF),
+        "M1: mean number of post-novelty samples before the first detection, over correctly detected trials",
+    ),
+    "m2_cdt_pct": (
+        True,
+        (0.0, 100.0),
+        "M2: % of trials with novelty that are correctly detected (detection at or after the red light)",
+    ),
     "m2_cdt_pct_all": (True, (0.0, 100.0), "M2 over all trials: % correctly detected trials among all trials"),
-    "m21_fp_pct": (False, (0.0, 100.0), "M2.1: % of trials with a detection before the red light (any detection when no novelty)"),
+    "m21_fp_pct": (
+        False,
+        (0.0, 100.0),
+        "M2.1: % of trials with a detection before the red light (any detection when no novelty)",
+    ),
     **{
         f"ndp_{rate}_{segment}": (
             None if (segment == "pre" and rate != "accuracy") else True,
             (0.0, 1.0),
             f"per-sample novelty detection {rate} of p_class[:, 0] >= threshold against gt_novel, {segment} red light, mean over trials"
-            + (" (N/A: no novel sample comes before the red light, so it would be 0 by construction)" if segment == "pre" and rate != "accuracy" else ""),
+            + (
+                " (N/A: no novel sample comes before the red light, so it would be 0 by construction)"
+                if segment == "pre" and rate != "accuracy"
+                else ""
+            ),
         )
-        for segment in ("pre", "post") for rate in ("precision", "recall", "f1", "accuracy")
+        for segment in ("pre", "post")
+        for rate in ("precision", "recall", "f1", "accuracy")
     },
 }
 
@@ -592,24 +680,83 @@ _DETECTION_SPECS = {
 def _build_specs() -> list[MetricSpec]:
     specs = [_spec(name, *declaration) for name, declaration in _DETECTION_SPECS.items()]
     for k in (1, 3):
-        for suffix, where in (("", "the whole trial"), ("_pre", "samples before the red light"), ("_post", "samples from the red light on")):
+        for suffix, where in (
+            ("", "the whole trial"),
+            ("_pre", "samples before the red light"),
+            ("_post", "samples from the red light on"),
+        ):
             specs.append(_spec(f"top{k}{suffix}", True, (0.0, 1.0), f"top-{k} accuracy on {where}, mean over trials"))
     for prefix, condition in (("m3", "system detection"), ("m4", "given detection")):
         for k in (1, 3):
             name = f"{prefix}_nrp_top{k}"
-            specs.append(_spec(name, True, (0.0, _INF), f"{prefix.upper()}: 100 x agent post-novelty top-{k} / baseline pre-novelty top-{k}, mean over trials with novelty ({condition})"))
-            specs.append(MetricSpec(name=f"{name}_n_excluded", protocol="ond", higher_is_better=None, bounds=(0.0, _INF),
-                                    description=f"trials with novelty left out of {name} (baseline pre-novelty top-{k} accuracy 0)"))
-    specs.append(_spec("m5_opti_top1", True, (0.0, 1.0), "M5: agent post top-1 / (agent post top-1 + baseline post top-1), mean over trials with novelty; 0.5 = parity"))
-    specs.append(_spec("m6_apti_top1", True, (0.0, _INF), "M6: agent top-1 / baseline top-1 on the last asymptotic_width samples, mean over trials with novelty"))
+            specs.append(
+                _spec(
+                    name,
+                    True,
+                    (0.0, _INF),
+                    f"{prefix.upper()}: 100 x agent post-novelty top-{k} / baseline pre-novelty top-{k}, mean over trials with novelty ({condition})",
+                )
+            )
+            specs.append(
+                MetricSpec(
+                    name=f"{name}_n_excluded",
+                    protocol="ond",
+                    higher_is_better=None,
+                    bounds=(0.0, _INF),
+                    description=f"trials with novelty left out of {name} (baseline pre-novelty top-{k} accuracy 0)",
+                )
+            )
+    specs.append(
+        _spec(
+            "m5_opti_top1",
+            True,
+            (0.0, 1.0),
+            "M5: agent post top-1 / (agent post top-1 + baseline post top-1), mean over trials with novelty; 0.5 = parity",
+        )
+    )
+    specs.append(
+        _spec(
+            "m6_apti_top1",
+            True,
+            (0.0, _INF),
+            "M6: agent top-1 / baseline top-1 on the last asymptotic_width samples, mean over trials with novelty",
+        )
+    )
     for name in ("m5_opti_top1", "m6_apti_top1"):
-        specs.append(MetricSpec(name=f"{name}_n_excluded", protocol="ond", higher_is_better=None, bounds=(0.0, _INF),
-                                description=f"trials with novelty left out of {name} (undefined ratio)"))
+        specs.append(
+            MetricSpec(
+                name=f"{name}_n_excluded",
+                protocol="ond",
+                higher_is_better=None,
+                bounds=(0.0, _INF),
+                description=f"trials with novelty left out of {name} (undefined ratio)",
+            )
+        )
     specs += [
-        _spec("auroc_novel", True, (0.0, 1.0), "AUROC of p_class[:, 0] for novel samples over all samples (ties count one half)"),
-        _spec("aupr_novel", True, (0.0, 1.0), "average precision of p_class[:, 0] for novel samples (sklearn average_precision_score)"),
-        _spec("fpr_at_95tpr", False, (0.0, 1.0), "share of known samples scored at or above the threshold that catches 95% of novel samples"),
-        _spec("oscr", True, (0.0, 1.0), "open-set classification rate (Dhamija et al. 2018) on the highest known-class score"),
+        _spec(
+            "auroc_novel",
+            True,
+            (0.0, 1.0),
+            "AUROC of p_class[:, 0] for novel samples over all samples (ties count one half)",
+        ),
+        _spec(
+            "aupr_novel",
+            True,
+            (0.0, 1.0),
+            "average precision of p_class[:, 0] for novel samples (sklearn average_precision_score)",
+        ),
+        _spec(
+            "fpr_at_95tpr",
+            False,
+            (0.0, 1.0),
+            "share of known samples scored at or above the threshold that catches 95% of novel samples",
+        ),
+        _spec(
+            "oscr",
+            True,
+            (0.0, 1.0),
+            "open-set classification rate (Dhamija et al. 2018) on the highest known-class score",
+        ),
     ]
     for t in DETECTION_THRESHOLD_GRID:
         for name, (higher, bounds, description) in _DETECTION_SPECS.items():
@@ -621,6 +768,7 @@ SPECS: list[MetricSpec] = _build_specs()
 
 #: per-step series reported by :func:`program_metrics` (name -> what a step is)
 SERIES = {
-    "top1_batch": "mini-batch index", "top3_batch": "mini-batch index",
+    "top1_batch": "mini-batch index",
+    "top3_batch": "mini-batch index",
     **{f"{name}_vs_threshold": "threshold x 1000" for name in DETECTION_METRIC_NAMES},
 }

@@ -6,6 +6,7 @@ section 1: arrays are 0-based, column 0 of ``p_class`` is "unknown", pre-novelty
 post-novelty is ``[red_light:]``. An undefined value is returned as :class:`~owl_eval.metrics.results.NA`
 with the reason.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -15,9 +16,17 @@ from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_option
 
 __all__ = [
-    "detection_index", "correctly_detected", "detected_early", "rank_of_true_class", "topk_correct",
-    "top_k_accuracy", "novelty_detection_performance", "novelty_reaction_performance",
-    "overall_performance_task_improvement", "asymptotic_performance_task_improvement", "open_set_metrics",
+    "detection_index",
+    "correctly_detected",
+    "detected_early",
+    "rank_of_true_class",
+    "topk_correct",
+    "top_k_accuracy",
+    "novelty_detection_performance",
+    "novelty_reaction_performance",
+    "overall_performance_task_improvement",
+    "asymptotic_performance_task_improvement",
+    "open_set_metrics",
 ]
 
 
@@ -29,7 +38,11 @@ def _scores(name, values, *, ndim=1):
 
 
 def _threshold(threshold) -> float:
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.floating)) or not 0.0 <= threshold <= 1.0:
+    if (
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float, np.floating))
+        or not 0.0 <= threshold <= 1.0
+    ):
         raise MetricInputError(f"threshold: expected a number in [0, 1], got {threshold!r}")
     return float(threshold)
 
@@ -52,7 +65,9 @@ def _classes(gt_class, p_class, p_name="p_class"):
     scores = _scores(p_name, p_class, ndim=2)
     labels = as_array("gt_class", gt_class, shape=(scores.shape[0],), allow_nan=False)
     if labels.size and (labels.min() < 0 or labels.max() >= scores.shape[1] or (labels != np.round(labels)).any()):
-        raise MetricInputError(f"gt_class: expected integer class ids in [0, {scores.shape[1] - 1}] (p_class has {scores.shape[1]} columns)")
+        raise MetricInputError(
+            f"gt_class: expected integer class ids in [0, {scores.shape[1] - 1}] (p_class has {scores.shape[1]} columns)"
+        )
     return labels.astype(np.int64), scores
 
 
@@ -158,8 +173,16 @@ def novelty_detection_performance(gt_novel, p_unknown, *, threshold: float = 0.5
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "accuracy": (tp + tn) / truth.size,
-            "tp": tp, "fp": fp, "tn": tn, "fn": fn}
+    return {
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "accuracy": (tp + tn) / truth.size,
+        "tp": tp,
+        "fp": fp,
+        "tn": tn,
+        "fn": fn,
+    }
 
 
 # ---- reaction to novelty (need a baseline) ---------------------------------------------------------
@@ -174,8 +197,14 @@ def _agent_and_baseline(gt_class, p_class, baseline_p_class):
 
 
 def novelty_reaction_performance(
-    gt_class, p_class, baseline_p_class, red_light: int | None, *,
-    k: int = 1, window: str = "post", asymptotic_width: int = 100,
+    gt_class,
+    p_class,
+    baseline_p_class,
+    red_light: int | None,
+    *,
+    k: int = 1,
+    window: str = "post",
+    asymptotic_width: int = 100,
 ) -> float | NA:
     """NRP (M3 under system detection, M4 under given detection) of one trial.
 
@@ -219,7 +248,9 @@ def overall_performance_task_improvement(gt_class, p_class, baseline_p_class, re
     return agent_post / (agent_post + baseline_post)
 
 
-def asymptotic_performance_task_improvement(gt_class, p_class, baseline_p_class, *, asymptotic_width: int = 100) -> float | NA:
+def asymptotic_performance_task_improvement(
+    gt_class, p_class, baseline_p_class, *, asymptotic_width: int = 100
+) -> float | NA:
     """M6 (APTI) of one trial: top-1 of the agent over top-1 of the baseline on the last ``asymptotic_width``
     samples (the whole trial when it is shorter). N/A when the baseline's accuracy there is 0.
     (sail-on-client 0.30.0 does not implement M6; this is the seed's formula.)
@@ -268,11 +299,15 @@ def _open_set_metrics_unchecked(labels, novel, scores, rank) -> dict[str, float 
     """
     score_metrics = _novelty_score_metrics_unchecked(novel, scores[:, 0], tpr=0.95)
     if _constant(scores[:, 0]) and novel.any() and not novel.all():
-        why = (f"the novelty score p_class[:, 0] is {scores[0, 0]:g} for all {labels.size} samples: "
-               "{} by construction, not a measurement")
-        score_metrics = {"auroc": NA(why.format("AUROC would be 0.5")),
-                         "average_precision": NA(why.format("AP would be the share of novel samples")),
-                         "fpr_at_tpr": NA(why.format("FPR@95TPR would be 1"))}
+        why = (
+            f"the novelty score p_class[:, 0] is {scores[0, 0]:g} for all {labels.size} samples: "
+            "{} by construction, not a measurement"
+        )
+        score_metrics = {
+            "auroc": NA(why.format("AUROC would be 0.5")),
+            "average_precision": NA(why.format("AP would be the share of novel samples")),
+            "fpr_at_tpr": NA(why.format("FPR@95TPR would be 1")),
+        }
     # Correct known-class prediction without a second argmax: the true class g >= 1 is first among the
     # known columns iff nothing but column 0 is ranked ahead of it; column 0 is ahead iff p_0 >= p_g
     # (ties go to the lower column).
@@ -282,8 +317,10 @@ def _open_set_metrics_unchecked(labels, novel, scores, rank) -> dict[str, float 
     confidence = scores[:, 1:].max(axis=1)
     open_set = _oscr_unchecked(novel, confidence, correct)
     if not isinstance(open_set, NA) and _constant(confidence):
-        open_set = NA(f"the known-class confidence max(p_class[:, 1:]) is {confidence[0]:g} for all {labels.size} "
-                      "samples: OSCR would be the closed-set accuracy / 2 by construction, not a measurement")
+        open_set = NA(
+            f"the known-class confidence max(p_class[:, 1:]) is {confidence[0]:g} for all {labels.size} "
+            "samples: OSCR would be the closed-set accuracy / 2 by construction, not a measurement"
+        )
     return {
         "auroc_novel": score_metrics["auroc"],
         "aupr_novel": score_metrics["average_precision"],

@@ -27,21 +27,54 @@ agent). K-subsets: ``rng.permutation(N_P)[:K]`` from the given Generator; all pr
 The whole table (chunked, streaming from .npz) is in :mod:`owl_eval.metrics.trajectory.table`; the batched KDE in
 :mod:`owl_eval.metrics.trajectory.kde`; class metrics in :mod:`owl_eval.metrics.trajectory.classification`.
 """
+
 from __future__ import annotations
 
 import numpy as np
 
 from owl_eval.metrics.results import NA, MetricSpec
 from owl_eval.metrics.trajectory.classification import auc, class_ece, classification_table, tnr_pr
-from owl_eval.metrics.trajectory.context import OVERFLOW_REASON, TrajContext, finalize_ece, finalize_kde_ratio, finalize_ratio
+from owl_eval.metrics.trajectory.context import (
+    OVERFLOW_REASON,
+    TrajContext,
+    finalize_ece,
+    finalize_kde_ratio,
+    finalize_ratio,
+)
 from owl_eval.metrics.trajectory.core import check_paths, draw_subset, step_errors
 from owl_eval.metrics.trajectory.kde import kde_log_probs as _kde_log_probs
-from owl_eval.metrics.trajectory.table import REGISTRY, specs_for, table_metric, trajectory_table, trajectory_table_stream
+from owl_eval.metrics.trajectory.table import (
+    REGISTRY,
+    specs_for,
+    table_metric,
+    trajectory_table,
+    trajectory_table_stream,
+)
 
 __all__ = [
-    "ade", "fde", "min_ade", "min_fde", "miss_rate", "ml_ade", "ml_fde", "kde_nll", "kde_ece", "brier_min_fde",
-    "collision_rate", "displacement_by_step", "kde_log_probs", "auc", "class_ece", "tnr_pr", "classification_table",
-    "trajectory_table", "trajectory_table_stream", "table_metric", "specs_for", "REGISTRY", "SPECS",
+    "ade",
+    "fde",
+    "min_ade",
+    "min_fde",
+    "miss_rate",
+    "ml_ade",
+    "ml_fde",
+    "kde_nll",
+    "kde_ece",
+    "brier_min_fde",
+    "collision_rate",
+    "displacement_by_step",
+    "kde_log_probs",
+    "auc",
+    "class_ece",
+    "tnr_pr",
+    "classification_table",
+    "trajectory_table",
+    "trajectory_table_stream",
+    "table_metric",
+    "specs_for",
+    "REGISTRY",
+    "SPECS",
 ]
 
 
@@ -163,12 +196,33 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11):
 
 
 _CLASS_SPECS = [
-    MetricSpec("auc", "trajectory", True, (0.0, 1.0), latex=r"\emph{AUC}", combine="none",
-               description="one-vs-rest ROC AUC weighted by class frequency (AUC_ROC.py)"),
-    MetricSpec("class_ece", "trajectory", False, (0.0, 1.0), latex=r"\emph{ECE}", combine="none",
-               description="ECE of class probabilities, equal-count bins (ECE_class.py)"),
-    MetricSpec("tnr_pr", "trajectory", True, (0.0, 1.0), latex=r"\emph{TNR-PR}", combine="none",
-               description="true negative rate at perfect recall (TNR_PR.py)"),
+    MetricSpec(
+        "auc",
+        "trajectory",
+        True,
+        (0.0, 1.0),
+        latex=r"\emph{AUC}",
+        combine="none",
+        description="one-vs-rest ROC AUC weighted by class frequency (AUC_ROC.py)",
+    ),
+    MetricSpec(
+        "class_ece",
+        "trajectory",
+        False,
+        (0.0, 1.0),
+        latex=r"\emph{ECE}",
+        combine="none",
+        description="ECE of class probabilities, equal-count bins (ECE_class.py)",
+    ),
+    MetricSpec(
+        "tnr_pr",
+        "trajectory",
+        True,
+        (0.0, 1.0),
+        latex=r"\emph{TNR-PR}",
+        combine="none",
+        description="true negative rate at perfect recall (TNR_PR.py)",
+    ),
 ]
 
 SPECS: list[MetricSpec] = specs_for((20, 50)) + _CLASS_SPECS

@@ -3,6 +3,7 @@
 Inputs as General-Framework's ``get_true_and_predicted_class_probabilities``: ``p_true[N_S, N_C]``
 one-hot, ``p_pred[N_S, N_C]`` rows summing to 1.
 """
+
 from __future__ import annotations
 
 import numpy as np

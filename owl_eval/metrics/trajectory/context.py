@@ -10,6 +10,7 @@ Extreme inputs: a value that is not finite after the reduction (errors of predic
 beyond float64's range) is N/A with the reason, never inf or a clipped 1.8e308. The KDE states carry a
 count of overflowing KDEs as their last element, and any such KDE makes the KDE metrics N/A.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,17 +21,30 @@ from owl_eval.metrics.trajectory.kde import kde_log_probs
 from owl_eval.metrics.validation import MetricInputError, as_array
 
 ECE_LEVELS = np.linspace(0.0, 1.0, 201)
-OVERFLOW_REASON = ("not a finite number: the errors overflow float64 (coordinates or predictions too large, e.g. "
-                   "1e308); a value of that size is not a measurement")
-KDE_OVERFLOW_REASON = ("{n} KDE(s) overflow float64 (predictions spread over ~1e150 or more, e.g. 1e308); "
-                       "the KDE metrics are not computed")
+OVERFLOW_REASON = (
+    "not a finite number: the errors overflow float64 (coordinates or predictions too large, e.g. "
+    "1e308); a value of that size is not a measurement"
+)
+KDE_OVERFLOW_REASON = (
+    "{n} KDE(s) overflow float64 (predictions spread over ~1e150 or more, e.g. 1e308); the KDE metrics are not computed"
+)
 
 
 class TrajContext:
     """Validated arrays of one chunk of samples plus lazily computed, cached intermediate results."""
 
-    def __init__(self, true, pred, mask, *, step_count="agent", log_probs=None, joint_log_probs=None,
-                 singular_rtol=1e-11, full_kde=False):
+    def __init__(
+        self,
+        true,
+        pred,
+        mask,
+        *,
+        step_count="agent",
+        log_probs=None,
+        joint_log_probs=None,
+        singular_rtol=1e-11,
+        full_kde=False,
+    ):
         self.true, self.pred, self.mask = true, pred, mask
         # The NLL needs the truth's density only; the table, which also reports ECE/ML/Brier, shares the
         # full KDE (truth and every prediction) between them instead.
@@ -40,8 +54,9 @@ class TrajContext:
         n_s, n_p, n_a = pred.shape[:3]
         self.n_p = n_p
         self.log_probs = None if log_probs is None else as_array("log_probs", log_probs, shape=(n_s, n_p + 1, n_a))
-        self.joint_log_probs = None if joint_log_probs is None else as_array(
-            "joint_log_probs", joint_log_probs, shape=(n_s, n_p + 1))
+        self.joint_log_probs = (
+            None if joint_log_probs is None else as_array("joint_log_probs", joint_log_probs, shape=(n_s, n_p + 1))
+        )
         self._cache = {}
 
     def _cached(self, key, fn):
@@ -73,8 +88,9 @@ class TrajContext:
     def _kde(self, joint):
         valid = self.sample_valid() if joint else self.agent_valid()
         if self.log_probs is None and not (joint and self.joint_log_probs is not None):
-            return kde_log_probs(self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol,
-                                 return_overflow=True)
+            return kde_log_probs(
+                self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol, return_overflow=True
+            )
         if joint and self.joint_log_probs is not None:
             lp = self.joint_log_probs
         elif joint:  # joint density of independently predicted agents: sum over valid agents
@@ -91,13 +107,26 @@ class TrajContext:
     def kde_truth(self, joint):
         """``(log_true, ok, overflow)``: from the full KDE when it is (or will be) computed anyway, else
         from a KDE evaluated at the truth only."""
-        if self.full_kde or ("kde", joint) in self._cache or self.log_probs is not None or \
-                (joint and self.joint_log_probs is not None):
+        if (
+            self.full_kde
+            or ("kde", joint) in self._cache
+            or self.log_probs is not None
+            or (joint and self.joint_log_probs is not None)
+        ):
             log_true, _, ok, overflow = self._cached(("kde", joint), lambda: self._kde(joint))
             return log_true, ok, overflow
-        log_true, _, ok, overflow = self._cached(("kde_truth", joint), lambda: kde_log_probs(
-            self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol, return_overflow=True,
-            truth_only=True))
+        log_true, _, ok, overflow = self._cached(
+            ("kde_truth", joint),
+            lambda: kde_log_probs(
+                self.true,
+                self.pred,
+                self.mask,
+                joint=joint,
+                singular_rtol=self.singular_rtol,
+                return_overflow=True,
+                truth_only=True,
+            ),
+        )
         return log_true, ok, overflow
 
     def _with_overflow(self, state, joint):
@@ -179,8 +208,10 @@ class TrajContext:
         return np.array([(bad_m.any(-1) | bad_j).sum()], float)
 
     def collision_state(self, joint, radius):
-        hit, valid = self._cached(("col", joint, radius),
-                                  lambda: collision_counts(self.true, self.pred, self.mask, joint=joint, radius=radius))
+        hit, valid = self._cached(
+            ("col", joint, radius),
+            lambda: collision_counts(self.true, self.pred, self.mask, joint=joint, radius=radius),
+        )
         per = hit.mean(1)
         return np.array([per[valid].sum(), valid.sum()], float)
 
@@ -210,8 +241,11 @@ def finalize_kde_ratio(state):
     if den == 0:
         return NA("no non-singular KDE (every KDE had too few or identical predictions, or no valid agent)")
     with np.errstate(over="ignore", invalid="ignore"):
-        return _finite(num / den, "not a finite number: a log-probability of the truth is -inf (zero density) or "
-                                  "the errors overflow float64 (values too large, e.g. 1e308)")
+        return _finite(
+            num / den,
+            "not a finite number: a log-probability of the truth is -inf (zero density) or "
+            "the errors overflow float64 (values too large, e.g. 1e308)",
+        )
 
 
 def finalize_count(state):

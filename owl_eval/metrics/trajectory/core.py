@@ -12,6 +12,7 @@ step. ``step_count="sample"`` reproduces General-Framework (``ADE_indep.py``, ``
 masked steps are zero-filled, every agent is divided by the sample's maximum step count and FDE is read
 at index ``max_steps - 1`` of the sample.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -39,14 +40,18 @@ def check_paths(true, pred, mask):
     mask = as_array("mask", mask, shape=(n_s, n_a, n_o), dtype=None)
     if mask.dtype != bool:
         if mask.dtype.kind not in "biu" or not np.isin(mask, (0, 1)).all():
-            raise MetricInputError(f"mask: expected a boolean array of shape [{n_s}, {n_a}, {n_o}], got dtype {mask.dtype}")
+            raise MetricInputError(
+                f"mask: expected a boolean array of shape [{n_s}, {n_a}, {n_o}], got dtype {mask.dtype}"
+            )
         mask = mask.astype(bool)
     for name, arr, m in (("true", true, mask), ("pred", pred, mask[:, None])):
         bad = ~_finite_points(arr) & m
         if bad.any():
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise MetricInputError(f"{name}: non-finite value at valid step {idx} (mask is True there); "
-                                   "masked steps may hold NaN, valid steps may not")
+            raise MetricInputError(
+                f"{name}: non-finite value at valid step {idx} (mask is True there); "
+                "masked steps may hold NaN, valid steps may not"
+            )
     return true, pred, mask
 
 
@@ -66,7 +71,9 @@ def draw_subset(n_p: int, k: int | None, rng) -> np.ndarray:
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise MetricInputError(f"num_preds/k: expected a positive integer, got {k!r}")
     if not isinstance(rng, np.random.Generator):
-        raise MetricInputError(f"rng: a numpy Generator is required to draw {k} of {n_p} predictions, got {type(rng).__name__}")
+        raise MetricInputError(
+            f"rng: a numpy Generator is required to draw {k} of {n_p} predictions, got {type(rng).__name__}"
+        )
     return np.sort(rng.permutation(n_p)[:k])
 
 

@@ -20,6 +20,7 @@ or when a conditional variance ``diag(L)^2`` is below ``singular_rtol`` times th
 (result NaN, reported apart from the singular ones) when its covariance or a log density is not a
 finite float64: predictions spread over ~1e150 or more (say 1e308) square beyond float64's range.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -152,8 +153,17 @@ def _ordered_steps(mask2d):
     return order, mask2d.sum(-1)
 
 
-def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_elements=CHUNK_ELEMENTS,
-                  return_overflow=False, truth_only=False):
+def kde_log_probs(
+    true,
+    pred,
+    mask,
+    *,
+    joint=False,
+    singular_rtol=1e-11,
+    chunk_elements=CHUNK_ELEMENTS,
+    return_overflow=False,
+    truth_only=False,
+):
     """KDE log densities of the truth and of each prediction under the KDE of the predictions.
 
     ``truth_only``: the truth's density alone (what the NLL needs); ``log_pred`` is then None. Evaluating
@@ -177,8 +187,9 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11, chunk_e
         groups_true = true
         groups_mask = mask.reshape(n_s * n_a, n_o)
     with _single_blas_thread():
-        log_true, log_pred, ok, overflow = _kde_log_probs(groups_mask, groups_true, groups_pred, singular_rtol,
-                                                          chunk_elements, truth_only)
+        log_true, log_pred, ok, overflow = _kde_log_probs(
+            groups_mask, groups_true, groups_pred, singular_rtol, chunk_elements, truth_only
+        )
     if not joint:
         log_true, ok, overflow = (x.reshape(n_s, n_a) for x in (log_true, ok, overflow))
         if log_pred is not None:
@@ -224,7 +235,7 @@ def _kde_log_probs(groups_mask, groups_true, groups_pred, singular_rtol, chunk_e
         m = 1 if truth_only else n_p + 1
         step = _groups_per_chunk(chunk_elements, n_p, 2 * c, m)
         for lo in range(0, len(all_rows), step):  # gather per chunk: memory stays bounded, data stays in cache
-            rows = all_rows[lo:lo + step]
+            rows = all_rows[lo : lo + step]
             if n_p <= 2 * c:  # no more predictions than dimensions: singular by definition
                 break
             data, truth = _gather(groups_pred, groups_true, rows, order[rows, :c], n_steps)

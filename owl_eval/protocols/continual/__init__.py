@@ -23,6 +23,7 @@ step ``t < k`` then equals what the full run would report at step ``t`` (each us
 ``<= t`` only), while ``forward_transfer_avalanche`` (one task ahead) at the last completed step cannot see
 task k. With no completed row every metric is N/A with the reason.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -37,8 +38,11 @@ from owl_eval.typed import as_choice
 
 SCENARIOS = ("class_incremental", "task_incremental")
 # What the protocol calls on the learner, in the order a mismatch is reported.
-LEARNER_METHODS = (Method("learn", "learn(task_id, X, y)", args=3), Method("predict", "predict(X, task_id)", args=2),
-                   Method("setup", "setup(num_features, num_classes, rng)", args=3))
+LEARNER_METHODS = (
+    Method("learn", "learn(task_id, X, y)", args=3),
+    Method("predict", "predict(X, task_id)", args=2),
+    Method("setup", "setup(num_features, num_classes, rng)", args=3),
+)
 DOMAIN_CHOICES = "domain=<option> (split_digits, permuted_digits)"
 
 
@@ -52,12 +56,19 @@ class ContinualProtocol(Protocol):
     def check(self, *, domain, agent, baseline=None) -> None:
         """No baseline; the agent is a continual learner; the domain gives a task sequence."""
         no_baseline(baseline, "continual")
-        require_interface(agent, LEARNER_METHODS, role="agent", kind="a continual learner",
-                          choose=choices("agent", "continual"))
-        require_interface(domain, (Method("tasks", "tasks(rng)", args=1),), role="domain", kind="a continual domain",
-                          choose=DOMAIN_CHOICES)
-        require_attributes(domain, ("num_features", "num_classes"), role="domain", kind="a continual domain",
-                           choose=DOMAIN_CHOICES)
+        require_interface(
+            agent, LEARNER_METHODS, role="agent", kind="a continual learner", choose=choices("agent", "continual")
+        )
+        require_interface(
+            domain,
+            (Method("tasks", "tasks(rng)", args=1),),
+            role="domain",
+            kind="a continual domain",
+            choose=DOMAIN_CHOICES,
+        )
+        require_attributes(
+            domain, ("num_features", "num_classes"), role="domain", kind="a continual domain", choose=DOMAIN_CHOICES
+        )
 
     @property
     def task_incremental(self) -> bool:
@@ -80,10 +91,13 @@ class ContinualProtocol(Protocol):
             for task in tasks:
                 agent.classes_for_task(task.task_id, tuple(task.classes))
         record = ContinualRecord(
-            scenario=self.scenario, accuracy=np.zeros((0, len(tasks))),
+            scenario=self.scenario,
+            accuracy=np.zeros((0, len(tasks))),
             init_accuracy=self._evaluate_all(agent, tasks, num_classes, "before any training"),
             num_instances=np.array([t.y_test.size for t in tasks], dtype=np.int64),
-            task_classes=tuple(tuple(int(c) for c in t.classes) for t in tasks), domain=str(getattr(domain, "name", "")))
+            task_classes=tuple(tuple(int(c) for c in t.classes) for t in tasks),
+            domain=str(getattr(domain, "name", "")),
+        )
         self._record = record
         for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=True):
             agent.learn(task.task_id, task.X_train.copy(), task.y_train.copy())
@@ -114,15 +128,21 @@ def check_tasks(tasks: Sequence, num_features: int, num_classes: int) -> list:
     for position, task in enumerate(tasks):
         where = f"domain task {position}"
         if task.task_id != position:
-            raise ValueError(f"{where}: task ids must be 0..T-1 in order, got task_id {task.task_id!r} at position {position}")
+            raise ValueError(
+                f"{where}: task ids must be 0..T-1 in order, got task_id {task.task_id!r} at position {position}"
+            )
         for split in ("train", "test"):
             X, y = getattr(task, f"X_{split}"), getattr(task, f"y_{split}")
             if X.ndim != 2 or X.shape[1] != num_features or y.shape != (X.shape[0],):
-                raise ValueError(f"{where}: X_{split} must be [n, {num_features}] with y_{split} [n], got {X.shape} and {y.shape}")
+                raise ValueError(
+                    f"{where}: X_{split} must be [n, {num_features}] with y_{split} [n], got {X.shape} and {y.shape}"
+                )
             if y.size == 0:
                 raise ValueError(f"{where}: the {split} set is empty")
             if y.min() < 0 or y.max() >= num_classes:
-                raise ValueError(f"{where}: y_{split} labels must lie in 0..{num_classes - 1}, got {y.min()}..{y.max()}")
+                raise ValueError(
+                    f"{where}: y_{split} labels must lie in 0..{num_classes - 1}, got {y.min()}..{y.max()}"
+                )
     return tasks
 
 
@@ -134,12 +154,18 @@ def check_predictions(out, task, num_classes: int, when: str) -> np.ndarray:
         arr = np.asarray(out)
         values = arr.astype(np.float64)
     except (TypeError, ValueError) as exc:
-        raise AgentOutputError(f"{where}: predict must return an array of class labels, got {type(out).__name__} ({exc})") from None
+        raise AgentOutputError(
+            f"{where}: predict must return an array of class labels, got {type(out).__name__} ({exc})"
+        ) from None
     if arr.shape != (n,):
-        raise AgentOutputError(f"{where}: predictions have shape {arr.shape}, expected ({n},) (one class label per test sample)")
+        raise AgentOutputError(
+            f"{where}: predictions have shape {arr.shape}, expected ({n},) (one class label per test sample)"
+        )
     if not np.all(np.isfinite(values)) or np.any(values != np.round(values)):
         bad = int(np.argmax(~np.isfinite(values) | (values != np.round(values))))
         raise AgentOutputError(f"{where}: predictions must be whole class labels, got {values[bad]!r} at index {bad}")
     if n and (values.min() < 0 or values.max() >= num_classes):
-        raise AgentOutputError(f"{where}: predictions must lie in 0..{num_classes - 1}, got {values.min():g}..{values.max():g}")
+        raise AgentOutputError(
+            f"{where}: predictions must lie in 0..{num_classes - 1}, got {values.min():g}..{values.max():g}"
+        )
     return values.astype(np.int64)

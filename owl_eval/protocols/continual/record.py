@@ -10,6 +10,7 @@ Saved three ways into one folder (no pickle):
 A record of an interrupted run holds only the rows completed before the failure: ``accuracy`` is then
 ``[k, T]`` with ``k < T`` (``b``, ``n`` and the task classes are always complete).
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,11 @@ class ContinualRecord:
         self.accuracy = np.vstack([self.accuracy, np.asarray(row, dtype=np.float64)[None, :]])
 
     def renate_results(self) -> dict:
-        return {"accuracy": self.accuracy.tolist(), "accuracy_init": [self.init_accuracy.tolist()],
-                "num_instances": [int(v) for v in self.num_instances]}
+        return {
+            "accuracy": self.accuracy.tolist(),
+            "accuracy_init": [self.init_accuracy.tolist()],
+            "num_instances": [int(v) for v in self.num_instances],
+        }
 
     # -- files -------------------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -65,10 +69,15 @@ class ContinualRecord:
         counts = np.array([len(c) for c in self.task_classes], dtype=np.int64)
         flat = np.array([c for cls in self.task_classes for c in cls], dtype=np.int64)
         meta = {"scenario": self.scenario, "domain": self.domain, "format": FORMAT}
-        np.savez_compressed(path, accuracy=np.asarray(self.accuracy, dtype=np.float64).reshape(-1, self.num_tasks),
-                            init_accuracy=np.asarray(self.init_accuracy, dtype=np.float64),
-                            num_instances=np.asarray(self.num_instances, dtype=np.int64),
-                            task_classes=flat, task_class_counts=counts, meta_json=np.array(json.dumps(meta)))
+        np.savez_compressed(
+            path,
+            accuracy=np.asarray(self.accuracy, dtype=np.float64).reshape(-1, self.num_tasks),
+            init_accuracy=np.asarray(self.init_accuracy, dtype=np.float64),
+            num_instances=np.asarray(self.num_instances, dtype=np.int64),
+            task_classes=flat,
+            task_class_counts=counts,
+            meta_json=np.array(json.dumps(meta)),
+        )
         (directory / RENATE_FILE).write_text(json.dumps(self.renate_results()))
         self._write_csv(directory / MATRIX_FILE)
         return path
@@ -80,7 +89,7 @@ class ContinualRecord:
         path.write_text("\n".join(lines) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "ContinualRecord":
+    def load(cls, path: str | Path) -> ContinualRecord:
         """A saved record (the file or its folder); every member's CRC, type and shape is checked, and a
         malformed one is one ``ValueError`` naming the file and the member (never an unpickled object)."""
         path = Path(path)
@@ -89,24 +98,33 @@ class ContinualRecord:
         return cls.from_arrays(npz_arrays(path), path)
 
     @classmethod
-    def from_arrays(cls, arrays, path) -> "ContinualRecord":
+    def from_arrays(cls, arrays, path) -> ContinualRecord:
         meta = json_member(arrays, "meta_json", path)
         if meta.get("format") != FORMAT:
-            raise MetricInputError(f"{path}: not a continual record (format {str(meta.get('format'))[:60]!r}, "
-                                   f"expected {FORMAT!r})")
+            raise MetricInputError(
+                f"{path}: not a continual record (format {str(meta.get('format'))[:60]!r}, expected {FORMAT!r})"
+            )
         scenario, domain = meta.get("scenario"), meta.get("domain", "")
         if scenario not in SCENARIOS:
-            raise MetricInputError(f"{path}: meta_json scenario: expected one of {list(SCENARIOS)}, got {str(scenario)[:60]!r}")
+            raise MetricInputError(
+                f"{path}: meta_json scenario: expected one of {list(SCENARIOS)}, got {str(scenario)[:60]!r}"
+            )
         if not isinstance(domain, str):
             raise MetricInputError(f"{path}: meta_json domain: expected a string, got {type(domain).__name__}")
         counts = member(arrays, "task_class_counts", path, kinds="iu", ndim=1)
         flat = member(arrays, "task_classes", path, kinds="iu", ndim=1)
         if (counts < 0).any() or int(counts.sum(dtype=object)) != len(flat):
-            raise MetricInputError(f"{path}: array 'task_class_counts' {counts.tolist()[:20]} does not split the "
-                                   f"{len(flat)} entries of 'task_classes' (non-negative counts summing to {len(flat)})")
+            raise MetricInputError(
+                f"{path}: array 'task_class_counts' {counts.tolist()[:20]} does not split the "
+                f"{len(flat)} entries of 'task_classes' (non-negative counts summing to {len(flat)})"
+            )
         bounds = np.concatenate([[0], np.cumsum(counts)])
-        classes = tuple(tuple(int(c) for c in flat[bounds[i]:bounds[i + 1]]) for i in range(len(counts)))
-        return cls(scenario=scenario, accuracy=member(arrays, "accuracy", path, kinds="f", ndim=2),
-                   init_accuracy=member(arrays, "init_accuracy", path, kinds="f", ndim=1),
-                   num_instances=member(arrays, "num_instances", path, kinds="iu", ndim=1), task_classes=classes,
-                   domain=domain)
+        classes = tuple(tuple(int(c) for c in flat[bounds[i] : bounds[i + 1]]) for i in range(len(counts)))
+        return cls(
+            scenario=scenario,
+            accuracy=member(arrays, "accuracy", path, kinds="f", ndim=2),
+            init_accuracy=member(arrays, "init_accuracy", path, kinds="f", ndim=1),
+            num_instances=member(arrays, "num_instances", path, kinds="iu", ndim=1),
+            task_classes=classes,
+            domain=domain,
+        )

@@ -7,6 +7,7 @@ missing STE is computed once and stored (``ste.missing: compute``, the default) 
 command that produces it (``ste.missing: skip``). ``mode: ste`` produces (or reuses) the STE of every
 trained (task, variant) of the syllabus and reports their metrics.
 """
+
 from __future__ import annotations
 
 import copy
@@ -17,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.formats.l2logger import EpisodeLog, L2Logger, L2LogError, read_log
 from owl_eval.errors import ConfigError
+from owl_eval.formats.l2logger import EpisodeLog, L2LogError, L2Logger, read_log
 from owl_eval.protocols.base import Protocol
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.protocols.lifelong_rl.episodes import run_syllabus
@@ -34,30 +35,48 @@ METRICS_COLUMNS = ("reward",)
 # Columns of the log a live run writes that metrics.perf_measure may name (the episode's return, its length).
 PERF_COLUMNS = METRICS_COLUMNS + ("episode_step_count",)
 # What the episode loop calls on the agent, in the order a mismatch is reported.
-AGENT_METHODS = (Method("act", "act(observation)", args=1),
-                 Method("observe", "observe(observation, action, reward, next_observation, terminated, truncated)", args=6),
-                 Method("seed", "seed(rng)", args=1), Method("start_task", "start_task(spec)", args=1),
-                 Method("end_task", "end_task(spec)", args=1), Method("set_learning", "set_learning(on)", args=1),
-                 Method("start_block", "start_block(block)", args=1), Method("end_block", "end_block(block)", args=1))
-DOMAIN_METHODS = (Method("make", "make(task, variant)", args=2), Method("variants", "variants(task)", args=1),
-                  Method("params", "params(task, variant)", args=2), Method("identity", "identity(task, variant)", args=2))
+AGENT_METHODS = (
+    Method("act", "act(observation)", args=1),
+    Method("observe", "observe(observation, action, reward, next_observation, terminated, truncated)", args=6),
+    Method("seed", "seed(rng)", args=1),
+    Method("start_task", "start_task(spec)", args=1),
+    Method("end_task", "end_task(spec)", args=1),
+    Method("set_learning", "set_learning(on)", args=1),
+    Method("start_block", "start_block(block)", args=1),
+    Method("end_block", "end_block(block)", args=1),
+)
+DOMAIN_METHODS = (
+    Method("make", "make(task, variant)", args=2),
+    Method("variants", "variants(task)", args=1),
+    Method("params", "params(task, variant)", args=2),
+    Method("identity", "identity(task, variant)", args=2),
+)
 DOMAIN_CHOICES = "domain=<option> (cartpole, frozenlake, classic_control)"
 
 
 class RLSyllabusProtocol(Protocol):
     name = "lifelong_rl"
 
-    def __init__(self, syllabus: Mapping[str, Any], mode: str = "syllabus", log_dir: str = "l2log",
-                 scenario_name: str = "syllabus", eval_seed: int = 1_000_000, worker_id: str = "worker-default",
-                 ste: Mapping[str, Any] | None = None):
+    def __init__(
+        self,
+        syllabus: Mapping[str, Any],
+        mode: str = "syllabus",
+        log_dir: str = "l2log",
+        scenario_name: str = "syllabus",
+        eval_seed: int = 1_000_000,
+        worker_id: str = "worker-default",
+        ste: Mapping[str, Any] | None = None,
+    ):
         self.mode = as_choice(mode, "protocol.mode", MODES)
         self.syllabus = parse_syllabus(syllabus)
         self.log_dir = Path(as_str(log_dir, "protocol.log_dir"))
         # Both become directory names of the l2logger layout.
-        self.scenario_name = check_name(as_str(str(scenario_name), "protocol.scenario_name"), what="scenario name",
-                                        where="protocol.scenario_name")
-        self.worker_id = check_name(as_str(str(worker_id), "protocol.worker_id"), what="worker id",
-                                    where="protocol.worker_id")
+        self.scenario_name = check_name(
+            as_str(str(scenario_name), "protocol.scenario_name"), what="scenario name", where="protocol.scenario_name"
+        )
+        self.worker_id = check_name(
+            as_str(str(worker_id), "protocol.worker_id"), what="worker id", where="protocol.worker_id"
+        )
         self.eval_seed = as_int(eval_seed, "protocol.eval_seed", minimum=0)
         ste = ste if ste is not None else {}
         if not isinstance(ste, Mapping):
@@ -78,7 +97,9 @@ class RLSyllabusProtocol(Protocol):
         """No baseline; the agent is a lifelong-RL agent; the domain is an RL domain holding every task and
         variant of the syllabus."""
         no_baseline(baseline, "lifelong_rl")
-        require_interface(agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "lifelong_rl"))
+        require_interface(
+            agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "lifelong_rl")
+        )
         require_interface(domain, DOMAIN_METHODS, role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         require_attributes(domain, ("tasks", "name"), role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         validate_against(self.syllabus, domain)
@@ -89,8 +110,13 @@ class RLSyllabusProtocol(Protocol):
 
     # -- STE lookup ------------------------------------------------------------------------------------
     def _store(self, agent_class: str = "agent") -> SteStore:
-        return SteStore(self.ste_dir, seed=self.ste_seed, episodes=self.ste_episodes, agent_cfg=self.ste_agent_cfg,
-                        agent_class=agent_class)
+        return SteStore(
+            self.ste_dir,
+            seed=self.ste_seed,
+            episodes=self.ste_episodes,
+            agent_cfg=self.ste_agent_cfg,
+            agent_class=agent_class,
+        )
 
     def _ste_status(self, domain, store: SteStore) -> dict[str, Path | None]:
         """Stored STE log directory of every trained (task, variant), None where missing."""
@@ -144,8 +170,11 @@ class RLSyllabusProtocol(Protocol):
             overrides = list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
         except Exception:
             overrides = []
-        keep = [o for o in overrides if not o.startswith(("protocol.mode=", "protocol.ste.missing=", "tracking.",
-                                                          "experiment_name="))]
+        keep = [
+            o
+            for o in overrides
+            if not o.startswith(("protocol.mode=", "protocol.ste.missing=", "tracking.", "experiment_name="))
+        ]
         return " ".join(["python -m owl_eval", *keep, "protocol.mode=ste"])
 
     def _resolve_ste(self, domain, pristine, *, compute: bool, progress: bool):
@@ -158,21 +187,32 @@ class RLSyllabusProtocol(Protocol):
             if found is not None:
                 status[name] = "reused"
             elif compute:
+
                 def produce(base, task=task, variant=variant, name=name):
                     agent = self._fresh_agent(pristine)
                     with L2Logger(base, name, METRICS_COLUMNS, {"scenario_type": "ste", "task_name": name}) as logger:
-                        run_syllabus([Block("train", task, variant, self.ste_episodes)], agent, domain, logger,
-                                     ste_rng(self.ste_seed, name), eval_seed=self.eval_seed, worker_id=self.worker_id,
-                                     progress=progress, desc=f"STE {name}")
+                        run_syllabus(
+                            [Block("train", task, variant, self.ste_episodes)],
+                            agent,
+                            domain,
+                            logger,
+                            ste_rng(self.ste_seed, name),
+                            eval_seed=self.eval_seed,
+                            worker_id=self.worker_id,
+                            progress=progress,
+                            desc=f"STE {name}",
+                        )
                     return logger.scenario_dir
 
                 found = store.compute(identity, produce)
                 status[name] = "computed"
             else:
                 status[name] = "missing"
-                reasons[name] = (f"no STE reference for {name} (agent {agent_label(self.ste_agent_cfg, type(pristine).__name__)}, "
-                                 f"seed {self.ste_seed}, {self.ste_episodes} episodes) under {store.root}; produce it with: "
-                                 f"{self._ste_command()}")
+                reasons[name] = (
+                    f"no STE reference for {name} (agent {agent_label(self.ste_agent_cfg, type(pristine).__name__)}, "
+                    f"seed {self.ste_seed}, {self.ste_episodes} episodes) under {store.root}; produce it with: "
+                    f"{self._ste_command()}"
+                )
                 continue
             logs[name], dirs[name] = read_log(found), found
         return logs, dirs, status, reasons
@@ -185,25 +225,49 @@ class RLSyllabusProtocol(Protocol):
         t0 = time.perf_counter()
         if self.mode == "ste":
             logs, dirs, status, reasons = self._resolve_ste(domain, pristine, compute=True, progress=progress)
-            self._record = RLRecord(log=concatenate(list(logs.values())), kind=self.syllabus.kind, mode="ste",
-                                    ste_logs=logs, ste_dirs=dirs, ste_status=status, variant_params=params,
-                                    timings={"ste_s": time.perf_counter() - t0})
+            self._record = RLRecord(
+                log=concatenate(list(logs.values())),
+                kind=self.syllabus.kind,
+                mode="ste",
+                ste_logs=logs,
+                ste_dirs=dirs,
+                ste_status=status,
+                variant_params=params,
+                timings={"ste_s": time.perf_counter() - t0},
+            )
             return self._record
         info = {"scenario_type": "custom", "syllabus_kind": self.syllabus.kind, "complexity": "", "difficulty": ""}
         self._logger = L2Logger(self.log_dir, self.scenario_name, METRICS_COLUMNS, info)
         self._scenario_dir = self._logger.scenario_dir
         try:
-            run_syllabus(self.syllabus.blocks, agent, domain, self._logger, rng, eval_seed=self.eval_seed,
-                         worker_id=self.worker_id, progress=progress, desc=f"{self.syllabus.kind} syllabus")
+            run_syllabus(
+                self.syllabus.blocks,
+                agent,
+                domain,
+                self._logger,
+                rng,
+                eval_seed=self.eval_seed,
+                worker_id=self.worker_id,
+                progress=progress,
+                desc=f"{self.syllabus.kind} syllabus",
+            )
         finally:
             self._logger.close()
         t1 = time.perf_counter()
-        logs, dirs, status, reasons = self._resolve_ste(domain, pristine, compute=self.ste_missing == "compute",
-                                                        progress=progress)
-        self._record = RLRecord(log=read_log(self._scenario_dir), kind=self.syllabus.kind, log_dir=self._scenario_dir,
-                                ste_logs=logs, ste_dirs=dirs, ste_status=status, ste_reasons=reasons,
-                                variant_params=params,
-                                timings={"syllabus_s": t1 - t0, "ste_s": time.perf_counter() - t1})
+        logs, dirs, status, reasons = self._resolve_ste(
+            domain, pristine, compute=self.ste_missing == "compute", progress=progress
+        )
+        self._record = RLRecord(
+            log=read_log(self._scenario_dir),
+            kind=self.syllabus.kind,
+            log_dir=self._scenario_dir,
+            ste_logs=logs,
+            ste_dirs=dirs,
+            ste_status=status,
+            ste_reasons=reasons,
+            variant_params=params,
+            timings={"syllabus_s": t1 - t0, "ste_s": time.perf_counter() - t1},
+        )
         return self._record
 
     def record_so_far(self) -> RLRecord | None:
@@ -219,6 +283,7 @@ class RLSyllabusProtocol(Protocol):
         except L2LogError:  # no episode was logged
             return None
         return RLRecord(log=log, kind=self.syllabus.kind, log_dir=self._scenario_dir) if len(log) else None
+
 
 def concatenate(logs: list[EpisodeLog]) -> EpisodeLog:
     """Logs one after the other as one log: block numbers and episode numbers continue across logs."""

@@ -1,4 +1,5 @@
 """The episode loop shared by syllabus runs and STE runs: blocks of episodes, each logged as it ends."""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -13,9 +14,19 @@ from owl_eval.protocols.lifelong_rl.syllabus import Block
 SEED_HIGH = 2**31 - 1
 
 
-def run_syllabus(blocks: Sequence[Block], agent, domain, logger, rng: np.random.Generator, *, eval_seed: int,
-                 worker_id: str = "worker-default", progress: bool = False, desc: str = "RL blocks",
-                 on_block_end=None) -> int:
+def run_syllabus(
+    blocks: Sequence[Block],
+    agent,
+    domain,
+    logger,
+    rng: np.random.Generator,
+    *,
+    eval_seed: int,
+    worker_id: str = "worker-default",
+    progress: bool = False,
+    desc: str = "RL blocks",
+    on_block_end=None,
+) -> int:
     """Run ``blocks`` in order, logging one row per episode through ``logger``; returns the episode count.
 
     ``rng`` is split into the environment's and the agent's generators (``agent.seed`` is called here, so
@@ -49,8 +60,16 @@ def run_syllabus(blocks: Sequence[Block], agent, domain, logger, rng: np.random.
         params = env.spec.params
         for episode, seed in enumerate(seeds.tolist()):
             ret, steps = _episode(agent, env, int(seed), learning, index, block, episode)
-            logger.log_episode(block_num=index, exp_num=exp_num, block_type=block.type, task_name=block.task_name,
-                               task_params=params, worker_id=worker_id, reward=ret, episode_step_count=steps)
+            logger.log_episode(
+                block_num=index,
+                exp_num=exp_num,
+                block_type=block.type,
+                task_name=block.task_name,
+                task_params=params,
+                worker_id=worker_id,
+                reward=ret,
+                episode_step_count=steps,
+            )
             exp_num += 1
         agent.end_block(info)
         if on_block_end is not None:
@@ -79,10 +98,15 @@ def _episode(agent, env, seed: int, learning: bool, index: int, block: Block, ep
 
 
 def _check_action(action, num_actions: int, index: int, block: Block, episode: int, step: int) -> int:
-    if isinstance(action, (int, np.integer)) and not isinstance(action, (bool, np.bool_)) and 0 <= int(action) < num_actions:
+    if (
+        isinstance(action, (int, np.integer))
+        and not isinstance(action, (bool, np.bool_))
+        and 0 <= int(action) < num_actions
+    ):
         return int(action)
     if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
         return _check_action(action.item(), num_actions, index, block, episode, step)
     raise AgentOutputError(
         f"agent action in block {index} ({block.type} {block.task_name}), episode {episode}, step {step}: "
-        f"expected an int in [0, {num_actions}), got {action!r} ({type(action).__name__})")
+        f"expected an int in [0, {num_actions}), got {action!r} ({type(action).__name__})"
+    )

@@ -10,6 +10,7 @@ The log folders may be user data (``owl_eval.runner.evaluate +source=l2logger``)
 Only the files the reader parsed are copied (``EpisodeLog.files``; a link or any other file in the folder
 never reaches the artifacts), and every name that becomes a path (STE and task names) is checked first.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,15 +49,23 @@ class RLRecord:
         for name, log in ste.items():
             _check_task_names(log, f"the STE log {name}")
         if self.log_dir is not None:
-            log = self.log if _read_from(self.log, self.log_dir) else read_log(self.log_dir, perf_measure=None, raw=True)
+            log = (
+                self.log if _read_from(self.log, self.log_dir) else read_log(self.log_dir, perf_measure=None, raw=True)
+            )
             _copy_parsed(log, directory / "l2log")
         else:
             write_log(self.log, directory / "l2log", "rl_log", stamp=0.0)
         for name, log in ste.items():
             _copy_parsed(log, directory / "ste" / name)
-        meta = {"format": "owl-eval/rl-record/1", "kind": self.kind, "mode": self.mode,
-                "ste_status": self.ste_status, "ste_reasons": self.ste_reasons, "variant_params": self.variant_params,
-                "timings": self.timings}
+        meta = {
+            "format": "owl-eval/rl-record/1",
+            "kind": self.kind,
+            "mode": self.mode,
+            "ste_status": self.ste_status,
+            "ste_reasons": self.ste_reasons,
+            "variant_params": self.variant_params,
+            "timings": self.timings,
+        }
         (directory / RECORD_FILE).write_text(json.dumps(meta, indent=2))
         return directory
 
@@ -65,7 +74,7 @@ class RLRecord:
         return log if log is not None and _read_from(log, src) else read_log(src, perf_measure=None, raw=True)
 
     @classmethod
-    def load(cls, path: str | Path) -> "RLRecord":
+    def load(cls, path: str | Path) -> RLRecord:
         """A saved record; malformed parts are one error naming the file (L2LogError / UnsafePathError)."""
         path = Path(path)
         if path.is_file():
@@ -78,10 +87,17 @@ class RLRecord:
             if parts[0] == "ste" and len(parts) > 2:
                 name = check_name(parts[1], what="STE name", where=str(path / rel))
                 ste_dirs.setdefault(name, path / "ste" / name / parts[2])
-        return cls(log=read_log(path / "l2log"), kind=meta["kind"], mode=meta["mode"],
-                   ste_logs={k: read_log(v) for k, v in ste_dirs.items()}, ste_dirs=ste_dirs,
-                   ste_status=meta["ste_status"], ste_reasons=meta["ste_reasons"],
-                   variant_params=meta["variant_params"], timings=meta["timings"])
+        return cls(
+            log=read_log(path / "l2log"),
+            kind=meta["kind"],
+            mode=meta["mode"],
+            ste_logs={k: read_log(v) for k, v in ste_dirs.items()},
+            ste_dirs=ste_dirs,
+            ste_status=meta["ste_status"],
+            ste_reasons=meta["ste_reasons"],
+            variant_params=meta["variant_params"],
+            timings=meta["timings"],
+        )
 
 
 def _read_from(log: EpisodeLog, folder: Path) -> bool:
@@ -102,8 +118,9 @@ def _copy_parsed(log: EpisodeLog, destination: Path) -> None:
 
 def _read_meta(path: Path) -> dict:
     """``rl_record.json`` as typed fields (missing keys take their defaults)."""
-    meta = parse_json(read_text(path, what="RL record file"), where=str(path), error=L2LogError,
-                      expect_object="RL record settings")
+    meta = parse_json(
+        read_text(path, what="RL record file"), where=str(path), error=L2LogError, expect_object="RL record settings"
+    )
     out = {"kind": meta.get("kind", "custom"), "mode": meta.get("mode", "syllabus")}
     if not isinstance(out["kind"], str):
         raise L2LogError(f"{path}: kind: expected a string, got {out['kind']!r}")

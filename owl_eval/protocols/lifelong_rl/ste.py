@@ -14,6 +14,7 @@ Each name in the path is a checked safe name; an entry whose ``ste_info.json`` i
 object, or points outside its folder counts as absent (it is recomputed), and a stored log is read like
 any user log (no link followed).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -43,22 +44,33 @@ def agent_label(agent_cfg: dict | None, agent_class: str) -> str:
 
 
 class SteStore:
-    def __init__(self, root: str | os.PathLike, *, seed: int, episodes: int, agent_cfg: dict | None,
-                 agent_class: str = "agent"):
+    def __init__(
+        self, root: str | os.PathLike, *, seed: int, episodes: int, agent_cfg: dict | None, agent_class: str = "agent"
+    ):
         self.root = Path(root).expanduser().resolve()
         self.seed, self.episodes = int(seed), int(episodes)
         self.agent_cfg = json.loads(json.dumps(agent_cfg)) if agent_cfg else None
         self.agent_class = agent_class
 
     def identity(self, task: str, variant: str, env_identity: dict[str, Any]) -> dict:
-        return {"task": task, "variant": variant, "environment": env_identity, "seed": self.seed,
-                "episodes": self.episodes, "agent": self.agent_cfg or {"class": self.agent_class}}
+        return {
+            "task": task,
+            "variant": variant,
+            "environment": env_identity,
+            "seed": self.seed,
+            "episodes": self.episodes,
+            "agent": self.agent_cfg or {"class": self.agent_class},
+        }
 
     def path(self, identity: dict) -> Path:
-        digest = hashlib.sha256(json.dumps({"agent": identity["agent"], "environment": identity["environment"]},
-                                           sort_keys=True).encode()).hexdigest()[:10]
-        label = check_name(f"{agent_label(self.agent_cfg, self.agent_class)}-{digest}", what="STE agent label",
-                           where="the STE agent's _target_")
+        digest = hashlib.sha256(
+            json.dumps({"agent": identity["agent"], "environment": identity["environment"]}, sort_keys=True).encode()
+        ).hexdigest()[:10]
+        label = check_name(
+            f"{agent_label(self.agent_cfg, self.agent_class)}-{digest}",
+            what="STE agent label",
+            where="the STE agent's _target_",
+        )
         task = check_name(f"{identity['task']}_{identity['variant']}", what="STE task name", where="the syllabus")
         return self.root / task / label / f"seed{self.seed}-ep{self.episodes}"
 

@@ -15,6 +15,7 @@ In YAML a syllabus gives either ``blocks`` explicitly or ``generate`` (the templ
     generate: {task_variants: [cartpole/default, cartpole/weak_force], cycles: 2,
                train_episodes: 100, test_episodes: 5}
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -68,6 +69,7 @@ class Syllabus:
 
 # ----------------------------------------------------------------------------------------- templates
 
+
 def _pairs(task_variants: Sequence) -> list[tuple[str, str]]:
     out = []
     for i, tv in enumerate(task_variants):
@@ -82,8 +84,9 @@ def _pairs(task_variants: Sequence) -> list[tuple[str, str]]:
     return out
 
 
-def cycle_template(task_variants, *, cycles: int = 2, train_episodes: int = 100, test_episodes: int = 10,
-                   initial_test: bool = False) -> list[Block]:
+def cycle_template(
+    task_variants, *, cycles: int = 2, train_episodes: int = 100, test_episodes: int = 10, initial_test: bool = False
+) -> list[Block]:
     """Each cycle trains every (task, variant) in order; after each training block every pair is evaluated
     (``test_episodes`` 0: no evaluation); ``initial_test``: also evaluate everything before any training."""
     pairs = _pairs(task_variants)
@@ -130,10 +133,13 @@ def ant_b_template(task_variants: Mapping[str, Sequence[str]], **kw) -> list[Blo
 
 # ----------------------------------------------------------------------------------------- parsing
 
+
 def parse_syllabus(node: Mapping[str, Any]) -> Syllabus:
     """A validated :class:`Syllabus` from a config node (``kind`` plus ``blocks`` or ``generate``)."""
     if not isinstance(node, Mapping):
-        raise SyllabusError(f"protocol.syllabus: expected a mapping with 'kind' and 'blocks' (or 'generate'), got {type(node).__name__}")
+        raise SyllabusError(
+            f"protocol.syllabus: expected a mapping with 'kind' and 'blocks' (or 'generate'), got {type(node).__name__}"
+        )
     unknown = sorted(set(node) - {"kind", "blocks", "generate", "description"})
     if unknown:
         raise SyllabusError(f"protocol.syllabus: unknown key(s) {unknown}; valid: kind, blocks, generate, description")
@@ -142,7 +148,9 @@ def parse_syllabus(node: Mapping[str, Any]) -> Syllabus:
         raise SyllabusError(f"protocol.syllabus.kind: expected one of {list(KINDS)}, got {kind!r}")
     has_blocks, has_generate = node.get("blocks") is not None, node.get("generate") is not None
     if has_blocks == has_generate:
-        raise SyllabusError("protocol.syllabus: give exactly one of 'blocks' (a list) or 'generate' (template arguments)")
+        raise SyllabusError(
+            "protocol.syllabus: give exactly one of 'blocks' (a list) or 'generate' (template arguments)"
+        )
     if has_generate:
         gen = node["generate"]
         bad = sorted(set(gen) - set(GENERATE_KEYS))
@@ -196,7 +204,9 @@ def validate_structure(s: Syllabus) -> None:
     tasks = s.tasks
     variants = {t: list(dict.fromkeys(b.variant for b in s.blocks if b.task == t)) for t in tasks}
     if s.kind == "CL" and len(tasks) != 1:
-        raise SyllabusError(f"protocol.syllabus (CL): exactly one task expected, got {tasks}; use ANT_A/ANT_B for several tasks")
+        raise SyllabusError(
+            f"protocol.syllabus (CL): exactly one task expected, got {tasks}; use ANT_A/ANT_B for several tasks"
+        )
     if s.kind in ("ANT_A", "ANT_B"):
         if len(tasks) < 2:
             raise SyllabusError(f"protocol.syllabus ({s.kind}): at least two tasks expected, got {tasks}")
@@ -205,20 +215,28 @@ def validate_structure(s: Syllabus) -> None:
             if many:
                 raise SyllabusError(f"protocol.syllabus (ANT_A): one variant per task expected, got {many}; use ANT_B")
         elif all(len(v) == 1 for v in variants.values()):
-            raise SyllabusError(f"protocol.syllabus (ANT_B): at least one task with several variants expected, got {variants}")
+            raise SyllabusError(
+                f"protocol.syllabus (ANT_B): at least one task with several variants expected, got {variants}"
+            )
         tested = {(b.task, b.variant) for b in s.blocks if b.type == "test"}
         for i, b in enumerate(s.blocks):
             if b.type == "train" and (b.task, b.variant) not in tested:
-                raise SyllabusError(f"protocol.syllabus.blocks[{i}].task: {b.task_name} is trained but never evaluated; "
-                                    f"evaluation blocks are mandatory in {s.kind}")
+                raise SyllabusError(
+                    f"protocol.syllabus.blocks[{i}].task: {b.task_name} is trained but never evaluated; "
+                    f"evaluation blocks are mandatory in {s.kind}"
+                )
 
 
 def validate_against(s: Syllabus, domain) -> None:
     """Every block's task and variant exist in the domain."""
     for i, b in enumerate(s.blocks):
         if b.task not in domain.tasks:
-            raise SyllabusError(f"protocol.syllabus.blocks[{i}].task: unknown task {b.task!r} in domain {domain.name!r}; "
-                                f"tasks: {list(domain.tasks)}")
+            raise SyllabusError(
+                f"protocol.syllabus.blocks[{i}].task: unknown task {b.task!r} in domain {domain.name!r}; "
+                f"tasks: {list(domain.tasks)}"
+            )
         if b.variant not in domain.variants(b.task):
-            raise SyllabusError(f"protocol.syllabus.blocks[{i}].variant: unknown variant {b.variant!r} of task {b.task!r}; "
-                                f"variants: {domain.variants(b.task)}")
+            raise SyllabusError(
+                f"protocol.syllabus.blocks[{i}].variant: unknown variant {b.variant!r} of task {b.task!r}; "
+                f"variants: {domain.variants(b.task)}"
+            )

@@ -2,6 +2,7 @@
 
 Read back with every member checked (CRC, dtype, lengths), so a damaged or hand-edited record is one
 error naming the file and the member (:meth:`OndRecord.load`)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.metrics.ond import OndTrial
 from owl_eval.formats.npz import json_member, member, npz_arrays
+from owl_eval.metrics.ond import OndTrial
 from owl_eval.metrics.validation import MetricInputError
 
 RECORD_FILE = "ond_record.npz"
@@ -34,14 +35,18 @@ class OndRecord:
         arrays |= _pack(self.trials, "agent")
         if self.baseline_trials is not None:
             arrays |= _pack(self.baseline_trials, "baseline")
-        meta = {"condition": self.condition, "class_names": list(self.class_names),
-                "has_baseline": self.baseline_trials is not None, "format": FORMAT}
+        meta = {
+            "condition": self.condition,
+            "class_names": list(self.class_names),
+            "has_baseline": self.baseline_trials is not None,
+            "format": FORMAT,
+        }
         arrays["meta_json"] = np.array(json.dumps(meta))
         np.savez_compressed(path, **arrays)
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "OndRecord":
+    def load(cls, path: str | Path) -> OndRecord:
         """A saved record (the file or its folder); every member's CRC, type and length is checked, and a
         malformed one is one ``ValueError`` naming the file and the member (never an unpickled object)."""
         path = Path(path)
@@ -50,24 +55,36 @@ class OndRecord:
         return cls.from_arrays(npz_arrays(path), path)
 
     @classmethod
-    def from_arrays(cls, arrays, path) -> "OndRecord":
+    def from_arrays(cls, arrays, path) -> OndRecord:
         meta = json_member(arrays, "meta_json", path)
         if meta.get("format") != FORMAT:
-            raise MetricInputError(f"{path}: not an OND record (format {str(meta.get('format'))[:60]!r}, expected {FORMAT!r})")
+            raise MetricInputError(
+                f"{path}: not an OND record (format {str(meta.get('format'))[:60]!r}, expected {FORMAT!r})"
+            )
         condition, names, has_baseline = meta.get("condition"), meta.get("class_names"), meta.get("has_baseline")
         if condition not in CONDITIONS:
-            raise MetricInputError(f"{path}: meta_json condition: expected one of {list(CONDITIONS)}, got {str(condition)[:60]!r}")
+            raise MetricInputError(
+                f"{path}: meta_json condition: expected one of {list(CONDITIONS)}, got {str(condition)[:60]!r}"
+            )
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise MetricInputError(f"{path}: meta_json class_names: expected a list of strings")
         if not isinstance(has_baseline, bool):
-            raise MetricInputError(f"{path}: meta_json has_baseline: expected true or false, got {str(has_baseline)[:60]!r}")
+            raise MetricInputError(
+                f"{path}: meta_json has_baseline: expected true or false, got {str(has_baseline)[:60]!r}"
+            )
         trials = _unpack(arrays, "agent", path)
         baseline = _unpack(arrays, "baseline", path) if has_baseline else None
         if baseline is not None and [len(t.gt_class) for t in baseline] != [len(t.gt_class) for t in trials]:
             raise MetricInputError(f"{path}: the baseline's trials do not match the agent's (count or lengths)")
-        return cls(condition=condition, known_classes=member(arrays, "known_classes", path, kinds="iu", ndim=1),
-                   novel_classes=member(arrays, "novel_classes", path, kinds="iu", ndim=1), class_names=tuple(names),
-                   trials=trials, baseline_trials=baseline)
+        return cls(
+            condition=condition,
+            known_classes=member(arrays, "known_classes", path, kinds="iu", ndim=1),
+            novel_classes=member(arrays, "novel_classes", path, kinds="iu", ndim=1),
+            class_names=tuple(names),
+            trials=trials,
+            baseline_trials=baseline,
+        )
+
 
 def _pack(trials: list[OndTrial], prefix: str) -> dict[str, np.ndarray]:
     lengths = np.array([len(t.gt_class) for t in trials], dtype=np.int64)
@@ -85,37 +102,51 @@ def _pack(trials: list[OndTrial], prefix: str) -> dict[str, np.ndarray]:
 
 def _unpack(data, prefix: str, path) -> list[OndTrial]:
     """The trials packed under ``prefix``; lengths, indices and per-trial values checked (OndTrial checks values)."""
+
     def get(key, kinds="biuf", ndim=1):
         return member(data, f"{prefix}/{key}", path, kinds=kinds, ndim=ndim)
 
     lengths = get("lengths", "iu")
     n = len(lengths)
     if (lengths < 1).any():
-        raise MetricInputError(f"{path}: array '{prefix}/lengths' [{int(np.argmax(lengths < 1))}] is below 1 "
-                               "(a trial has at least one sample)")
+        raise MetricInputError(
+            f"{path}: array '{prefix}/lengths' [{int(np.argmax(lengths < 1))}] is below 1 "
+            "(a trial has at least one sample)"
+        )
     total = int(lengths.sum(dtype=object))
     per_trial = {k: get(k, kinds) for k, kinds in (("red_light", "iu"), ("batch_size", "iu"), ("trial_id", "US"))}
     flat = {k: get(k, ndim=2 if k == "p_class" else 1) for k in ("gt_class", "gt_novel", "p_world_changed", "p_class")}
     for key, arr in list(per_trial.items()) + list(flat.items()):
         want = n if key in per_trial else total
         if len(arr) != want:
-            raise MetricInputError(f"{path}: array '{prefix}/{key}' has {len(arr)} entries, expected {want} "
-                                   f"({'one per trial' if key in per_trial else 'the sum of the trial lengths'})")
+            raise MetricInputError(
+                f"{path}: array '{prefix}/{key}' has {len(arr)} entries, expected {want} "
+                f"({'one per trial' if key in per_trial else 'the sum of the trial lengths'})"
+            )
     red = per_trial["red_light"]
     if ((red < -1) | (red >= lengths)).any():
         i = int(np.argmax((red < -1) | (red >= lengths)))
-        raise MetricInputError(f"{path}: array '{prefix}/red_light' [{i}] is {int(red[i])}, expected -1 (no novelty) "
-                               f"or an index below the trial's {int(lengths[i])} samples")
+        raise MetricInputError(
+            f"{path}: array '{prefix}/red_light' [{i}] is {int(red[i])}, expected -1 (no novelty) "
+            f"or an index below the trial's {int(lengths[i])} samples"
+        )
     bounds = np.concatenate([[0], np.cumsum(lengths)])
     trials = []
     for i in range(n):
         s = slice(int(bounds[i]), int(bounds[i + 1]))
         red_light = int(red[i])
         try:
-            trials.append(OndTrial(gt_class=flat["gt_class"][s], gt_novel=flat["gt_novel"][s],
-                                   red_light=None if red_light < 0 else red_light,
-                                   p_world_changed=flat["p_world_changed"][s], p_class=flat["p_class"][s],
-                                   batch_size=int(per_trial["batch_size"][i]), trial_id=str(per_trial["trial_id"][i])))
+            trials.append(
+                OndTrial(
+                    gt_class=flat["gt_class"][s],
+                    gt_novel=flat["gt_novel"][s],
+                    red_light=None if red_light < 0 else red_light,
+                    p_world_changed=flat["p_world_changed"][s],
+                    p_class=flat["p_class"][s],
+                    batch_size=int(per_trial["batch_size"][i]),
+                    trial_id=str(per_trial["trial_id"][i]),
+                )
+            )
         except MetricInputError as exc:
             raise MetricInputError(f"{path}: {prefix} trial {i}: {exc}") from None
     return trials

@@ -1,4 +1,5 @@
 """Turning a labelled domain into OND trials: known/novel class split, training split, trial streams."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,29 +48,47 @@ def heldout_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
     return np.bincount(data.labels, minlength=data.num_classes) - training_per_class(data, train_fraction)
 
 
-def check_domain_fits(data: LabeledData, *, known_classes: int, train_fraction: float, novel_classes_per_trial: int,
-                      pre_novelty: int, post_novelty: int, domain_name: str) -> None:
+def check_domain_fits(
+    data: LabeledData,
+    *,
+    known_classes: int,
+    train_fraction: float,
+    novel_classes_per_trial: int,
+    pre_novelty: int,
+    post_novelty: int,
+    domain_name: str,
+) -> None:
     """The protocol's sizes fit the domain for every draw of the known classes (the draw depends on the
     seed, so the check takes the fewest held-out samples any draw of ``known_classes`` classes can give)."""
     num_classes = data.num_classes
     if not 1 <= known_classes < num_classes:
-        raise ConfigError(f"protocol.known_classes: expected 1..{num_classes - 1} for domain {domain_name!r} "
-                          f"({num_classes} classes: at least one must stay novel), got {known_classes}")
+        raise ConfigError(
+            f"protocol.known_classes: expected 1..{num_classes - 1} for domain {domain_name!r} "
+            f"({num_classes} classes: at least one must stay novel), got {known_classes}"
+        )
     if novel_classes_per_trial > num_classes - known_classes:
-        raise ConfigError(f"protocol.novel_classes_per_trial: expected 1..{num_classes - known_classes} (domain "
-                          f"{domain_name!r} has {num_classes} classes, protocol.known_classes = {known_classes}), "
-                          f"got {novel_classes_per_trial}")
+        raise ConfigError(
+            f"protocol.novel_classes_per_trial: expected 1..{num_classes - known_classes} (domain "
+            f"{domain_name!r} has {num_classes} classes, protocol.known_classes = {known_classes}), "
+            f"got {novel_classes_per_trial}"
+        )
     fewest = int(np.sort(heldout_per_class(data, train_fraction))[:known_classes].sum())
     if pre_novelty + post_novelty > fewest:
-        raise ConfigError(f"protocol.pre_novelty + protocol.post_novelty = {pre_novelty + post_novelty} exceeds the "
-                          f"{fewest} held-out known samples domain {domain_name!r} guarantees for {known_classes} known "
-                          f"classes (train_fraction {train_fraction:g}); shorten the trials")
+        raise ConfigError(
+            f"protocol.pre_novelty + protocol.post_novelty = {pre_novelty + post_novelty} exceeds the "
+            f"{fewest} held-out known samples domain {domain_name!r} guarantees for {known_classes} known "
+            f"classes (train_fraction {train_fraction:g}); shorten the trials"
+        )
 
 
-def split_classes(data: LabeledData, *, known_classes: int, train_fraction: float, rng: np.random.Generator) -> OndSplit:
+def split_classes(
+    data: LabeledData, *, known_classes: int, train_fraction: float, rng: np.random.Generator
+) -> OndSplit:
     num_classes = data.num_classes
     if not 1 <= known_classes < num_classes:
-        raise ConfigError(f"protocol.known_classes: expected 1..{num_classes - 1} for this domain ({num_classes} classes), got {known_classes}")
+        raise ConfigError(
+            f"protocol.known_classes: expected 1..{num_classes - 1} for this domain ({num_classes} classes), got {known_classes}"
+        )
     if not 0.0 < train_fraction < 1.0:
         raise ConfigError(f"protocol.train_fraction: expected (0, 1), got {train_fraction}")
     known = np.sort(rng.choice(num_classes, size=known_classes, replace=False))
@@ -88,21 +107,38 @@ def split_classes(data: LabeledData, *, known_classes: int, train_fraction: floa
     return OndSplit(known, novel, np.sort(rows[in_train]), rows[~in_train])
 
 
-def plan_trials(data: LabeledData, split: OndSplit, *, num_trials: int, trials_without_novelty: int,
-                pre_novelty: int, post_novelty: int, novel_fraction: float, novel_classes_per_trial: int,
-                rng: np.random.Generator) -> list[TrialPlan]:
+def plan_trials(
+    data: LabeledData,
+    split: OndSplit,
+    *,
+    num_trials: int,
+    trials_without_novelty: int,
+    pre_novelty: int,
+    post_novelty: int,
+    novel_fraction: float,
+    novel_classes_per_trial: int,
+    rng: np.random.Generator,
+) -> list[TrialPlan]:
     if not 0 <= trials_without_novelty <= num_trials:
-        raise ConfigError(f"protocol.trials_without_novelty: expected 0..protocol.num_trials ({num_trials}), got {trials_without_novelty}")
+        raise ConfigError(
+            f"protocol.trials_without_novelty: expected 0..protocol.num_trials ({num_trials}), got {trials_without_novelty}"
+        )
     if not 0.0 < novel_fraction <= 1.0:
         raise ConfigError(f"protocol.novel_fraction: expected (0, 1], got {novel_fraction}")
     if pre_novelty < 0 or post_novelty < 1:
-        raise ConfigError(f"protocol.pre_novelty: expected >= 0 and protocol.post_novelty >= 1, got {pre_novelty}, {post_novelty}")
+        raise ConfigError(
+            f"protocol.pre_novelty: expected >= 0 and protocol.post_novelty >= 1, got {pre_novelty}, {post_novelty}"
+        )
     if not 1 <= novel_classes_per_trial <= len(split.novel_classes):
-        raise ConfigError(f"protocol.novel_classes_per_trial: expected 1..{len(split.novel_classes)}, got {novel_classes_per_trial}")
+        raise ConfigError(
+            f"protocol.novel_classes_per_trial: expected 1..{len(split.novel_classes)}, got {novel_classes_per_trial}"
+        )
     num_novel = max(1, int(round(post_novelty * novel_fraction)))
     known_needed = pre_novelty + post_novelty
     if known_needed > len(split.heldout_known_rows):
-        raise ConfigError(f"protocol.pre_novelty + protocol.post_novelty = {known_needed} exceeds the {len(split.heldout_known_rows)} held-out known samples of this domain")
+        raise ConfigError(
+            f"protocol.pre_novelty + protocol.post_novelty = {known_needed} exceeds the {len(split.heldout_known_rows)} held-out known samples of this domain"
+        )
     label_of = np.zeros(data.num_classes, dtype=np.int64)
     label_of[split.known_classes] = np.arange(1, len(split.known_classes) + 1)
     no_novelty = set(rng.choice(num_trials, size=trials_without_novelty, replace=False).tolist())
@@ -112,10 +148,12 @@ def plan_trials(data: LabeledData, split: OndSplit, *, num_trials: int, trials_w
         if t in no_novelty:
             rows, red_light, chosen = known_rows, None, ()
         else:
-            chosen = tuple(sorted(rng.choice(split.novel_classes, size=novel_classes_per_trial, replace=False).tolist()))
+            chosen = tuple(
+                sorted(rng.choice(split.novel_classes, size=novel_classes_per_trial, replace=False).tolist())
+            )
             pool = np.flatnonzero(np.isin(data.labels, chosen))
             novel_rows = rng.choice(pool, size=min(num_novel, len(pool)), replace=False)
-            post_known = known_rows[pre_novelty:pre_novelty + post_novelty - len(novel_rows)]
+            post_known = known_rows[pre_novelty : pre_novelty + post_novelty - len(novel_rows)]
             # The red light is the first novel sample, so the post-novelty part starts with one.
             rest = np.concatenate([novel_rows[1:], post_known])
             post = np.concatenate([novel_rows[:1], rest[rng.permutation(len(rest))]])

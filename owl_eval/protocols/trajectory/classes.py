@@ -13,6 +13,7 @@ predicted class probabilities are the share of the N_P predictions in each class
 at the same step as the truth), smoothed by ``smoothing``: (n_c + smoothing) / (N_P + C smoothing), unless
 the predictor provides ``predict_class_probs``.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,7 +28,9 @@ def _last_valid_index(mask: np.ndarray) -> np.ndarray:
     return n - 1 - np.argmax(mask[..., ::-1], axis=-1)
 
 
-def turn_classes(history, future, future_mask, *, stop_distance: float, turn_degrees: float, pred_len: int | None = None):
+def turn_classes(
+    history, future, future_mask, *, stop_distance: float, turn_degrees: float, pred_len: int | None = None
+):
     """Class index per trajectory ``future[S, ..., A, N_O, 2]`` (extra axes after S broadcast, e.g. N_P)
     and which agents are classifiable ``[S, A]``; returns ``(classes[S, ..., A], classifiable[S, A])``."""
     p_last, vel, _ = last_position_and_velocity(history)

@@ -6,6 +6,7 @@ N_P + 1, N_A]`` (last column: the truth), class arrays ``P_true[N, C]`` / ``P_pr
 ``Class_names[C]`` and ``Class_index[N, 2]`` (scene, agent) of each classified agent, plus ``Scene_source`` /
 ``Scene_frame`` (provenance), ``dt`` and ``Metric_seed``. :func:`owl_eval.evaluation.trajectory.trajectory_table_npz` reads the file directly.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,12 +42,20 @@ class TrajectoryRecord:
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / RECORD_FILE
-        arrays = {"Path_true": self.path_true, "Path_pred": self.path_pred, "Pred_steps": self.pred_steps.astype(bool),
-                  "Path_history": self.path_history, "P_true": self.p_true, "P_pred": self.p_pred,
-                  "Class_index": self.class_index.astype(np.int64), "Class_names": np.asarray(self.class_names, dtype=str),
-                  "Scene_source": np.asarray(self.scene_source, dtype=str),
-                  "Scene_frame": np.asarray(self.scene_frame, dtype=np.int64), "dt": np.array(float(self.dt)),
-                  "Metric_seed": np.array(int(self.metric_seed), dtype=np.int64)}
+        arrays = {
+            "Path_true": self.path_true,
+            "Path_pred": self.path_pred,
+            "Pred_steps": self.pred_steps.astype(bool),
+            "Path_history": self.path_history,
+            "P_true": self.p_true,
+            "P_pred": self.p_pred,
+            "Class_index": self.class_index.astype(np.int64),
+            "Class_names": np.asarray(self.class_names, dtype=str),
+            "Scene_source": np.asarray(self.scene_source, dtype=str),
+            "Scene_frame": np.asarray(self.scene_frame, dtype=np.int64),
+            "dt": np.array(float(self.dt)),
+            "Metric_seed": np.array(int(self.metric_seed), dtype=np.int64),
+        }
         if self.log_probs is not None:
             arrays["Log_probs"] = self.log_probs
         # compressed: an ETH/UCY job's record is 97 MB stored, far less deflated; owl_eval.formats.npz reads
@@ -55,7 +64,7 @@ class TrajectoryRecord:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrajectoryRecord":
+    def load(cls, path: str | Path) -> TrajectoryRecord:
         """A saved record (the file or its folder): every member's CRC, dtype and number of axes checked
         (one ``ValueError`` naming the file and the member); the values are checked by the record source."""
         path = Path(path)
@@ -64,7 +73,7 @@ class TrajectoryRecord:
         return cls.from_arrays(npz_arrays(path), path)
 
     @classmethod
-    def from_arrays(cls, arrays, path) -> "TrajectoryRecord":
+    def from_arrays(cls, arrays, path) -> TrajectoryRecord:
         def get(name, ndim, kinds="biuf"):
             return member(arrays, name, path, kinds=kinds, ndim=ndim)
 
@@ -73,18 +82,40 @@ class TrajectoryRecord:
             raise MetricInputError(f"{path}: array 'dt' is {dt.item()!r}, expected a positive number of seconds")
         if not 0 <= int(seed) < 2**63:
             raise MetricInputError(f"{path}: array 'Metric_seed' is {int(seed)}, expected an integer in [0, 2**63)")
-        return cls(path_true=get("Path_true", 5), path_pred=get("Path_pred", 5), pred_steps=get("Pred_steps", 3),
-                   path_history=get("Path_history", 4), p_true=get("P_true", 2), p_pred=get("P_pred", 2),
-                   class_index=get("Class_index", 2, "iu"), class_names=get("Class_names", 1, "US"),
-                   scene_source=get("Scene_source", 1, "US"), scene_frame=get("Scene_frame", 1, "iu"), dt=float(dt),
-                   metric_seed=int(seed), log_probs=get("Log_probs", 3) if "Log_probs" in arrays else None)
+        return cls(
+            path_true=get("Path_true", 5),
+            path_pred=get("Path_pred", 5),
+            pred_steps=get("Pred_steps", 3),
+            path_history=get("Path_history", 4),
+            p_true=get("P_true", 2),
+            p_pred=get("P_pred", 2),
+            class_index=get("Class_index", 2, "iu"),
+            class_names=get("Class_names", 1, "US"),
+            scene_source=get("Scene_source", 1, "US"),
+            scene_frame=get("Scene_frame", 1, "iu"),
+            dt=float(dt),
+            metric_seed=int(seed),
+            log_probs=get("Log_probs", 3) if "Log_probs" in arrays else None,
+        )
 
     @staticmethod
-    def concatenate(parts: list["TrajectoryRecord"]) -> "TrajectoryRecord":
+    def concatenate(parts: list[TrajectoryRecord]) -> TrajectoryRecord:
         """Records of consecutive scene batches (same agent width) as one record; class indices re-based."""
         offsets = np.cumsum([0] + [p.num_scenes for p in parts[:-1]])
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
         index = np.concatenate([p.class_index + np.array([o, 0]) for p, o in zip(parts, offsets)])
-        return TrajectoryRecord(cat("path_true"), cat("path_pred"), cat("pred_steps"), cat("path_history"), cat("p_true"),
-                                cat("p_pred"), index, parts[0].class_names, cat("scene_source"), cat("scene_frame"),
-                                parts[0].dt, parts[0].metric_seed, cat("log_probs") if parts[0].log_probs is not None else None)
+        return TrajectoryRecord(
+            cat("path_true"),
+            cat("path_pred"),
+            cat("pred_steps"),
+            cat("path_history"),
+            cat("p_true"),
+            cat("p_pred"),
+            index,
+            parts[0].class_names,
+            cat("scene_source"),
+            cat("scene_frame"),
+            parts[0].dt,
+            parts[0].metric_seed,
+            cat("log_probs") if parts[0].log_probs is not None else None,
+        )
