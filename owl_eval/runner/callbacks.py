@@ -270,7 +270,7 @@ class MlflowSweepCallback(Callback):
                 print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception(
-                    "comparison of sweep %s failed; `python -m owl_eval.runner.compare --sweep %s` retries it",
+                    "comparison of sweep %s failed; `owl-eval-compare --sweep %s` retries it",
                     run_id,
                     run_id,
                 )

@@ -5,7 +5,7 @@ A group is the agent plus every other value that varies between the runs, except
 seed alone determines (:func:`grouping_keys`); within a group each seed counts once, so ``n`` is the number
 of seeds. The sweep callback (logged to the parent run) and the command line use the same function::
 
-    python -m owl_eval.runner.compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
+    owl-eval-compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
         [--sweep PARENT_RUN_ID] [--group protocol.condition] [--uri sqlite:////abs/mlflow.db | --store-dir DIR]
 
 Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
@@ -414,7 +414,7 @@ def summarize_sweep(
     """Called at the end of a sweep: compare its finished jobs and log the result to the parent run.
 
     ``sweeper_params``: ``hydra.sweeper.params`` (sweeps declared in an experiment file); logged to the parent as
-    ``sweep.params`` so that ``python -m owl_eval.runner.compare --sweep`` groups the same way.
+    ``sweep.params`` so that ``owl-eval-compare --sweep`` groups the same way.
     """
     from owl_eval.runner.tracking import TrackedRun
 
@@ -455,7 +455,7 @@ def parse_args(argv: Sequence[str]) -> dict:
         if flag in ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir"):
             if not inline:
                 if not args:
-                    raise ConfigError(f"{flag} needs a value (python -m owl_eval.runner.compare -h shows the usage)")
+                    raise ConfigError(f"{flag} needs a value (owl-eval-compare -h shows the usage)")
                 inline = args.pop(0)
             if flag == "--tag":
                 key, sep, value = inline.partition("=")
@@ -469,7 +469,7 @@ def parse_args(argv: Sequence[str]) -> dict:
         elif a.startswith("experiment=") or a.startswith("experiment_name="):
             opts["experiment"] = a.split("=", 1)[1]
         else:
-            raise ConfigError(f"unknown argument {a!r} (python -m owl_eval.runner.compare -h shows the usage)")
+            raise ConfigError(f"unknown argument {a!r} (owl-eval-compare -h shows the usage)")
     if not opts["experiment"] and not opts["sweep"]:
         raise ConfigError("name an experiment (experiment=NAME) or a sweep (--sweep PARENT_RUN_ID); -h shows the usage")
     return opts

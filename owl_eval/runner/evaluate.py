@@ -1,4 +1,4 @@
-"""``python -m owl_eval.runner.evaluate +source=<kind> source.path=<path>``: metrics from existing results.
+"""``owl-eval-evaluate +source=<kind> source.path=<path>``: metrics from existing results.
 
 Sources: ``sailon`` (sail-on-client OND results), ``l2logger`` (an l2logger log directory and STE logs),
 ``accuracy_matrix`` (Renate's results dict or a CSV matrix), ``trajectories`` (General-Framework arrays in

@@ -1,4 +1,4 @@
-"""Readers for results produced elsewhere (and for our own saved records): ``python -m owl_eval.runner.evaluate``.
+"""Readers for results produced elsewhere (and for our own saved records): ``owl-eval-evaluate``.
 
 Each source validates everything it reads before anything is logged, and returns the protocol that
 scores it, by name, with the record to score (:class:`SourceData`); the evaluation of that protocol

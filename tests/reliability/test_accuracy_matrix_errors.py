@@ -1,4 +1,4 @@
-"""``python -m owl_eval.runner.evaluate +source=accuracy_matrix`` on broken or mistyped Renate results dicts, CSV
+"""``owl-eval-evaluate +source=accuracy_matrix`` on broken or mistyped Renate results dicts, CSV
 matrices and ``source.*`` options: each is one ``error:`` line naming the file and row / column / key (or
 the config key), no run, nothing written outside the store. Includes JSON nested 100 000 deep (a
 RecursionError in the parser), integers beyond float64 and int64, and files that are not UTF-8."""

@@ -1,4 +1,4 @@
-"""``python -m owl_eval.runner.evaluate +source=l2logger`` on broken, hostile or mistyped l2logger logs: each is one
+"""``owl-eval-evaluate +source=l2logger`` on broken, hostile or mistyped l2logger logs: each is one
 ``error:`` line naming the file / row / column (or the config key), no run, nothing written outside the
 store. Includes the path-traversal task name, a symlink loop (must fail fast, not fill the disk) and a
 link to a file outside the log (its content must reach no artifact)."""

@@ -1,4 +1,4 @@
-"""``python -m owl_eval.runner.evaluate +source=record`` on damaged, hand-edited or hostile saved records: each is
+"""``owl-eval-evaluate +source=record`` on damaged, hand-edited or hostile saved records: each is
 one ``error:`` line naming the file and the array / index / key (or the config key), no run, nothing
 written outside the store. Includes a symbolic link in the record folder (never followed), a record of an
 unknown protocol, corrupted members (CRC), pickled objects and JSON that is a list or nested 100 000 deep."""

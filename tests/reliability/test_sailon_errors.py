@@ -1,4 +1,4 @@
-"""Catalogue: bad sail-on-client OND results through ``python -m owl_eval.runner.evaluate +source=sailon``.
+"""Catalogue: bad sail-on-client OND results through ``owl-eval-evaluate +source=sailon``.
 
 Each case copies the hand-written fixture in sail-on-client's layout (tests/fixtures/sailon_client), breaks
 one thing, runs the real command line and checks it fails cleanly (harness.assert_clean_failure): one

@@ -1,4 +1,4 @@
-"""``python -m owl_eval.runner.evaluate +source=trajectories`` on broken, damaged or mistyped General-Framework
+"""``owl-eval-evaluate +source=trajectories`` on broken, damaged or mistyped General-Framework
 ``.npz`` files: each is one ``error:`` line naming the file, the array (zip member), the axis or index (or
 the config key), no run, nothing written outside the store. Includes a member corrupted after it was
 written (its CRC no longer matches: it used to be memory-mapped and scored), coordinates of 1e308, pickled
