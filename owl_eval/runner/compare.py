@@ -1,9 +1,6 @@
-"""Compare runs across seeds: per group and metric, the mean, the standard deviation and the 95 % Student-t
-confidence interval of the mean over seeds.
-
-A group is the agent plus every other value that varies between the runs, except the seed and what the
-seed alone determines (:func:`grouping_keys`); within a group each seed counts once, so ``n`` is the number
-of seeds. The sweep callback (logged to the parent run) and the command line use the same function::
+"""Compare runs across seeds, from an MLflow store: find the runs (an experiment, a sweep), compare them
+(:mod:`owl_eval.runner.comparison`), log the table to a sweep's parent run, and the command line. The sweep
+callback (logged to the parent run) and the command line use the same function::
 
     owl-eval-compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
         [--sweep PARENT_RUN_ID] [--group protocol.condition] [--uri sqlite:////abs/mlflow.db | --store-dir DIR]
@@ -16,277 +13,27 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-
-import numpy as np
+from collections.abc import Mapping, Sequence
 
 from owl_eval.errors import ConfigError
-from owl_eval.plots.compare import LEGEND, STATS, best_means, significant, to_csv, to_markdown  # noqa: F401 (the tables)
+from owl_eval.plots.compare import STATS, best_means, significant, to_csv, to_markdown  # noqa: F401 (re-exported)
+from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers of runner.compare)
+    REUSED_TAG_PREFIX,
+    SWEEP_PARAMS_PARAM,
+    Row,
+    comparable_metrics,
+    compare,
+    grouping_keys,
+    metric_direction,
+    summarize,
+    swept_keys,
+)
 from owl_eval.runner.tracking import (
-    CONFIG_HASH_TAG,
     RUN_KIND_TAG,
     TrackingSettings,
     filter_literal,
     make_client,
-    metric_key,
 )
-
-REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a resumed sweep reused
-SWEEP_PARAMS_PARAM = "sweep.params"  # on a sweep parent: hydra.sweeper.params as JSON (experiment files)
-NOT_GROUPED = {"seed"}  # what varies between the runs averaged together
-# Tags that name what a run evaluated: group keys with readable labels, tried before the params behind them.
-GROUP_TAGS = ("domain", "condition", "baseline")
-# Params that never make two runs different evaluations.
-BOOKKEEPING_PARAMS = {"seed", "progress", "figures", "experiment_name"}
-BOOKKEEPING_PREFIXES = ("tracking.", "hydra.")
-
-
-@dataclass(frozen=True)
-class Row:
-    """One group's summary of one metric over its runs (one per seed)."""
-
-    group: tuple[tuple[str, str], ...]  # ((key, value), ...), agent first
-    metric: str
-    direction: str  # maximize | minimize | none
-    n: int  # seeds with a value
-    mean: float
-    std: float
-    ci95_low: float
-    ci95_high: float
-    runs: int = 0  # seeds in the group (n < runs when the metric is N/A in some)
-    na_reason: str = ""  # why there is no value (n = 0)
-
-    @property
-    def label(self) -> str:
-        return group_label(self.group)
-
-    @property
-    def half_width(self) -> float:
-        return self.mean - self.ci95_low
-
-
-def group_label(group: Sequence[tuple[str, str]]) -> str:
-    """A valid MLflow key fragment naming a group: ``ond.knn_novelty`` or ``ond.knn_novelty__condition-given``."""
-    parts = [value.replace("/", ".") if key == "agent" else f"{key.rsplit('.', 1)[-1]}-{value}" for key, value in group]
-    return metric_key("__".join(parts) or "all").replace("/", ".")
-
-
-def summarize(values: Sequence[float]) -> tuple[int, float, float, float, float]:
-    """n, mean, sample std (ddof=1), and the two-sided 95 % Student-t interval of the mean; NaN for n < 2."""
-    from scipy.stats import t
-
-    x = np.asarray(values, dtype=float)
-    x = x[np.isfinite(x)]
-    n = int(x.size)
-    if n == 0:
-        return 0, math.nan, math.nan, math.nan, math.nan
-    mean = float(x.mean())
-    if n == 1:
-        return 1, mean, math.nan, math.nan, math.nan
-    std = float(x.std(ddof=1))
-    half = float(t.ppf(0.975, n - 1)) * std / math.sqrt(n)
-    return n, mean, std, mean - half, mean + half
-
-
-# -- which groups --------------------------------------------------------------------------------------
-def _sweep_values(key: str, value) -> bool:
-    """Whether a sweeper param's value sweeps (``a,b``, ``range(1,3)``, a list of two or more)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        return len(value) > 1
-    try:
-        (override,) = OverridesParser.create().parse_overrides([f"{key}={value}"])
-    except Exception:  # not override syntax: not a sweep Hydra could run (the data still group by it if it varies)
-        return False
-    return override.is_sweep_override()
-
-
-def swept_keys(overrides: Iterable[str], sweeper_params: Mapping | None = None) -> list[str]:
-    """Keys a sweep varies, from the command line (``agent=a,b``, ``protocol.num_trials=range(2,5)``) and from
-    ``hydra.sweeper.params`` (declared in an experiment file), seed excluded, agent first."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(list(overrides))
-    keys = [o.key_or_group.lstrip("+~") for o in parsed if o.is_sweep_override()]
-    keys += [str(k) for k, v in (sweeper_params or {}).items() if _sweep_values(str(k), v)]
-    keys = [k for k in keys if k not in NOT_GROUPED]
-    return ["agent"] + [k for k in dict.fromkeys(keys) if k != "agent"]
-
-
-def run_value(run, key: str) -> str:
-    """A group key's value in a run: the tag of that name (agent, domain, condition...), else the param."""
-    if key in run.data.tags:
-        return run.data.tags[key]
-    return run.data.params.get(key, "none")
-
-
-def run_seed(run) -> str:
-    return run.data.tags.get("seed") or run.data.params.get("seed") or run.info.run_id
-
-
-def _determined(runs: Sequence, key: str, by: Sequence[str], *, seed: bool) -> bool:
-    """Whether ``key`` takes one value among the runs that agree on every key of ``by`` (and the seed)."""
-    seen: dict[tuple, str] = {}
-    for r in runs:
-        where = tuple(run_value(r, b) for b in by) + ((run_seed(r),) if seed else ())
-        value = run_value(r, key)
-        if seen.setdefault(where, value) != value:
-            return False
-    return True
-
-
-def grouping_keys(runs: Sequence, swept: Sequence[str] = ()) -> list[str]:
-    """The keys that split runs into groups: the agent, then every tag or param whose value is not fixed by
-    the keys before it and the seed (so a param that copies the seed, ``protocol.ste.seed: ${seed}``, or a
-    per-job output directory never splits a group), bookkeeping (``tracking.*``, ``progress``...) aside.
-
-    ``swept``: keys the sweep declares (:func:`swept_keys`); each is a group key whenever it takes two values
-    among the runs, even where the finished runs alone could not tell it from the seed. Candidates are tried
-    tags first (readable labels: ``condition-given``), then swept keys, then params with few values first.
-    """
-    runs = dedupe(runs)  # the runs compare() averages
-    keys = ["agent"]
-    forced = set(swept) - NOT_GROUPED
-    params = {
-        name
-        for r in runs
-        for name in r.data.params
-        if name not in BOOKKEEPING_PARAMS and not name.startswith(BOOKKEEPING_PREFIXES)
-    }
-
-    def values(name: str) -> list:
-        return [r.data.params.get(name) for r in runs]
-
-    def job_directory(name: str) -> bool:
-        # an absolute path that differs in every run is where a job wrote (``${hydra:runtime.output_dir}/...``)
-        seen = values(name)
-        return len(seen) > 1 and len(set(seen)) == len(seen) and all(str(v).startswith("/") for v in seen)
-
-    params = {name for name in params if name in forced or not job_directory(name)}
-    order = lambda name: (len(set(values(name))), any("/" in str(v) for v in values(name)), name)  # noqa: E731
-    candidates = [*GROUP_TAGS, *swept, *sorted(params, key=order)]
-    for key in dict.fromkeys(candidates):
-        if key in keys or key in NOT_GROUPED:
-            continue
-        if key in forced:
-            needed = not _determined(runs, key, keys, seed=False)
-        else:
-            needed = not _determined(runs, key, keys, seed=True)
-        if needed:
-            keys.append(key)
-    return keys
-
-
-# -- which runs, which metrics --------------------------------------------------------------------------
-def _declared(protocol: str, key: str):
-    """The declaration behind an MLflow metric key (exact: ``fpr_at_95tpr`` stays ``fpr_at_95tpr``)."""
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, spec_for_key
-
-    return spec_for_key(protocol, key) if protocol in PROTOCOL_MODULES else None
-
-
-def metric_direction(protocol: str, key: str) -> str:
-    spec = _declared(protocol, key)
-    return spec.direction if spec is not None else "none"
-
-
-def _is_series(protocol: str, key: str) -> bool:
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, is_series_key
-
-    return protocol in PROTOCOL_MODULES and is_series_key(protocol, key)
-
-
-def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> list[str]:
-    """Scalar metrics to compare: those listed, else every declared metric the runs logged or marked N/A.
-
-    Per-step series (``top1_batch``) are left out: a run's latest value of a series is not a summary.
-    """
-    logged: dict[str, None] = {}
-    for r in runs:
-        logged.update(dict.fromkeys(r.data.metrics))
-        logged.update(dict.fromkeys(k[3:] for k in r.data.tags if k.startswith("na.")))
-    protocols = {r.data.tags.get("protocol", "") for r in runs} - {""}
-    if wanted:
-        keys = [_logged_as(w, logged, protocols) for w in wanted]
-        missing = [w for w, k in zip(wanted, keys) if k not in logged]
-        if missing:
-            raise ConfigError(f"--metrics: {missing} not logged by these runs; logged: {sorted(logged)}")
-        return keys
-    keep = [k for k in logged if any(_declared(p, k) is not None and not _is_series(p, k) for p in protocols)]
-    return sorted(
-        keep,
-        key=lambda k: (
-            k.startswith("time/"),
-            k.startswith(("baseline/", "baseline.")),
-            k.startswith("detail/"),
-            "_at_" in k,
-            k,
-        ),
-    )
-
-
-def _logged_as(name: str, logged: Mapping, protocols: Iterable[str]) -> str:
-    """The key a metric name is logged under in these runs: as given (``detail/top1_pre``), or the key the
-    runner gives the reported name (``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``)."""
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, logged_key
-
-    key = metric_key(name)
-    if key in logged:
-        return key
-    for protocol in sorted(set(protocols) & set(PROTOCOL_MODULES)):
-        if logged_key(protocol, name) in logged:
-            return logged_key(protocol, name)
-    return key
-
-
-def dedupe(runs: Sequence) -> list:
-    """One run per config (latest first wins): re-runs of an identical config must not count twice."""
-    seen: set[str] = set()
-    out = []
-    for r in sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True):
-        h = r.data.tags.get(CONFIG_HASH_TAG) or r.info.run_id
-        if h not in seen:
-            seen.add(h)
-            out.append(r)
-    return out
-
-
-def one_per_seed(runs: Sequence) -> list:
-    """The latest run of each seed: two runs of one seed in a group (e.g. ``progress`` toggled) are one sample."""
-    seen: set[str] = set()
-    out = []
-    for r in sorted(runs, key=lambda r: r.info.start_time or 0, reverse=True):
-        if run_seed(r) not in seen:
-            seen.add(run_seed(r))
-            out.append(r)
-    return out
-
-
-def _na_reason(members: Sequence, key: str) -> str:
-    reasons = [r.data.tags.get(f"na.{key}"[:250]) for r in members]
-    found = list(dict.fromkeys(x for x in reasons if x))
-    return found[0] if found else "not logged by these runs"
-
-
-def compare(runs: Sequence, group_keys: Sequence[str], metrics: Sequence[str] | None = None) -> list[Row]:
-    """The comparison table: a Row per (group, metric), groups and metrics in a stable order."""
-    runs = dedupe(runs)
-    names = comparable_metrics(runs, metrics)
-    groups: dict[tuple, list] = {}
-    for r in runs:
-        groups.setdefault(tuple((k, run_value(r, k)) for k in group_keys), []).append(r)
-    rows = []
-    for group in sorted(groups):
-        members = one_per_seed(groups[group])
-        protocol = members[0].data.tags.get("protocol", "")
-        for name in names:
-            values = [r.data.metrics.get(name, math.nan) for r in members]
-            stats = summarize(values)
-            reason = _na_reason(members, name) if stats[0] == 0 else ""
-            rows.append(Row(group, name, metric_direction(protocol, name), *stats, runs=len(members), na_reason=reason))
-    return rows
 
 
 # -- finding runs ------------------------------------------------------------------------------------------
