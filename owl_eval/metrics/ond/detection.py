@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from owl_eval.metrics.ond.flat import _FlatTrials, _mean_over, _zero_if_undefined
+from owl_eval.metrics.ond.flat import FlatTrials, mean_over, zero_if_undefined
 from owl_eval.metrics.ond.trial import DETECTION_THRESHOLD_GRID, OndTrial
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array
@@ -22,7 +22,7 @@ DETECTION_METRIC_NAMES = (
 GIVEN_REASON = "the red light is given (condition given): detection is not measured"
 
 
-def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float | NA]:
+def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
     out: dict[str, float | NA] = {}
     detection = flat.first_detection(threshold)
     detected = detection >= 0
@@ -30,7 +30,7 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
     cdt = has_novelty & detected & (detection >= flat.red_light)
     early = detected & (~has_novelty | (detection < flat.red_light))
     n_novel_trials = int(has_novelty.sum())
-    out["m1_mean_fn_cdt"] = _mean_over(
+    out["m1_mean_fn_cdt"] = mean_over(
         (detection - flat.red_light).astype(np.float64),
         cdt,
         f"no correctly detected trial at threshold {threshold:g}: none of the {n_novel_trials} trials with novelty "
@@ -58,10 +58,10 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
         n_true = flat.segment_sums(running["true"], lo, hi)
         fp, fn = n_predicted - tp, n_true - tp
         tn = size - tp - fp - fn
-        precision = _zero_if_undefined(tp, tp + fp)
-        recall = _zero_if_undefined(tp, tp + fn)
-        f1 = _zero_if_undefined(2 * precision * recall, precision + recall)
-        accuracy = _zero_if_undefined(tp + tn, size)
+        precision = zero_if_undefined(tp, tp + fp)
+        recall = zero_if_undefined(tp, tp + fn)
+        f1 = zero_if_undefined(2 * precision * recall, precision + recall)
+        accuracy = zero_if_undefined(tp + tn, size)
         has_segment = size > 0
         reason = f"no trial has {segment}-novelty samples"
         # Without a novel sample in the segment (always so before the red light, which is the first novel
@@ -74,7 +74,7 @@ def _detection_metrics(flat: _FlatTrials, threshold: float) -> dict[str, float |
                     f"{rate} would be 0 by construction (sail-on-client reports that 0)"
                 )
             else:
-                out[f"ndp_{rate}_{segment}"] = _mean_over(values, has_segment, reason)
+                out[f"ndp_{rate}_{segment}"] = mean_over(values, has_segment, reason)
     return out
 
 
@@ -88,7 +88,7 @@ def detection_vs_threshold(
     Each entry equals ``program_metrics(trials, threshold=t)[name]``.
     """
     grid = _check_thresholds(thresholds)
-    flat = _FlatTrials(trials)
+    flat = FlatTrials(trials)
     return _detection_table(flat, grid)
 
 
@@ -99,7 +99,7 @@ def _check_thresholds(thresholds) -> np.ndarray:
     return grid
 
 
-def _detection_table(flat: _FlatTrials, grid: np.ndarray, rows: list | None = None) -> dict[str, np.ndarray]:
+def _detection_table(flat: FlatTrials, grid: np.ndarray, rows: list | None = None) -> dict[str, np.ndarray]:
     table = {"threshold": grid.copy()}
     if rows is None:
         rows = [_detection_metrics(flat, float(t)) for t in grid]

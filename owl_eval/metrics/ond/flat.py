@@ -12,7 +12,7 @@ from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError
 
 
-class _FlatTrials:
+class FlatTrials:
     """Trials concatenated: sample arrays of length sum(N_t), per-trial bounds into them."""
 
     def __init__(self, trials: Sequence[OndTrial], *, what: str = "trials"):
@@ -66,7 +66,7 @@ class _FlatTrials:
     def n_trials(self) -> int:
         return len(self.trials)
 
-    def check_aligned(self, baseline: _FlatTrials) -> None:
+    def check_aligned(self, baseline: FlatTrials) -> None:
         """The baseline must run on the very same trials: same lengths, red lights and ground truth."""
         if baseline.n_trials != self.n_trials:
             raise MetricInputError(
@@ -125,17 +125,17 @@ class _FlatTrials:
         return np.where(first == never, -1, first)
 
 
-def _mean_over(values: np.ndarray, included: np.ndarray, what: str) -> float | NA:
+def mean_over(values: np.ndarray, included: np.ndarray, what: str) -> float | NA:
     if not included.any():
         return NA(what)
     return float(values[included].mean())
 
 
-def _ratio_or_nan(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+def ratio_or_nan(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
 
 
-def _zero_if_undefined(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+def zero_if_undefined(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     # sail-on-client's m_ndp convention: precision/recall/F1 with an empty denominator are 0
     return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)

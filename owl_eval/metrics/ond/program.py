@@ -17,7 +17,7 @@ from owl_eval.metrics.ond.detection import (
     _detection_metrics,
     _detection_table,
 )
-from owl_eval.metrics.ond.flat import _FlatTrials, _mean_over, _ratio_or_nan
+from owl_eval.metrics.ond.flat import FlatTrials, mean_over, ratio_or_nan
 from owl_eval.metrics.ond.trial import CONDITIONS, DETECTION_THRESHOLD_GRID, NRP_WINDOWS, OndTrial
 from owl_eval.metrics.results import NA, MetricResults, Series
 from owl_eval.metrics.validation import MetricInputError, check_option
@@ -66,10 +66,10 @@ def program_metrics(
     check_option("condition", condition, CONDITIONS)
     check_option("threshold_grid", threshold_grid, (True, False))
 
-    flat = _FlatTrials(trials)
+    flat = FlatTrials(trials)
     flat_baseline = None
     if baseline is not None:
-        flat_baseline = _FlatTrials(baseline, what="baseline")
+        flat_baseline = FlatTrials(baseline, what="baseline")
         flat.check_aligned(flat_baseline)
 
     given = condition == "given"
@@ -90,9 +90,9 @@ def program_metrics(
         correct = rank < k
         running[id(rank), k] = flat.cumulative(correct)
         for suffix, (lo, hi) in segments.items():
-            acc = _ratio_or_nan(flat.segment_sums(running[id(rank), k], lo, hi), hi - lo)
+            acc = ratio_or_nan(flat.segment_sums(running[id(rank), k], lo, hi), hi - lo)
             accuracy[k, suffix] = acc
-            results.set(f"top{k}{suffix}", _mean_over(acc, hi > lo, f"no trial has {suffix[1:]}-novelty samples"))
+            results.set(f"top{k}{suffix}", mean_over(acc, hi > lo, f"no trial has {suffix[1:]}-novelty samples"))
         results.series[f"top{k}_batch"] = _batch_series(flat, correct)
 
     # ---- baseline-dependent metrics: M3/M4 (NRP), M5 (OPTI), M6 (APTI)
@@ -123,7 +123,7 @@ def program_metrics(
     return results
 
 
-def _batch_series(flat: _FlatTrials, correct: np.ndarray) -> Series:
+def _batch_series(flat: FlatTrials, correct: np.ndarray) -> Series:
     """Accuracy per mini-batch index: each trial's accuracy on its b-th batch, averaged over trials."""
     n_batches = -(-flat.lengths // flat.batch_size)  # ceil
     batch_offset = np.concatenate(([0], np.cumsum(n_batches)[:-1]))
@@ -157,7 +157,7 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
         if key not in running:
             running[key] = flat.cumulative(ranks < k)
         lo, hi = bounds
-        return _ratio_or_nan(flat.segment_sums(running[key], lo, hi), hi - lo)
+        return ratio_or_nan(flat.segment_sums(running[key], lo, hi), hi - lo)
 
     def report(name, per_trial, excluded_reason):
         """Mean over trials with novelty whose value is defined; count the excluded ones."""
@@ -173,7 +173,7 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
 
     agent_window = post if nrp_window == "post" else asym
     for k in (1, 3):
-        nrp = 100.0 * _ratio_or_nan(accuracy(rank, k, agent_window), accuracy(baseline_rank, k, pre))
+        nrp = 100.0 * ratio_or_nan(accuracy(rank, k, agent_window), accuracy(baseline_rank, k, pre))
         # a baseline with no pre-novelty samples gives NaN above too: same exclusion
         report(
             f"{nrp_prefix}_nrp_top{k}",
@@ -191,11 +191,11 @@ def _baseline_metrics(results, flat, flat_baseline, rank, running, asymptotic_wi
     agent_post, baseline_post = accuracy(rank, 1, post), accuracy(baseline_rank, 1, post)
     report(
         "m5_opti_top1",
-        _ratio_or_nan(agent_post, agent_post + baseline_post),
+        ratio_or_nan(agent_post, agent_post + baseline_post),
         "agent and baseline both have top-1 accuracy 0 after the red light",
     )
     report(
         "m6_apti_top1",
-        _ratio_or_nan(accuracy(rank, 1, asym), accuracy(baseline_rank, 1, asym)),
+        ratio_or_nan(accuracy(rank, 1, asym), accuracy(baseline_rank, 1, asym)),
         f"baseline top-1 accuracy on the last {asymptotic_width} samples is 0",
     )
