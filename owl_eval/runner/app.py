@@ -278,7 +278,7 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import open_dict
 
-    from owl_eval.runner.paths import CONFIG_DIR
+    from owl_eval.paths import CONFIG_DIR
     from owl_eval.runner.resolvers import register_resolvers
 
     register_resolvers()

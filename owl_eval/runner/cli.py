@@ -9,7 +9,7 @@ os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from owl_eval.runner.paths import CONFIG_DIR  # noqa: E402
+from owl_eval.paths import CONFIG_DIR  # noqa: E402
 from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
 
 register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories

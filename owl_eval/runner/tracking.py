@@ -21,7 +21,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 import numpy as np  # noqa: E402
 
-from owl_eval.metrics.registry import metric_key  # noqa: E402,F401  (re-exported: older callers import it here)
+from owl_eval.metrics.registry import metric_key  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F401  (re-exported)
 

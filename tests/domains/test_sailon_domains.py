@@ -159,7 +159,7 @@ def test_missing_extra_is_one_line_naming_the_install(cls, package, monkeypatch)
 def _compose(overrides):
     from hydra import compose, initialize_config_dir
 
-    from owl_eval.runner.paths import CONFIG_DIR
+    from owl_eval.paths import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         return compose("config", overrides=overrides)
@@ -239,7 +239,7 @@ def test_a_sweep_over_domain_takes_each_domains_settings(domain):
 def test_sweep_config_lists_every_domain_condition_agent_and_seed():
     from hydra import compose, initialize_config_dir
 
-    from owl_eval.runner.paths import CONFIG_DIR
+    from owl_eval.paths import CONFIG_DIR
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["+experiment=ond_all_domains"], return_hydra_config=True)

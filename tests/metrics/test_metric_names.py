@@ -17,9 +17,16 @@ import pytest
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.selection import check_names, select
-from owl_eval.metrics.registry import PROTOCOL_MODULES, base_name, is_series_key, spec_for, spec_for_key, specs
+from owl_eval.metrics.registry import (
+    PROTOCOL_MODULES,
+    base_name,
+    is_series_key,
+    metric_key,
+    spec_for,
+    spec_for_key,
+    specs,
+)
 from owl_eval.metrics.results import MetricResults
-from owl_eval.runner.tracking import metric_key
 
 PROTOCOLS = sorted(PROTOCOL_MODULES)
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters

@@ -8,8 +8,8 @@ import importlib.util
 import pytest
 from hydra import compose, initialize_config_dir
 
+from owl_eval.paths import CONFIG_DIR
 from owl_eval.runner.app import config_hash
-from owl_eval.runner.paths import CONFIG_DIR
 
 
 def _cfg(overrides):

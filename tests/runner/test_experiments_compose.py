@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
+from owl_eval.paths import CONFIG_DIR
 from owl_eval.runner.build import build_part
 from owl_eval.runner.options import group_options
-from owl_eval.runner.paths import CONFIG_DIR
 
 EXTRA = {
     "ond_handwriting": "mlxtend",

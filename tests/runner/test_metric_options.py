@@ -11,7 +11,7 @@ import yaml
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.options import OPTIONS, parse
-from owl_eval.runner.paths import CONFIG_DIR
+from owl_eval.paths import CONFIG_DIR
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
+from owl_eval.metrics.registry import metric_key
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten, metric_key
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
