@@ -8,10 +8,10 @@ in the file is a gap in time, not a skipped step).
 Scenes (see :func:`owl_eval.domains.trajectory_scenes.windows_from_grid`): a scene is a window start every
 ``stride`` steps, ``obs_len`` observed plus ``pred_len`` future steps. Which pedestrians it scores is the
 ``windows`` setting, one of the published conventions: ``cvm`` (default; present at all ``obs_len``
-observed steps and at least one future step, as the constant-velocity paper, Schoeller et al. 2020),
+observed steps and at least two future steps, windows running past the end of the recording kept, exactly as the
+constant-velocity paper's evaluate.py, Schoeller et al. 2020),
 ``social_gan`` (present at all ``obs_len + pred_len`` steps, windows with at least two of them, as
-Social-GAN's loader), or ``last_observed`` (present at the last observed step, as this loader did before:
-histories may be a single point). Missing steps are masked (NaN); windows with more than ``max_agents``
+Social-GAN's loader), or ``last_observed`` (present at the last observed step; histories may be a single point). Missing steps are masked (NaN); windows with more than ``max_agents``
 pedestrians are split into several scenes, so nobody is dropped. The run's tags say which (``windows``).
 
 Split: leave one group out. ``groups`` maps a group name to its files (the benchmark's eth, hotel, univ =

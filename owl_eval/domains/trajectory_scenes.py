@@ -97,18 +97,31 @@ class TrajectorySplits:
 
 # Which pedestrians of a window are scored (domain setting ``windows``).
 WINDOW_RULES = {
-    "cvm": "present at every observed step and at least one future step (Schoeller et al. 2020, the constant "
-    "velocity model paper)",
+    "cvm": "present at every observed step and at least two future steps, windows running past the end of the "
+    "recording included (Schoeller et al. 2020, the constant velocity model paper: evaluate.py, "
+    "min_sequence_length=10)",
     "social_gan": "present at every observed and future step, in windows with at least two such pedestrians "
     "(Social-GAN's loader: min_ped=1, num_peds_considered > min_ped)",
     "last_observed": "present at the last observed step; missing steps masked (histories may be one point long)",
 }
 
 
+# The constant-velocity paper's evaluate.py slices each track into windows of up to obs_len + pred_len = 20
+# positions and keeps those of at least min_sequence_length = 10: the full history and 2 future positions.
+CVM_MIN_FUTURE = 2
+
+
+def min_future_steps(rule: str, pred_len: int) -> int:
+    """The fewest future steps a scored pedestrian may have under ``rule``; a window may start so late that
+    only this many of its ``pred_len`` steps lie inside the recording (``cvm`` keeps such windows)."""
+    return min(CVM_MIN_FUTURE, pred_len) if rule == "cvm" else pred_len
+
+
 def window_agents(present: np.ndarray, obs_len: int, rule: str) -> np.ndarray:
     """``[W, P]`` which pedestrians a window scores, from ``present[W, P, obs_len + pred_len]``."""
     if rule == "cvm":
-        return present[:, :, :obs_len].all(-1) & present[:, :, obs_len:].any(-1)
+        min_future = min_future_steps(rule, present.shape[2] - obs_len)
+        return present[:, :, :obs_len].all(-1) & (present[:, :, obs_len:].sum(-1) >= min_future)
     if rule == "social_gan":
         complete = present.all(-1)
         return complete & (complete.sum(1, keepdims=True) >= 2)
@@ -123,12 +136,16 @@ def windows_from_grid(
     """Cut a dense track grid ``positions[T, P, 2]`` (NaN = absent) into scenes.
 
     A scene is a window start ``t0`` (every ``stride`` steps) with the pedestrians that ``windows`` selects
-    (:data:`WINDOW_RULES`). Agents keep NaN at the steps they are missing (masked, not dropped). A window
+    (:data:`WINDOW_RULES`). Under ``cvm`` a window may run past the last step of the grid as long as
+    :func:`min_future_steps` of its future lie inside it (the steps after the end are missing, i.e. masked). Agents keep NaN at the steps they are missing (masked, not dropped). A window
     with more than ``max_agents`` agents is split into several scenes of at most ``max_agents`` agents (in
     pedestrian order), so no agent is dropped. Windows without agents give no scene.
 
     Returns ``(windows[S, max_agents, obs_len + pred_len, 2], start_step[S], agents_per_scene[S])``.
     """
+    overhang = pred_len - min_future_steps(windows, pred_len)
+    if overhang:
+        positions = np.concatenate([positions, np.full((overhang,) + positions.shape[1:], np.nan)])
     t_total, _, _ = positions.shape
     length = obs_len + pred_len
     starts = np.arange(0, t_total - length + 1, stride)

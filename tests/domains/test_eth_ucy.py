@@ -119,13 +119,13 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
     assert {"crowds_zara03", "uni_examples", "students001"} <= set(splits.train.scene_source)
     assert test.history.shape[2:] == (8, 2) and test.future.shape[2:] == (12, 2)
     # plain-loop count (windows: cvm): agents of the scene starting at frame F are the pedestrians listed at
-    # every frame F..F + 70 and at one of F + 80..F + 190 at least
+    # every frame F..F + 70 and at two of F + 80..F + 190 at least
     f0 = int(test.scene_frame[10])
     frames_of = {}
     for frame, pid in rows[:, :2]:
         frames_of.setdefault(pid, set()).add(int(frame))
     expected = sum(
-        all(f0 + 10 * k in fr for k in range(8)) and any(f0 + 10 * k in fr for k in range(8, 20))
+        all(f0 + 10 * k in fr for k in range(8)) and sum(f0 + 10 * k in fr for k in range(8, 20)) >= 2
         for fr in frames_of.values()
     )
     in_scenes = test.agent_mask[test.scene_frame == f0].sum()
@@ -248,22 +248,30 @@ CONVENTIONS = "".join(
 
 
 @pytest.mark.parametrize(
-    "windows, expected",
+    "windows, pred_len, expected",
     [
-        # window 0 (obs 0-2, future 3-4): A full; B misses step 0; C full history, future step 3; D one point;
-        #   E full history, future step 4 -> cvm A, C, E; complete only A (one: Social-GAN drops the window);
-        #   at the last observed step (2) all five
+        # pred_len 2 (steps 0..6 -> window starts 0, 1, 2):
+        # window 0 (obs 0-2, future 3-4): A full; B misses step 0; C full history, future step 3 only; D one point;
+        #   E full history, future step 4 only -> cvm (2 future steps) A only; complete only A (one: Social-GAN
+        #   drops the window); at the last observed step (2) all five
         # window 1 (obs 1-3, future 4-5): A, B full; C no future; D absent; E misses step 3
         # window 2 (obs 2-4, future 5-6): A, B full; C gone at 4; E at 4 but misses 3
-        ("cvm", {0: [1, 3, 5], 10: [1, 2], 20: [1, 2]}),
-        ("social_gan", {10: [1, 2], 20: [1, 2]}),
-        ("last_observed", {0: [1, 2, 3, 4, 5], 10: [1, 2, 3], 20: [1, 2, 5]}),
+        ("cvm", 2, {0: [1], 10: [1, 2], 20: [1, 2]}),
+        ("social_gan", 2, {10: [1, 2], 20: [1, 2]}),
+        ("last_observed", 2, {0: [1, 2, 3, 4, 5], 10: [1, 2, 3], 20: [1, 2, 5]}),
+        # pred_len 3 under cvm: a window may end 1 step past the recording (2 of its 3 future steps inside it),
+        # so the starts are 0, 1, 2 (6-step windows over 7 steps would give only 0, 1):
+        # window 0 (future 3-5): A (3 future steps); C and E have one future step each: not scored
+        # window 1 (future 4-6): A, B; C has no future; E misses step 3
+        # window 2 (future 5-7, 7 after the last frame): A and B with 2 future steps each
+        ("cvm", 3, {0: [1], 10: [1, 2], 20: [1, 2]}),
+        ("social_gan", 3, {10: [1, 2]}),
     ],
 )
-def test_window_conventions_select_the_pedestrians_counted_by_hand(tmp_path, windows, expected):
+def test_window_conventions_select_the_pedestrians_counted_by_hand(tmp_path, windows, pred_len, expected):
     (tmp_path / "c.txt").write_text(CONVENTIONS)
     s = file_scenes(
-        tmp_path / "c.txt", frame_step=10, obs_len=3, pred_len=2, stride=1, max_agents=8, windows=windows, dt=0.4
+        tmp_path / "c.txt", frame_step=10, obs_len=3, pred_len=pred_len, stride=1, max_agents=8, windows=windows, dt=0.4
     )
     scored = {}
     for i, frame in enumerate(s.scene_frame.tolist()):
@@ -273,6 +281,9 @@ def test_window_conventions_select_the_pedestrians_counted_by_hand(tmp_path, win
     if windows != "last_observed":  # every scored pedestrian has a full history: a velocity at the last step
         real = np.isfinite(s.history).all(-1).any(-1)
         assert np.isfinite(s.history[real]).all()
+    if windows == "cvm" and pred_len == 3:  # the window past the end: its last future step is missing for both
+        last = s.scene_frame.tolist().index(20)
+        assert np.isnan(s.future[last, :2, 2]).all() and np.isfinite(s.future[last, :2, :2]).all()
 
 
 def test_windows_setting_reaches_the_run_tags_and_rejects_unknown_values(tiny_dir):
