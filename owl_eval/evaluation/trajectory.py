@@ -34,7 +34,9 @@ class TrajectoryEvaluation(Evaluation):
         return Scored(
             results,
             {
-                "example_scenes": example_scenes(record, num_scenes=int(self.context.get("plot_scenes", 4))),
+                "example_scenes": example_scenes(
+                    record, num_scenes=int(self.context.get("plot_scenes", 4)), predictor=self.context.get("agent")
+                ),
                 "error_vs_horizon": error_by_step(record),
                 "kde_calibration": kde_calibration(record),
                 "class_reliability": class_reliability(record, bins=options.class_ece_bins),
@@ -149,18 +151,25 @@ def trajectory_table_npz(path, *, rng, chunk_size=256, **kwargs) -> MetricResult
 # ----------------------------------------------------------------------------------------- figure data
 
 
-def example_scenes(record, *, num_scenes: int = 4) -> list[dict]:
+def example_scenes(record, *, num_scenes: int = 4, predictor: str | None = None) -> list[dict]:
     """A few scenes (the most crowded ones, spread over the test set): per agent its history, truth and
-    first predictions."""
+    first predictions, and a title naming the scene (source file or simulator split, first observed frame,
+    index in the test set) and what it shows (the predictor, the scene's agents by their index)."""
     counts = record.pred_steps.any(-1).sum(-1)
     order = np.argsort(-counts, kind="stable")[: max(1, num_scenes) * 4]
     chosen = np.sort(order[:: max(1, len(order) // max(1, num_scenes))][:num_scenes])
+    shown = min(MAX_PREDS_SHOWN, record.path_pred.shape[1])
     scenes = []
     for s in chosen:
         agents = np.nonzero(record.pred_steps[s].any(-1))[0]
+        scene = f"{record.scene_source[s]}, frame {int(record.scene_frame[s])} (test scene {s} of {record.num_scenes})"
+        shows = (
+            f"{predictor or 'predictor'}: agent{'s' if len(agents) != 1 else ''} {index_ranges(agents)}, "
+            f"{shown} of {record.path_pred.shape[1]} predictions"
+        )
         scenes.append(
             {
-                "title": f"{record.scene_source[s]} @ {record.scene_frame[s]}",
+                "title": f"{scene}\n{shows}",
                 "agents": agents,
                 "history": record.path_history[s, agents],
                 "truth": record.path_true[s, 0, agents],
@@ -168,6 +177,18 @@ def example_scenes(record, *, num_scenes: int = 4) -> list[dict]:
             }
         )
     return scenes
+
+
+def index_ranges(indices) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"``."""
+    parts, start = [], None
+    for i, value in enumerate(indices):
+        if start is None:
+            start = value
+        if i + 1 == len(indices) or indices[i + 1] != value + 1:
+            parts.append(str(start) if start == value else f"{start}-{value}")
+            start = None
+    return ", ".join(parts)
 
 
 def error_by_step(record) -> dict:

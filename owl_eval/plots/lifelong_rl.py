@@ -26,7 +26,8 @@ def learning_curve(data: dict):
     training curves; each training block's saturation point (triangle) and recovery point (circle)."""
     exp, reward, names = data["episodes"], data["reward"], data["tasks"]
     colors = {n: plt.get_cmap("tab10")(i % 10) for i, n in enumerate(names)}
-    fig, ax = plt.subplots(figsize=(11, 4.2))
+    # constrained layout makes room for the legend right of the axes (tight_layout left it clipped)
+    fig, ax = plt.subplots(figsize=(11, 4.2), layout="constrained")
     for span in data["spans"]:
         ax.axvspan(
             span["start"],
@@ -43,18 +44,22 @@ def learning_curve(data: dict):
         ax.plot(x, y, "v", color="k", ms=7, label=None if i else "saturation")
     for i, (x, y) in enumerate(data["recovery"]):
         ax.plot(x, y, "o", mfc="none", mec="tab:red", ms=9, mew=2, label=None if i else "recovery")
+    # one legend right of the axes (blocks by task, then the curves and markers): constrained layout makes room
+    # for an axes' legend, not for a second legend added as an artist
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.4) for n in names]
     handles.append(plt.Rectangle((0, 0), 1, 1, fc="white", ec="0.4", hatch="//"))
-    first = ax.legend(
-        handles, names + ["evaluation block (hatched)"], loc="upper left", fontsize=7, bbox_to_anchor=(1.01, 1.0)
+    curves, labels = ax.get_legend_handles_labels()
+    ax.legend(
+        handles + curves,
+        names + ["evaluation block (hatched)"] + labels,
+        loc="upper left",
+        fontsize=7,
+        bbox_to_anchor=(1.01, 1.0),
     )
-    ax.add_artist(first)
-    ax.legend(loc="lower left", bbox_to_anchor=(1.01, 0.0), fontsize=7)
     ax.set_xlim(exp[0] - 0.5, exp[-1] + 0.5) if len(exp) else None
     ax.set_xlabel("episode (exp_num)")
     ax.set_ylabel("reward")
     ax.set_title("Learning curve over the syllabus")
-    fig.tight_layout()
     return fig
 
 

@@ -8,13 +8,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 
 
 def example_scenes(scenes: list[dict]):
     """History, truth and predictions of each agent of a few scenes (``{title, agents, history, truth,
-    predictions}`` each)."""
+    predictions}`` each); each agent's index is written at its last observed position."""
     fig, axes = plt.subplots(1, len(scenes), figsize=(4.2 * len(scenes), 4.2), squeeze=False)
     for ax, scene in zip(axes[0], scenes):
         for i, a in enumerate(scene["agents"]):
@@ -23,6 +24,9 @@ def example_scenes(scenes: list[dict]):
             for p in scene["predictions"][:, i]:
                 ax.plot(p[:, 0], p[:, 1], color=color, lw=0.5, alpha=0.35)
             ax.plot(h[:, 0], h[:, 1], color=color, lw=2.0, marker=".", ms=3)
+            last = h[np.isfinite(h).all(-1)]
+            if len(last):
+                ax.annotate(str(a), last[-1], xytext=(3, 3), textcoords="offset points", fontsize=7, color=color)
             t = scene["truth"][i]
             ax.plot(t[:, 0], t[:, 1], color="k", lw=1.2, ls="--")
         ax.set_title(scene["title"], fontsize=8)

@@ -108,9 +108,10 @@ def prepare_job(cfg: DictConfig) -> PreparedJob:
     agent = build_part(cfg, "agent")
     baseline = build_part(cfg, "baseline") if cfg.get("baseline") else None
     protocol.check(domain=domain, agent=agent, baseline=baseline)
-    evaluation = evaluation_for(protocol.name, protocol.evaluation_context())
-    metric_options = evaluation.options(resolved.get("metrics") or {})
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
+    # the figures name the agent under test (the trajectory scenes' titles)
+    evaluation = evaluation_for(protocol.name, {**protocol.evaluation_context(), "agent": names["agent"]})
+    metric_options = evaluation.options(resolved.get("metrics") or {})
     return PreparedJob(
         resolved, settings, switches, protocol, domain, agent, baseline, evaluation, metric_options, names
     )

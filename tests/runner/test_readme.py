@@ -13,6 +13,7 @@ Each README line runs as written in a temp workspace (its own ``outputs/mlflow.d
 - ``mlflow ui`` started on a free port, asked for /health, stopped; ``pytest`` lines only collect (the suite
   does not run itself).
 Only ``pip install`` lines are skipped: the test runs inside the environment they would install.
+The README's other blocks (python, yaml, text) and every block of docs/*.md are run by test_docs.py.
 """
 
 from __future__ import annotations
