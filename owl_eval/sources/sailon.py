@@ -49,7 +49,7 @@ import numpy as np
 from owl_eval.errors import ConfigError
 from owl_eval.metrics.ond import OndTrial
 from owl_eval.protocols.ond.record import OndRecord
-from owl_eval.safe_paths import check_name, list_files, read_text
+from owl_eval.safe_paths import check_name, list_files, read_bytes, read_text
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.sources.sailon_results import read_classification, read_detection
 from owl_eval.sources.sailon_truth import (
@@ -225,10 +225,10 @@ class SailonSource:
     def _read_session(self, session: str, test_id: str, truth: Truth) -> tuple[OndTrial, Path]:
         det_path = self._find("results_path", f"{session}.{test_id}{DETECTION_SUFFIX}")
         cls_path = self._find("results_path", f"{session}.{test_id}{CLASSIFICATION_SUFFIX}")
-        world = read_detection(det_path, read_text(det_path, what="detection file"), truth.ids, truth.path)
+        world = read_detection(det_path, read_bytes(det_path, what="detection file"), truth.ids, truth.path)
         scores = read_classification(
             cls_path,
-            read_text(cls_path, what="classification file"),
+            read_bytes(cls_path, what="classification file"),
             truth.ids,
             truth.path,
             unknown_column=self.unknown_column,
