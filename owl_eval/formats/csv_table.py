@@ -39,10 +39,11 @@ class Table:
     line_numbers: np.ndarray
 
 
-def records(path: Path, text: str):
+def records(path: Path, text: str, quote_char: str = '"'):
     """``(first line, fields)`` of every record of ``text`` (a BOM dropped), blank lines skipped; a quote that
     is not closed, or a character after a closing quote, is one error naming the line."""
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""), strict=True)
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""), strict=True, quotechar=quote_char)
+    q = quote_char
     line = 0
     while True:
         start = line + 1
@@ -57,15 +58,17 @@ def records(path: Path, text: str):
                     f'before line {reader.line_num + 1}; a quote inside a quoted field is written twice: "")'
                 ) from None
             raise SourceFormatError(
-                f"{path}, row {start}: expected a ',' or the end of the line after a closing quote ({exc}); "
-                "quote the whole field and write a quote inside it twice"
+                f"{path}, row {start}: expected a ',' or the end of the line after a closing {q} ({exc}); "
+                f"quote the whole field and write a {q} inside it twice"
             ) from None
         line = reader.line_num
         if any(f.strip() for f in row):
             yield start, row
 
 
-def read_rows(path: Path, *, skip_header: bool, min_width: int = 1, text: str | None = None) -> Table:
+def read_rows(
+    path: Path, *, skip_header: bool, min_width: int = 1, text: str | None = None, quote_char: str = '"'
+) -> Table:
     """A :class:`Table` of a comma-separated file, every field a string (stripped of surrounding spaces
     where it is compared or parsed, not here).
 
@@ -73,14 +76,14 @@ def read_rows(path: Path, *, skip_header: bool, min_width: int = 1, text: str | 
     :func:`owl_eval.safe_paths.read_text`); otherwise the file the user named is read here (a link given as
     the path itself is followed, as the user chose it; non-UTF-8 text is one error naming file and line).
     Every row must have the same number of fields; blank lines are ignored. A ragged row or a broken quote is
-    one clear error naming the file and the line.
+    one clear error naming the file and the line. ``quote_char`` quotes fields (sail-on-client's files use ``|``).
     """
     if text is None:
         path = Path(path)
         if not path.is_file():
             raise SourceFormatError(f"{path}: file not found")
         text = read_text(path.resolve(), what="file")
-    rows = records(path, text)
+    rows = records(path, text, quote_char)
     header = None
     if skip_header:
         first = next(rows, None)
@@ -124,13 +127,14 @@ class NumericTable:
     ids: np.ndarray
     values: np.ndarray
     text: str | bytes = field(repr=False)
+    quote_char: str = '"'
     _lines: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def line_numbers(self) -> np.ndarray:
         if self._lines is None:
             text = self.text if isinstance(self.text, str) else self.text.decode("utf-8")
-            self._lines = np.array([line for line, _ in records(self.path, text)], dtype=np.int64)
+            self._lines = np.array([line for line, _ in records(self.path, text, self.quote_char)], dtype=np.int64)
         return self._lines
 
 
@@ -138,7 +142,7 @@ _NO_NULLS = dict(null_values=[], strings_can_be_null=False, quoted_strings_can_b
 
 
 def read_numeric_rows(
-    path: Path, data: bytes, *, min_width: int, name: Callable[[int], str] = "v_{}".format
+    path: Path, data: bytes, *, min_width: int, name: Callable[[int], str] = "v_{}".format, quote_char: str = '"'
 ) -> NumericTable:
     """The rows ``id,v_1,...,v_m`` of ``data`` (the bytes of ``path``, read link-free by the caller).
 
@@ -155,7 +159,7 @@ def read_numeric_rows(
                 pa.BufferReader(data),
                 read_options=pacsv.ReadOptions(autogenerate_column_names=True),
                 # without a quote in the file no field can hold a line break: the faster parallel split is safe
-                parse_options=pacsv.ParseOptions(newlines_in_values=b'"' in data),
+                parse_options=pacsv.ParseOptions(quote_char=quote_char, newlines_in_values=quote_char.encode() in data),
                 convert_options=pacsv.ConvertOptions(column_types={"f0": pa.string()}, **_NO_NULLS),
             )
         except (pa.ArrowInvalid, UnicodeDecodeError):
@@ -170,9 +174,9 @@ def read_numeric_rows(
                 values[:, j] = column.to_numpy()
             ids = np.char.strip(table.column(0).to_numpy(zero_copy_only=False).astype(str))
     if values is not None:
-        return NumericTable(path=path, ids=ids, values=values, text=data)
+        return NumericTable(path=path, ids=ids, values=values, text=data, quote_char=quote_char)
     text = _decode(path, data)
-    rows = read_rows(path, skip_header=False, min_width=min_width, text=text)
+    rows = read_rows(path, skip_header=False, min_width=min_width, text=text, quote_char=quote_char)
     width = rows.fields.shape[1]
     values = numeric(
         path,
@@ -184,7 +188,12 @@ def read_numeric_rows(
         allow_nan=True,
     )
     return NumericTable(
-        path=path, ids=np.char.strip(rows.fields[:, 0]), values=values, text=text, _lines=rows.line_numbers
+        path=path,
+        ids=np.char.strip(rows.fields[:, 0]),
+        values=values,
+        text=text,
+        quote_char=quote_char,
+        _lines=rows.line_numbers,
     )
 
 

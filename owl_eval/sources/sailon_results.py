@@ -17,7 +17,7 @@ from owl_eval.metrics.ond import ROW_SUM_TOLERANCE
 from owl_eval.sources import SourceFormatError
 
 
-def read_detection(path: Path, data: bytes, ids: np.ndarray, gt_path: Path) -> np.ndarray:
+def read_detection(path: Path, data: bytes, ids: np.ndarray, gt_path: Path, *, quote_char: str = '"') -> np.ndarray:
     """``P_world_changed[N]`` in ground-truth order (``data``: the bytes of ``path``)."""
     names = ["P_world_changed"]
     table = _read(
@@ -28,6 +28,7 @@ def read_detection(path: Path, data: bytes, ids: np.ndarray, gt_path: Path) -> n
         layout="id,P_world_changed",
         gt_path=gt_path,
         n_samples=len(ids),
+        quote_char=quote_char,
     )
     if table.values.shape[1] != 1:
         raise SourceFormatError(
@@ -47,6 +48,7 @@ def read_classification(
     unknown_column: str,
     sum_tolerance: float,
     normalize: bool,
+    quote_char: str = '"',
 ) -> np.ndarray:
     """``p_class[N, K+1]`` in ground-truth order with the unknown column first (``data``: the bytes of ``path``).
 
@@ -55,7 +57,14 @@ def read_classification(
     fixed check accepts what the configured tolerance accepted; other rows are left exactly as written.
     """
     table = _read(
-        path, data, min_width=3, name="p_{}".format, layout="id,p_0,...,p_K", gt_path=gt_path, n_samples=len(ids)
+        path,
+        data,
+        min_width=3,
+        name="p_{}".format,
+        layout="id,p_0,...,p_K",
+        gt_path=gt_path,
+        n_samples=len(ids),
+        quote_char=quote_char,
     )
     width = table.values.shape[1]
     names = [f"p_{k}" for k in range(width)]
@@ -86,9 +95,17 @@ def read_classification(
 
 
 def _read(
-    path: Path, data: bytes, *, min_width: int, name: Callable[[int], str], layout: str, gt_path: Path, n_samples: int
+    path: Path,
+    data: bytes,
+    *,
+    min_width: int,
+    name: Callable[[int], str],
+    layout: str,
+    gt_path: Path,
+    n_samples: int,
+    quote_char: str,
 ) -> NumericTable:
-    table = read_numeric_rows(path, data, min_width=min_width, name=name)
+    table = read_numeric_rows(path, data, min_width=min_width, name=name, quote_char=quote_char)
     if not len(table.ids):
         raise SourceFormatError(
             f"{path}: no rows; expected one row '{layout}' for each of the {n_samples} samples of {gt_path.name}"
