@@ -52,15 +52,18 @@ def records(path: Path, text: str, quote_char: str = '"'):
         except StopIteration:
             return
         except csv.Error as exc:
-            if "end of data" in str(exc) or reader.line_num > start:
+            if "end of data" in str(exc):
                 raise SourceFormatError(
-                    f"{path}, row {start}: a quoted field opened here is not closed (expected a closing '\"' "
-                    f'before line {reader.line_num + 1}; a quote inside a quoted field is written twice: "")'
+                    f"{path}, row {start}: a field quoted with {q} on this row is not closed before the end of the "
+                    f"file (expected a closing {q}; a {q} inside a quoted field is written twice: {q}{q})"
                 ) from None
-            raise SourceFormatError(
-                f"{path}, row {start}: expected a ',' or the end of the line after a closing {q} ({exc}); "
-                f"quote the whole field and write a {q} inside it twice"
-            ) from None
+            if "expected after" in str(exc):
+                raise SourceFormatError(
+                    f"{path}, row {start}: expected a ',' or the end of the line after a closing {q} ({exc}); "
+                    f"quote the whole field and write a {q} inside it twice"
+                ) from None
+            hint = f" (a {q} that opens a quoted field and is never closed?)" if "field limit" in str(exc) else ""
+            raise SourceFormatError(f"{path}, row {start}: not readable as CSV: {exc}{hint}") from None
         line = reader.line_num
         if any(f.strip() for f in row):
             yield start, row
