@@ -156,7 +156,7 @@ def read_numeric_rows(
     value column ``j`` (0-based) in messages. Fewer than ``min_width`` fields is an error.
     """
     values, ids = None, None
-    if data.strip():
+    if data and not data.isspace():
         try:
             table = pacsv.read_csv(
                 pa.BufferReader(data),

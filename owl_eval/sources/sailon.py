@@ -20,7 +20,7 @@ Ground-truth classes (``source.class_index``):
 A sample is novel when the ``novel`` column (if configured; the detection column is then not read, as
 the package's activity-recognition evaluation reads only ``novel``) says so, else when its class is the
 unknown. ``source.columns.novel=detection`` takes the image ground truth's cumulative flag as per-sample
-novelty, as the package's ``m_ndp`` does for images.
+novelty, as the package's local harness does for images (it gives ``m_ndp`` that column).
 
 Red light (0-based row of the first novel sample): the metadata's ``red_light``, which is a *sample id*
 (as in the package's fixtures and in ``file_provider``, which compares it with the ids of the detection
