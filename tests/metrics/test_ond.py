@@ -899,3 +899,33 @@ def test_agrees_with_sail_on_client_on_ordinary_inputs():
                     assert expected[f"{rate}_0.5"] == 0 and "by construction" in value.reason
                 else:
                     assert value == pytest.approx(expected[f"{rate}_0.5"], abs=5e-6)
+
+
+def test_m_ndp_equals_sail_on_client_on_ties_and_edge_trials():
+    """Scores on a 0.1 grid (exactly at thresholds), trials without novelty and made only of novel samples,
+    every threshold of the grid: our m_ndp_* of one trial equal the reference's m_ndp (rounded to 5 decimals)."""
+    reference = pytest.importorskip("sail_on_client.evaluate.metrics")
+    rng = np.random.default_rng(11)
+    for t in range(30):
+        n = int(rng.integers(2, 15))
+        red = [None, 0, int(rng.integers(1, n))][t % 3]
+        gt_novel = np.zeros(n, dtype=int)
+        if red is not None:
+            gt_novel[red:] = 1 if t % 2 else rng.random(n - red) < 0.5
+            gt_novel[red] = 1
+        if red == 0 and not gt_novel.all():
+            continue  # empty pre-novelty segment: the reference divides 0 by 0 (left out of ours)
+        pwc = np.round(rng.random(n) * 10) / 10
+        trial = make_trial(np.where(gt_novel == 1, 0, 1), red, pwc=pwc, gt_novel=gt_novel)
+        results = program_metrics([trial], threshold_grid=True)
+        for mode, prefix in (("full_test", "m_ndp"), ("pre_novelty", "m_ndp_pre"), ("post_novelty", "m_ndp_post")):
+            expected = reference.m_ndp(pwc, gt_novel, mode=mode)
+            for threshold in DETECTION_THRESHOLD_GRID:
+                for rate in ("accuracy", "precision", "recall", "f1_score"):
+                    value, theirs = results[f"{prefix}_{rate}@{threshold:g}"], expected[f"{rate}_{threshold}"]
+                    if theirs == -1:  # post-novelty of a trial without novelty
+                        assert isinstance(value, NA), (prefix, rate, threshold)
+                    elif isinstance(value, NA):  # 0 by construction: no novel sample in the segment
+                        assert theirs == 0 and "by construction" in value.reason
+                    else:
+                        assert value == pytest.approx(theirs, abs=5e-6), (t, prefix, rate, threshold)
