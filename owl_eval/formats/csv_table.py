@@ -70,7 +70,13 @@ def records(path: Path, text: str, quote_char: str = '"'):
 
 
 def read_rows(
-    path: Path, *, skip_header: bool, min_width: int = 1, text: str | None = None, quote_char: str = '"'
+    path: Path,
+    *,
+    skip_header: bool,
+    min_width: int = 1,
+    text: str | None = None,
+    quote_char: str = '"',
+    quote_key: str | None = None,
 ) -> Table:
     """A :class:`Table` of a comma-separated file, every field a string (stripped of surrounding spaces
     where it is compared or parsed, not here).
@@ -79,7 +85,8 @@ def read_rows(
     :func:`owl_eval.safe_paths.read_text`); otherwise the file the user named is read here (a link given as
     the path itself is followed, as the user chose it; non-UTF-8 text is one error naming file and line).
     Every row must have the same number of fields; blank lines are ignored. A ragged row or a broken quote is
-    one clear error naming the file and the line. ``quote_char`` quotes fields (sail-on-client's files use ``|``).
+    one clear error naming the file and the line. ``quote_char`` quotes fields (sail-on-client's files use ``|``);
+    ``quote_key``, the setting that chooses it, is named when a ragged row holds the other usual quote.
     """
     if text is None:
         path = Path(path)
@@ -100,8 +107,16 @@ def read_rows(
         if width is None:
             width, expected_from = len(row), f"row {line}"
         if len(row) != width:
+            other = '"' if quote_char != '"' else "|"
+            hint = (
+                f" (the row holds {other}, which is not the quote character here ({quote_char}): if it quotes fields, "
+                f"set {quote_key}={other!r})"
+                if quote_key and any(other in f for f in row)
+                else ""
+            )
             raise SourceFormatError(
                 f"{path}, row {line}: expected {width} comma-separated fields (as {expected_from}), got {len(row)}"
+                + hint
             )
         lines.append(line)
         fields.append(row)
@@ -145,7 +160,13 @@ _NO_NULLS = dict(null_values=[], strings_can_be_null=False, quoted_strings_can_b
 
 
 def read_numeric_rows(
-    path: Path, data: bytes, *, min_width: int, name: Callable[[int], str] = "v_{}".format, quote_char: str = '"'
+    path: Path,
+    data: bytes,
+    *,
+    min_width: int,
+    name: Callable[[int], str] = "v_{}".format,
+    quote_char: str = '"',
+    quote_key: str | None = None,
 ) -> NumericTable:
     """The rows ``id,v_1,...,v_m`` of ``data`` (the bytes of ``path``, read link-free by the caller).
 
@@ -179,7 +200,9 @@ def read_numeric_rows(
     if values is not None:
         return NumericTable(path=path, ids=ids, values=values, text=data, quote_char=quote_char)
     text = _decode(path, data)
-    rows = read_rows(path, skip_header=False, min_width=min_width, text=text, quote_char=quote_char)
+    rows = read_rows(
+        path, skip_header=False, min_width=min_width, text=text, quote_char=quote_char, quote_key=quote_key
+    )
     width = rows.fields.shape[1]
     values = numeric(
         path,

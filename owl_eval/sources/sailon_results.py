@@ -105,7 +105,9 @@ def _read(
     n_samples: int,
     quote_char: str,
 ) -> NumericTable:
-    table = read_numeric_rows(path, data, min_width=min_width, name=name, quote_char=quote_char)
+    table = read_numeric_rows(
+        path, data, min_width=min_width, name=name, quote_char=quote_char, quote_key="source.quote_char"
+    )
     if not len(table.ids):
         raise SourceFormatError(
             f"{path}: no rows; expected one row '{layout}' for each of the {n_samples} samples of {gt_path.name}"

@@ -49,7 +49,7 @@ def read_truth(
     """Parse ``T_single_df.csv`` (``text``, read link-free by the caller; fields quoted with ``quote_char``)
     and the optional metadata ``(path, text)``; every malformed value is one error naming the file, row and
     column or key."""
-    table = read_rows(path, skip_header=True, text=text, quote_char=quote_char)
+    table = read_rows(path, skip_header=True, text=text, quote_char=quote_char, quote_key="source.quote_char")
     fields, lines = table.fields, table.line_numbers
     if not len(fields):
         raise SourceFormatError(f"{path}: no samples after the header")

@@ -172,8 +172,10 @@ def test_standard_double_quotes_with_source_quote_char(tmp_path):
     data = source(root, quote_char='"').load()
     check_trial(data.record.trials[0])
     # with the default '|' the '"'-quoted commas split fields: one error naming the line
-    with pytest.raises(SourceFormatError, match=r"_single_df\.csv, row 2: expected 11 comma-separated fields"):
+    with pytest.raises(SourceFormatError) as info:
         source(root).load()
+    assert "_single_df.csv, row 2: expected 11 comma-separated fields (as the header), got 13" in str(info.value)
+    assert "set source.quote_char='\"'" in str(info.value)
 
 
 @pytest.mark.parametrize(
