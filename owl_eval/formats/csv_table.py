@@ -1,15 +1,30 @@
-"""Fast, strict reading of small numeric CSV files, with errors that name the file, row and column.
+"""Strict reading of comma-separated files, with errors that name the file, line and column.
 
-Row numbers in messages are 1-based lines of the file as an editor shows them (a skipped header and blank
-lines counted), so a user can go straight to the line.
+Two readers, both real CSV parsers (RFC 4180 quoting: a quoted field may hold commas, doubled quotes and
+line breaks; a UTF-8 byte-order mark, CRLF or CR line ends and blank lines, trailing or not, are accepted):
+
+* :func:`read_rows`: every field as a string (the standard library's :mod:`csv`), for small files and
+  files whose columns are not all numbers (ground truth, headers, labels);
+* :func:`read_numeric_rows`: one string column (sample ids) then numbers, parsed column-wise by
+  ``pyarrow.csv`` (hundreds of score columns per row, thousands of rows); on anything it does not accept
+  it falls back to :func:`read_rows` and :func:`numeric`, which either read the file or name the culprit.
+
+Row numbers in messages are 1-based physical lines of the file as an editor shows them (a header, blank
+lines and the line breaks inside quoted fields counted; a row that spans lines is named by its first), so
+a user can go straight to the line.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import csv
+import io
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
 
 from owl_eval.errors import SourceFormatError
 from owl_eval.safe_paths import read_text
@@ -24,52 +39,199 @@ class Table:
     line_numbers: np.ndarray
 
 
-def read_rows(path: Path, *, skip_header: bool, min_width: int = 1, text: str | None = None) -> Table:
-    """A :class:`Table` of a comma-separated file without quoting (the formats read here have none).
+def records(path: Path, text: str, quote_char: str = '"'):
+    """``(first line, fields)`` of every record of ``text`` (a BOM dropped), blank lines skipped; a quote that
+    is not closed, or a character after a closing quote, is one error naming the line."""
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""), strict=True, quotechar=quote_char)
+    q = quote_char
+    line = 0
+    while True:
+        start = line + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            if "end of data" in str(exc):
+                raise SourceFormatError(
+                    f"{path}, row {start}: a field quoted with {q} on this row is not closed before the end of the "
+                    f"file (expected a closing {q}; a {q} inside a quoted field is written twice: {q}{q})"
+                ) from None
+            if "expected after" in str(exc):
+                raise SourceFormatError(
+                    f"{path}, row {start}: expected a ',' or the end of the line after a closing {q} ({exc}); "
+                    f"quote the whole field and write a {q} inside it twice"
+                ) from None
+            hint = f" (a {q} that opens a quoted field and is never closed?)" if "field limit" in str(exc) else ""
+            raise SourceFormatError(f"{path}, row {start}: not readable as CSV: {exc}{hint}") from None
+        line = reader.line_num
+        if any(f.strip() for f in row):
+            yield start, row
+
+
+def read_rows(
+    path: Path,
+    *,
+    skip_header: bool,
+    min_width: int = 1,
+    text: str | None = None,
+    quote_char: str = '"',
+    quote_key: str | None = None,
+) -> Table:
+    """A :class:`Table` of a comma-separated file, every field a string (stripped of surrounding spaces
+    where it is compared or parsed, not here).
 
     ``text``: the file's content when the caller already read it (the link-free reading of a user folder,
     :func:`owl_eval.safe_paths.read_text`); otherwise the file the user named is read here (a link given as
     the path itself is followed, as the user chose it; non-UTF-8 text is one error naming file and line).
-    Every row must have the same number of fields; blank lines are ignored; a leading byte-order mark is
-    dropped. A ragged row is one clear error naming the file and the row.
+    Every row must have the same number of fields; blank lines are ignored. A ragged row or a broken quote is
+    one clear error naming the file and the line. ``quote_char`` quotes fields (sail-on-client's files use ``|``);
+    ``quote_key``, the setting that chooses it, is named when a ragged row holds the other usual quote.
     """
     if text is None:
         path = Path(path)
         if not path.is_file():
             raise SourceFormatError(f"{path}: file not found")
         text = read_text(path.resolve(), what="file")
-    lines = text.removeprefix("\ufeff").splitlines()
+    rows = records(path, text, quote_char)
     header = None
-    first_row = 1
     if skip_header:
-        if not lines:
+        first = next(rows, None)
+        if first is None:
             raise SourceFormatError(f"{path}: empty file, expected a header row")
-        header = [h.strip() for h in lines[0].split(",")]
-        lines, first_row = lines[1:], 2
-    keep = np.array([i for i, line in enumerate(lines) if line.strip()], dtype=np.int64)
-    lines = [lines[i] for i in keep]
-    commas = np.fromiter((line.count(",") for line in lines), dtype=np.int64, count=len(lines))
-    width = int(commas[0]) + 1 if len(lines) else (len(header) if header else min_width)
-    bad = np.flatnonzero(commas != width - 1)
-    if bad.size or width < min_width:
-        i = int(bad[0]) if bad.size else 0
-        got = int(commas[i]) + 1 if len(lines) else 0
-        expected = max(width, min_width) if not bad.size else width
-        raise SourceFormatError(
-            f"{path}, row {first_row + int(keep[i])}: expected {expected} comma-separated fields, got {got}"
-        )
-    fields = (
-        np.array(",".join(lines).split(","), dtype=str).reshape(len(lines), width)
-        if lines
-        else np.zeros((0, width), str)
-    )
-    return Table(header=header, fields=fields, line_numbers=first_row + keep)
+        header = [h.strip() for h in first[1]]
+    lines, fields = [], []
+    width = len(header) if header is not None else None
+    expected_from = "the header" if header is not None else None
+    for line, row in rows:
+        if width is None:
+            width, expected_from = len(row), f"row {line}"
+        if len(row) != width:
+            other = '"' if quote_char != '"' else "|"
+            hint = (
+                f" (the row holds {other}, which is not the quote character here ({quote_char}): if it quotes fields, "
+                f"set {quote_key}={other!r})"
+                if quote_key and any(other in f for f in row)
+                else ""
+            )
+            raise SourceFormatError(
+                f"{path}, row {line}: expected {width} comma-separated fields (as {expected_from}), got {len(row)}"
+                + hint
+            )
+        lines.append(line)
+        fields.append(row)
+    width = width if width is not None else min_width
+    if width < min_width:
+        first = lines[0] if lines else (2 if header is not None else 1)
+        raise SourceFormatError(f"{path}, row {first}: expected {min_width} comma-separated fields, got {width}")
+    table = np.array(fields, dtype=str).reshape(len(fields), width) if fields else np.zeros((0, width), str)
+    return Table(header=header, fields=table, line_numbers=np.array(lines, dtype=np.int64))
 
 
 def read_table(path: Path, *, skip_header: bool, min_width: int = 1) -> tuple[list[str] | None, np.ndarray]:
     """``(header, fields)``: fields a ``[rows, width]`` array of strings (see :func:`read_rows`)."""
     table = read_rows(path, skip_header=skip_header, min_width=min_width)
     return table.header, table.fields
+
+
+@dataclass
+class NumericTable:
+    """A headerless file of rows ``id,v_1,...,v_m``: ``ids[rows]`` (stripped strings) and ``values[rows, m]``.
+
+    ``line_numbers`` (the 1-based line of each row) is worked out only when asked for, i.e. for a message.
+    """
+
+    path: Path
+    ids: np.ndarray
+    values: np.ndarray
+    text: str | bytes = field(repr=False)
+    quote_char: str = '"'
+    _lines: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def line_numbers(self) -> np.ndarray:
+        if self._lines is None:
+            text = self.text if isinstance(self.text, str) else self.text.decode("utf-8")
+            self._lines = np.array([line for line, _ in records(self.path, text, self.quote_char)], dtype=np.int64)
+        return self._lines
+
+
+_NO_NULLS = dict(null_values=[], strings_can_be_null=False, quoted_strings_can_be_null=False)
+
+
+def read_numeric_rows(
+    path: Path,
+    data: bytes,
+    *,
+    min_width: int,
+    name: Callable[[int], str] = "v_{}".format,
+    quote_char: str = '"',
+    quote_key: str | None = None,
+) -> NumericTable:
+    """The rows ``id,v_1,...,v_m`` of ``data`` (the bytes of ``path``, read link-free by the caller).
+
+    The fast path is ``pyarrow.csv`` (multi-threaded, column-wise); a file it cannot read as one string column
+    then numbers (a ragged row, a field that is not a number, text that is not UTF-8, a whitespace-only line)
+    is read again by :func:`read_rows` and :func:`numeric`, which accept what is right and name the line
+    and column of what is not. NaN is left in ``values`` (the caller decides); ``name(j)`` is the name of
+    value column ``j`` (0-based) in messages. Fewer than ``min_width`` fields is an error.
+    """
+    values, ids = None, None
+    if data and not data.isspace():
+        try:
+            table = pacsv.read_csv(
+                pa.BufferReader(data),
+                read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                # without a quote in the file no field can hold a line break: the faster parallel split is safe
+                parse_options=pacsv.ParseOptions(quote_char=quote_char, newlines_in_values=quote_char.encode() in data),
+                convert_options=pacsv.ConvertOptions(column_types={"f0": pa.string()}, **_NO_NULLS),
+            )
+        except (pa.ArrowInvalid, UnicodeDecodeError):
+            table = None
+        if (
+            table is not None
+            and table.num_columns >= min_width
+            and all(pa.types.is_floating(t) or pa.types.is_integer(t) for t in table.schema.types[1:])
+        ):
+            values = np.empty((table.num_rows, table.num_columns - 1), np.float64)
+            for j, column in enumerate(table.columns[1:]):
+                values[:, j] = column.to_numpy()
+            ids = np.char.strip(table.column(0).to_numpy(zero_copy_only=False).astype(str))
+    if values is not None:
+        return NumericTable(path=path, ids=ids, values=values, text=data, quote_char=quote_char)
+    text = _decode(path, data)
+    rows = read_rows(
+        path, skip_header=False, min_width=min_width, text=text, quote_char=quote_char, quote_key=quote_key
+    )
+    width = rows.fields.shape[1]
+    values = numeric(
+        path,
+        rows.fields,
+        columns=list(range(1, width)),
+        names=[name(j) for j in range(width - 1)],
+        first_row_number=1,
+        row_numbers=rows.line_numbers,
+        allow_nan=True,
+    )
+    return NumericTable(
+        path=path,
+        ids=np.char.strip(rows.fields[:, 0]),
+        values=values,
+        text=text,
+        quote_char=quote_char,
+        _lines=rows.line_numbers,
+    )
+
+
+def _decode(path: Path, data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise SourceFormatError(
+            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+            "save the file as UTF-8"
+        ) from None
 
 
 def numeric(

@@ -134,7 +134,7 @@ DETAIL_PREFIX = "detail/"
 BASELINE_PREFIX = "baseline/"
 THRESHOLD_PREFIX = "threshold/"
 THRESHOLD_SERIES_SUFFIX = "_vs_threshold"
-# N/A reasons of values fixed by construction (metrics.ond: ndp_*_pre, M5/M6 of the baseline itself, detection
+# N/A reasons of values fixed by construction (metrics.ond: unknown_score_*_pre, M5/M6 of the baseline itself, detection
 # under the given condition): not measurements, so not logged as metrics or tags (metrics_na.json keeps them).
 _BY_DESIGN = ("by construction", "detection is not measured")
 
@@ -187,8 +187,8 @@ def logged_key(protocol: str, name: str) -> str:
 
 
 def threshold_table_name(name: str) -> str:
-    """The logged table of a threshold sweep of ``name`` (``ndp_f1_post`` or ``baseline.ndp_f1_post``):
-    ``threshold/ndp_f1_post``, ``threshold/baseline/ndp_f1_post``."""
+    """The logged table of a threshold sweep of ``name`` (``unknown_score_f1_post`` or ``baseline.unknown_score_f1_post``):
+    ``threshold/unknown_score_f1_post``, ``threshold/baseline/unknown_score_f1_post``."""
     if name.startswith("baseline."):
         return THRESHOLD_PREFIX + BASELINE_PREFIX + metric_key(name[len("baseline.") :])
     return THRESHOLD_PREFIX + metric_key(name)

@@ -20,7 +20,7 @@ Ground-truth classes (``source.class_index``):
 A sample is novel when the ``novel`` column (if configured; the detection column is then not read, as
 the package's activity-recognition evaluation reads only ``novel``) says so, else when its class is the
 unknown. ``source.columns.novel=detection`` takes the image ground truth's cumulative flag as per-sample
-novelty, as the package's ``m_ndp`` does for images.
+novelty, as the package's local harness does for images (it gives ``m_ndp`` that column).
 
 Red light (0-based row of the first novel sample): the metadata's ``red_light``, which is a *sample id*
 (as in the package's fixtures and in ``file_provider``, which compares it with the ids of the detection
@@ -32,6 +32,12 @@ reads it; its fixtures hold values beyond the test length or sample ids there).
 
 Round size: the metadata's ``round_size``, else ``source.round_size``. Class-score rows must sum to 1
 within ``source.sum_tolerance`` (or are rescaled with ``source.normalize``).
+
+CSV: every file is read by a CSV parser (:mod:`owl_eval.formats.csv_table`): a field may be quoted and then
+hold commas and line breaks (the transcripts' ``text``); the quote character is ``source.quote_char``,
+``|`` by default because sail-on-client 0.30 reads all these files with ``quotechar="|"`` (its local harness
+and file provider; its transcripts ground truth quotes with ``|``), ``'"'`` for standard CSV. A UTF-8
+byte-order mark, CRLF line ends and blank lines are accepted; row numbers in messages are physical lines.
 
 All files come from a link-free listing of the folders (:func:`owl_eval.safe_paths.list_files`: a symbolic
 link anywhere under them is one error), test ids and session names pass
@@ -49,7 +55,7 @@ import numpy as np
 from owl_eval.errors import ConfigError
 from owl_eval.metrics.ond import OndTrial
 from owl_eval.protocols.ond.record import OndRecord
-from owl_eval.safe_paths import check_name, list_files, read_text
+from owl_eval.safe_paths import check_name, list_files, read_bytes, read_text
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.sources.sailon_results import read_classification, read_detection
 from owl_eval.sources.sailon_truth import (
@@ -84,6 +90,7 @@ class SailonSource:
         condition: str = "system",
         normalize: bool = False,
         sum_tolerance: float = 1e-6,
+        quote_char: str = "|",
         **unknown,
     ):
         if unknown:  # a typo such as +source.sesion=S1: name the key and the valid ones
@@ -103,6 +110,7 @@ class SailonSource:
         self.condition = as_choice(condition, "source.condition", ("system", "given"))
         self.normalize = as_bool(normalize, "source.normalize")
         self.sum_tolerance = as_float(sum_tolerance, "source.sum_tolerance", minimum=0.0, maximum=1.0)
+        self.quote_char = _quote_char(quote_char)
         self._listings: dict[str, dict[str, list[Path]]] = {}
 
     # -- discovery -------------------------------------------------------------------------------------
@@ -220,20 +228,24 @@ class SailonSource:
         path = self._find("path", f"{test_id}{GT_SUFFIX}")
         meta_path = self._find("path", f"{test_id}{META_SUFFIX}", required=False)
         metadata = None if meta_path is None else (meta_path, read_text(meta_path, what="metadata file"))
-        return read_truth(test_id, path, read_text(path, what="ground-truth file"), self.columns, metadata)
+        text = read_text(path, what="ground-truth file")
+        return read_truth(test_id, path, text, self.columns, metadata, quote_char=self.quote_char)
 
     def _read_session(self, session: str, test_id: str, truth: Truth) -> tuple[OndTrial, Path]:
         det_path = self._find("results_path", f"{session}.{test_id}{DETECTION_SUFFIX}")
         cls_path = self._find("results_path", f"{session}.{test_id}{CLASSIFICATION_SUFFIX}")
-        world = read_detection(det_path, read_text(det_path, what="detection file"), truth.ids, truth.path)
+        world = read_detection(
+            det_path, read_bytes(det_path, what="detection file"), truth.ids, truth.path, quote_char=self.quote_char
+        )
         scores = read_classification(
             cls_path,
-            read_text(cls_path, what="classification file"),
+            read_bytes(cls_path, what="classification file"),
             truth.ids,
             truth.path,
             unknown_column=self.unknown_column,
             sum_tolerance=self.sum_tolerance,
             normalize=self.normalize,
+            quote_char=self.quote_char,
         )
         gt_class, gt_novel = labels(
             truth,
@@ -266,6 +278,16 @@ def _session_name(value, key: str) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ConfigError(f"{key}: expected a session name, got {value!r} ({type(value).__name__})")
     return check_name(str(value), what="session name", where=key)
+
+
+def _quote_char(value) -> str:
+    """``source.quote_char``: one character that is not a comma, a line break, a space or a tab."""
+    if not isinstance(value, str) or len(value) != 1 or value in ",\r\n \t":
+        raise ConfigError(
+            f"source.quote_char: expected one character that quotes fields (sail-on-client's files use '|'; "
+            f"standard CSV uses '\"'), got {value!r}"
+        )
+    return value
 
 
 def _columns(columns) -> dict:

@@ -43,10 +43,13 @@ class Truth:
     round_size: int | None  # from the metadata
 
 
-def read_truth(test_id: str, path: Path, text: str, columns: dict, metadata: tuple[Path, str] | None) -> Truth:
-    """Parse ``T_single_df.csv`` (``text``, read link-free by the caller) and the optional metadata
-    ``(path, text)``; every malformed value is one error naming the file, row and column or key."""
-    table = read_rows(path, skip_header=True, text=text)
+def read_truth(
+    test_id: str, path: Path, text: str, columns: dict, metadata: tuple[Path, str] | None, *, quote_char: str = '"'
+) -> Truth:
+    """Parse ``T_single_df.csv`` (``text``, read link-free by the caller; fields quoted with ``quote_char``)
+    and the optional metadata ``(path, text)``; every malformed value is one error naming the file, row and
+    column or key."""
+    table = read_rows(path, skip_header=True, text=text, quote_char=quote_char, quote_key="source.quote_char")
     fields, lines = table.fields, table.line_numbers
     if not len(fields):
         raise SourceFormatError(f"{path}: no samples after the header")

@@ -63,7 +63,7 @@ def test_names_that_were_lost_on_the_way_back():
     assert spec_for_key("ond", "fpr_at_95tpr").direction == "minimize"
     assert spec_for_key("ond", "baseline.fpr_at_95tpr").name == "fpr_at_95tpr"
     assert spec_for_key("ond", "m2_cdt_pct_at_0.3").name == "m2_cdt_pct@0.3"
-    assert spec_for_key("ond", "ndp_f1_post_at_0.175").name == "ndp_f1_post@0.175"
+    assert spec_for_key("ond", "unknown_score_f1_post_at_0.175").name == "unknown_score_f1_post@0.175"
     for protocol, key in (
         ("ond", "fpr"),
         ("ond", "m2_cdt_pct_at_0.42"),
@@ -244,7 +244,7 @@ def test_constant_by_construction_values_are_not_numbers():
             assert name not in results.values, name
     assert "is 0 for all" in closed.na["auroc_novel"] and "auroc_novel" in system.values
     for results in (system, given):
-        assert "ndp_precision_pre" in results.na and "ndp_accuracy_pre" in results.values
+        assert "unknown_score_precision_pre" in results.na and "unknown_score_accuracy_pre" in results.values
     assert "m2_cdt_pct" in system.values and "m2_cdt_pct" in given.na and "red light is given" in given.na["m2_cdt_pct"]
     # the closed-world agent against the closed-world baseline: M5/M6 by construction
     assert "the agent is the baseline" in closed.na["m5_opti_top1"] and "m6_apti_top1" in closed.na

@@ -160,7 +160,14 @@ def test_threshold_grid_by_hand():
     assert r["m2_cdt_pct@0.9"] == 50.0
     assert r["m21_fp_pct@0.9"] == 0.0
     for t in DETECTION_THRESHOLD_GRID:
-        for name in ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct", "ndp_f1_post", "ndp_accuracy_pre"):
+        for name in (
+            "m1_mean_fn_cdt",
+            "m2_cdt_pct",
+            "m2_cdt_pct_all",
+            "m21_fp_pct",
+            "unknown_score_f1_post",
+            "unknown_score_accuracy_pre",
+        ):
             assert f"{name}@{t:g}" in r
     series = r.series["m2_cdt_pct_vs_threshold"]
     assert series.steps.tolist() == [175, 225, 300, 400, 500, 600, 700, 800, 900]
@@ -172,7 +179,7 @@ def test_detection_vs_threshold_table():
     assert table["threshold"].tolist() == [0.175, 0.3, 0.9]
     assert table["m21_fp_pct"].tolist() == [80.0, 20.0, 0.0]  # hand values of test_threshold_grid_by_hand
     assert math.isnan(table["m1_mean_fn_cdt"][0]) and table["m1_mean_fn_cdt"][1:].tolist() == [0.0, 1.0]
-    assert set(table) >= {"m2_cdt_pct", "m2_cdt_pct_all", "ndp_precision_post", "ndp_recall_pre"}
+    assert set(table) >= {"m2_cdt_pct", "m2_cdt_pct_all", "unknown_score_precision_post", "unknown_score_recall_pre"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -289,7 +296,7 @@ def test_given_condition_does_not_report_trial_detection():
         assert f"{name}_vs_threshold" not in r.series, name
     # per-sample detection on p_class[:, 0] is still a measurement: equal to the system condition's value
     system = program_metrics(detection_trials(), condition="system", threshold_grid=True)
-    assert r["ndp_accuracy_post"] == system["ndp_accuracy_post"]
+    assert r["unknown_score_accuracy_post"] == system["unknown_score_accuracy_post"]
     assert system["m1_mean_fn_cdt"] == pytest.approx(1.5) and system["m21_fp_pct@0.3"] == 20.0
 
 
@@ -358,6 +365,110 @@ def p_class_with_unknown_score(p_unknown, n_columns=4):
     return np.column_stack([p_unknown, np.repeat(rest, n_columns - 1, axis=1)])
 
 
+def m_ndp_by_the_reference_definition(p_world, gt_novel, mode, threshold):
+    """sail-on-client 0.30 ``metrics.m_ndp`` written out as a plain loop from its definition (not its code):
+    ``p > threshold``; post from the first novel sample (None without one); pre up to it, or the whole test
+    when there is no novel sample or only novel ones; 0 on an empty precision/recall denominator."""
+    first = next((i for i, g in enumerate(gt_novel) if g), None)
+    if mode == "post":
+        if first is None:
+            return None
+        rows = range(first, len(gt_novel))
+    elif mode == "pre" and first is not None and not all(gt_novel):
+        rows = range(first)
+    else:
+        rows = range(len(gt_novel))
+    tp = fp = tn = fn = 0
+    for i in rows:
+        predicted = p_world[i] > threshold
+        if predicted and gt_novel[i]:
+            tp += 1
+        elif predicted:
+            fp += 1
+        elif gt_novel[i]:
+            fn += 1
+        else:
+            tn += 1
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 0.0 if precision == 0 and recall == 0 else 2 * precision * recall / (precision + recall)
+    return {"accuracy": (tp + tn) / (tp + tn + fp + fn), "precision": precision, "recall": recall, "f1_score": f1}
+
+
+def test_m_ndp_on_p_world_changed_by_hand():
+    """sail-on-client's m_ndp thresholds P(world changed) with ``>``; values worked out by hand."""
+    unknown = p_class_with_unknown_score  # p_class[:, 0] high exactly on the novel samples
+    a = make_trial(
+        [1, 2, 3, 0, 1, 0], 3, pwc=[0.2, 0.5, 0.6, 0.7, 0.5, 0.9], p_class=unknown([0.1, 0.1, 0.1, 0.9, 0.1, 0.9])
+    )
+    b = make_trial([1, 2], None, pwc=[0.6, 0.1], p_class=unknown([0.1, 0.1]), trial_id="no-novelty")
+    c = make_trial([0, 0], 0, pwc=[0.9, 0.3], p_class=unknown([0.9, 0.9]), trial_id="all-novel")
+    r = program_metrics([a, b, c])
+    # a: predicted (> 0.5; the two 0.5 are not) [0,0,1,1,0,1] vs novel [0,0,0,1,0,1]:
+    #    full TP 2 FP 1 TN 3 FN 0 -> accuracy 5/6, precision 2/3, recall 1, F1 2(2/3)/(5/3) = 0.8;
+    #    pre (rows 0-2) FP 1 TN 2 -> 2/3, 0, 0, 0; post (rows 3-5) TP 2 TN 1 -> 1, 1, 1, 1.
+    # b (no novelty): [1,0] vs [0,0]: FP 1 TN 1 -> 1/2, 0, 0, 0; pre = the whole test; post undefined (-1).
+    # c (only novel): [1,0] vs [1,1]: TP 1 FN 1 -> 1/2, 1, 1/2, 2/3; pre = post = the whole test.
+    expected = {
+        "m_ndp_accuracy": (5 / 6 + 1 / 2 + 1 / 2) / 3,
+        "m_ndp_precision": (2 / 3 + 0 + 1) / 3,
+        "m_ndp_recall": (1 + 0 + 1 / 2) / 3,
+        "m_ndp_f1_score": (0.8 + 0 + 2 / 3) / 3,
+        "m_ndp_pre_accuracy": (2 / 3 + 1 / 2 + 1 / 2) / 3,
+        "m_ndp_pre_precision": (0 + 0 + 1) / 3,
+        "m_ndp_pre_recall": (0 + 0 + 1 / 2) / 3,
+        "m_ndp_pre_f1_score": (0 + 0 + 2 / 3) / 3,
+        "m_ndp_post_accuracy": (1 + 1 / 2) / 2,
+        "m_ndp_post_precision": (1 + 1) / 2,
+        "m_ndp_post_recall": (1 + 1 / 2) / 2,
+        "m_ndp_post_f1_score": (1 + 2 / 3) / 2,
+    }
+    for name, value in expected.items():
+        assert r[name] == pytest.approx(value, abs=1e-12), name
+    # the unknown-class-score metric is a different quantity: p_class[:, 0] is 0.9 on the novel rows and 0.1
+    # elsewhere, so it detects every novel sample and nothing else, while m_ndp (on p_world_changed) does not
+    assert r["unknown_score_recall_post"] == 1.0 and r["unknown_score_precision_post"] == 1.0
+    # under the given condition p_world_changed is not measured, the unknown score still is
+    given = program_metrics([a, b, c], condition="given")
+    assert isinstance(given["m_ndp_post_f1_score"], NA) and "given" in given["m_ndp_post_f1_score"].reason
+    assert given["unknown_score_recall_post"] == 1.0
+
+
+def test_m_ndp_equals_a_loop_over_the_reference_definition():
+    """Random trials with scores on a 0.1 grid (so many sit exactly on a threshold) at every threshold of
+    the grid: each program value is the mean over trials of the plain loop above."""
+    rng = np.random.default_rng(3)
+    trials = []
+    for t in range(12):
+        n = int(rng.integers(3, 12))
+        red = [None, 0, int(rng.integers(1, n))][t % 3]
+        gt_novel = np.zeros(n, int)
+        if red is not None:
+            gt_novel[red:] = rng.random(n - red) < 0.6
+            gt_novel[red] = 1
+            if t == 4:
+                gt_novel[:] = 1  # only novel samples: pre-novelty is the whole test
+        gt_class = np.where(gt_novel == 1, 0, rng.integers(1, 4, n))
+        pwc = np.round(rng.random(n) * 10) / 10
+        trials.append(make_trial(gt_class, red, pwc=pwc, gt_novel=gt_novel, trial_id=f"r{t}"))
+    results = program_metrics(trials, threshold_grid=True)
+    for threshold in DETECTION_THRESHOLD_GRID:
+        for mode, prefix in (("full", "m_ndp"), ("pre", "m_ndp_pre"), ("post", "m_ndp_post")):
+            per_trial = []
+            for trial in trials:
+                if mode == "pre" and trial.red_light == 0 and not trial.gt_novel.all():
+                    continue  # an empty pre-novelty segment: the reference divides 0 by 0; left out
+                value = m_ndp_by_the_reference_definition(
+                    trial.p_world_changed.tolist(), trial.gt_novel.tolist(), mode, threshold
+                )
+                if value is not None:
+                    per_trial.append(value)
+            for rate in ("accuracy", "precision", "recall", "f1_score"):
+                expected = sum(v[rate] for v in per_trial) / len(per_trial)
+                got = results[f"{prefix}_{rate}@{threshold:g}"]
+                assert got == pytest.approx(expected, abs=1e-12), (prefix, rate, threshold)
+
+
 def test_novelty_detection_performance_by_hand():
     p0 = [0.6, 0.1, 0.7, 0.5, 0.2, 0.9]
     gt_novel = [0, 0, 1, 0, 1, 1]
@@ -368,14 +479,14 @@ def test_novelty_detection_performance_by_hand():
     # pre [1,0] vs [0,0]: TP 0 FP 1 TN 1 -> precision 0, recall 0 (0/0 -> 0), F1 0, accuracy 1/2
     # post [1,1,0,1] vs [1,0,1,1]: TP 2 FP 1 FN 1 TN 0 -> precision 2/3, recall 2/3, F1 2/3, accuracy 1/2
     # no-novelty trial, pre [0,1] vs [0,0]: FP 1 TN 1 -> accuracy 1/2, precision 0
-    assert r["ndp_precision_post"] == pytest.approx(2 / 3)
-    assert r["ndp_recall_post"] == pytest.approx(2 / 3)
-    assert r["ndp_f1_post"] == pytest.approx(2 / 3)
-    assert r["ndp_accuracy_post"] == pytest.approx(0.5)
-    assert r["ndp_accuracy_pre"] == pytest.approx(0.5)
+    assert r["unknown_score_precision_post"] == pytest.approx(2 / 3)
+    assert r["unknown_score_recall_post"] == pytest.approx(2 / 3)
+    assert r["unknown_score_f1_post"] == pytest.approx(2 / 3)
+    assert r["unknown_score_accuracy_post"] == pytest.approx(0.5)
+    assert r["unknown_score_accuracy_pre"] == pytest.approx(0.5)
     # No novel sample ever comes before the red light: pre precision, recall and F1 would be 0 by construction
     # (sail-on-client reports 0), so they are N/A with that reason; pre accuracy is a real false-alarm measure.
-    for name in ("ndp_precision_pre", "ndp_recall_pre", "ndp_f1_pre"):
+    for name in ("unknown_score_precision_pre", "unknown_score_recall_pre", "unknown_score_f1_pre"):
         assert isinstance(r[name], NA) and "by construction" in r[name].reason, name
     single = novelty_detection_performance(gt_novel[2:], p0[2:], threshold=0.5)
     assert (single["tp"], single["fp"], single["fn"], single["tn"]) == (2, 1, 1, 0)
@@ -516,7 +627,7 @@ def loop_program_metrics(trials, baseline, threshold, width, window):
     for name, values in ndp.items():
         rate, seg = name.split("_")
         # a segment without any novel sample: precision, recall and F1 are 0 by construction -> N/A
-        out[f"ndp_{name}"] = None if rate != "accuracy" and novel_in_segment[seg] == 0 else loop_mean(values)
+        out[f"unknown_score_{name}"] = None if rate != "accuracy" and novel_in_segment[seg] == 0 else loop_mean(values)
     if baseline is not None:
         out["nrp_top1"], out["nrp_top3"] = loop_mean(nrp[1]), loop_mean(nrp[3])
         out["m5_opti_top1"], out["m6_apti_top1"] = loop_mean(opti), loop_mean(apti)
@@ -611,7 +722,13 @@ def test_grid_values_equal_single_threshold_runs():
     table = detection_vs_threshold(agents)
     for t in (0.175, 0.3, 0.8):
         expected, _ = loop_program_metrics(agents, None, t, 100, "post")
-        for name in ("m1_mean_fn_cdt", "m2_cdt_pct", "m21_fp_pct", "ndp_f1_post", "ndp_accuracy_pre"):
+        for name in (
+            "m1_mean_fn_cdt",
+            "m2_cdt_pct",
+            "m21_fp_pct",
+            "unknown_score_f1_post",
+            "unknown_score_accuracy_pre",
+        ):
             column = list(DETECTION_THRESHOLD_GRID).index(t)
             if expected[name] is None:
                 assert isinstance(grid[f"{name}@{t:g}"], NA) and math.isnan(table[name][column])
@@ -771,3 +888,44 @@ def test_agrees_with_sail_on_client_on_ordinary_inputs():
             ("accuracy", "accuracy_0.5"),
         ):
             assert mine[rate] == pytest.approx(ndp[key], abs=5e-6)
+        # sail-on-client's m_ndp on P(world changed) (our m_ndp_* names), one trial
+        trial = make_trial(gt_class, red_light, pwc=pwc, p_class=p_class, gt_novel=gt_novel)
+        results = program_metrics([trial])
+        for mode, prefix in (("full_test", "m_ndp"), ("pre_novelty", "m_ndp_pre"), ("post_novelty", "m_ndp_post")):
+            expected = reference.m_ndp(pwc, gt_novel, mode=mode)
+            for rate in ("accuracy", "precision", "recall", "f1_score"):
+                value = results[f"{prefix}_{rate}"]
+                if isinstance(value, NA):  # pre-novelty precision/recall/F1: 0 by construction in the reference
+                    assert expected[f"{rate}_0.5"] == 0 and "by construction" in value.reason
+                else:
+                    assert value == pytest.approx(expected[f"{rate}_0.5"], abs=5e-6)
+
+
+def test_m_ndp_equals_sail_on_client_on_ties_and_edge_trials():
+    """Scores on a 0.1 grid (exactly at thresholds), trials without novelty and made only of novel samples,
+    every threshold of the grid: our m_ndp_* of one trial equal the reference's m_ndp (rounded to 5 decimals)."""
+    reference = pytest.importorskip("sail_on_client.evaluate.metrics")
+    rng = np.random.default_rng(11)
+    for t in range(30):
+        n = int(rng.integers(2, 15))
+        red = [None, 0, int(rng.integers(1, n))][t % 3]
+        gt_novel = np.zeros(n, dtype=int)
+        if red is not None:
+            gt_novel[red:] = 1 if t % 2 else rng.random(n - red) < 0.5
+            gt_novel[red] = 1
+        if red == 0 and not gt_novel.all():
+            continue  # empty pre-novelty segment: the reference divides 0 by 0 (left out of ours)
+        pwc = np.round(rng.random(n) * 10) / 10
+        trial = make_trial(np.where(gt_novel == 1, 0, 1), red, pwc=pwc, gt_novel=gt_novel)
+        results = program_metrics([trial], threshold_grid=True)
+        for mode, prefix in (("full_test", "m_ndp"), ("pre_novelty", "m_ndp_pre"), ("post_novelty", "m_ndp_post")):
+            expected = reference.m_ndp(pwc, gt_novel, mode=mode)
+            for threshold in DETECTION_THRESHOLD_GRID:
+                for rate in ("accuracy", "precision", "recall", "f1_score"):
+                    value, theirs = results[f"{prefix}_{rate}@{threshold:g}"], expected[f"{rate}_{threshold}"]
+                    if theirs == -1:  # post-novelty of a trial without novelty
+                        assert isinstance(value, NA), (prefix, rate, threshold)
+                    elif isinstance(value, NA):  # 0 by construction: no novel sample in the segment
+                        assert theirs == 0 and "by construction" in value.reason
+                    else:
+                        assert value == pytest.approx(theirs, abs=5e-6), (t, prefix, rate, threshold)

@@ -125,7 +125,19 @@ CASES = [
         [],
         [f"{B}_classification.csv", "5 class-score columns", f"{A}_classification.csv has 4"],
     ),
+    (
+        "detection-text-value",
+        replace(det(A), f"{ROW2},0.2", f"{ROW2},high"),
+        [],
+        [f"{A}_detection.csv, row 2", "'P_world_changed'", "expected a number", "'high'"],
+    ),
     # -- ground truth
+    (
+        "gt-unclosed-quote",
+        replace(gt(A), f"{ROW2},0,2", f"|{ROW2},0,2"),
+        [],
+        [f"{A}_single_df.csv, row 3", "quoted with |", "not closed"],
+    ),
     (
         "gt-class-not-integer",
         replace(gt(A), f"{ROW2},0,2", f"{ROW2},0,2.7"),
@@ -193,6 +205,7 @@ CASES = [
     ("session-does-not-exist", None, ["source.session=nobody"], ["source.session", "'nobody'", SESSION]),
     ("session-unsafe", None, ["source.session=../x"], ["source.session", "not a safe name"]),
     ("round-size-float", None, ["source.round_size=2.5"], ["source.round_size", "2.5"]),
+    ("quote-char-two-characters", None, ["source.quote_char=ab"], ["source.quote_char", "one character", "'ab'"]),
     ("class-index-unknown", None, ["source.class_index=one_based"], ["source.class_index", "package"]),
     ("sum-tolerance-negative", None, ["source.sum_tolerance=-1"], ["source.sum_tolerance"]),
     ("columns-unknown-role", None, ["+source.columns.clas=2"], ["source.columns.clas"]),

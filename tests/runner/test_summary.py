@@ -120,9 +120,9 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
     assert at_half == pytest.approx(r.data.metrics["m2_cdt_pct"], abs=1e-12)
     assert registry.spec_for_key("ond", "threshold/m2_cdt_pct").name == "m2_cdt_pct"
     # values fixed by construction (ndp precision/recall/F1 before the red light) are not logged, even as N/A tags
-    assert not [t for t in r.data.tags if "ndp_precision_pre" in t]
+    assert not [t for t in r.data.tags if "unknown_score_precision_pre" in t]
     na = json.loads(Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text())
-    assert "by construction" in na["ndp_precision_pre"]
+    assert "by construction" in na["unknown_score_precision_pre"]
 
 
 def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp_path):
@@ -181,7 +181,7 @@ def test_logged_key_of_each_kind_and_the_way_back():
     assert registry.spec_for_key("lifelong_rl", "detail/task/a/saturation").name == "saturation"
     assert registry.spec_for_key("ond", "detail/detail/top1") is None
     assert registry.spec_for_key("ond", "detail/nonsense") is None
-    assert registry.threshold_table_name("baseline.ndp_f1_post") == "threshold/baseline/ndp_f1_post"
+    assert registry.threshold_table_name("baseline.unknown_score_f1_post") == "threshold/baseline/unknown_score_f1_post"
 
 
 @pytest.mark.parametrize("protocol", sorted(registry.HEADLINE))

@@ -355,4 +355,4 @@ def test_activity_recognition_layout_with_a_novel_column(tmp_path):
     assert results["top1_pre"] == pytest.approx(1 / 2) and results["top1_post"] == pytest.approx(2 / 3)
     assert results["m1_mean_fn_cdt"] == 1.0  # first P >= 0.5 at row 3, red light at row 2
     # per-sample detection after the red light: unknown score >= 0.5 on v3 only; novel are v3 and v5.
-    assert results["ndp_precision_post"] == 1.0 and results["ndp_recall_post"] == 0.5
+    assert results["unknown_score_precision_post"] == 1.0 and results["unknown_score_recall_post"] == 0.5

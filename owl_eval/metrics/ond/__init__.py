@@ -10,7 +10,9 @@ Our numbers equal the reference on ordinary inputs except where METRICS.md fixes
 * pre-novelty is ``[:red_light]`` and post-novelty ``[red_light:]`` (the reference's ``m_acc`` adds 1 to
   the 0-based red-light index and so counts the first novel sample as pre-novelty);
 * top-k ties go to the lower column (the reference's ``np.argsort`` breaks ties arbitrarily);
-* per-sample detection uses ``score >= threshold`` like the trial-level detection (``m_ndp`` uses ``>``);
+* our per-sample detection ``unknown_score_*`` thresholds the unknown-class score ``p_class[:, 0] >= threshold``
+  (like the trial-level detection); the reference's ``m_ndp`` thresholds P(world changed) with ``>``, and is
+  offered as well, exactly, under its own names ``m_ndp_*``, ``m_ndp_pre_*``, ``m_ndp_post_*``;
 * a baseline with zero pre-novelty accuracy makes that trial's NRP N/A instead of a division by zero;
 * nothing is rounded (the reference rounds accuracies and rates to 5 decimals).
 
@@ -38,7 +40,10 @@ from owl_eval.metrics.ond.blocks import (
 from owl_eval.metrics.ond.detection import (
     DETECTION_METRIC_NAMES,
     GIVEN_REASON,
+    M_NDP_NAMES,
     TRIAL_DETECTION_NAMES,
+    UNKNOWN_SCORE_NAMES,
+    WORLD_CHANGED_NAMES,
     detection_vs_threshold,
 )
 from owl_eval.metrics.ond.program import program_metrics
@@ -64,6 +69,9 @@ __all__ = [
     "ROW_SUM_TOLERANCE",
     "DETECTION_METRIC_NAMES",
     "TRIAL_DETECTION_NAMES",
+    "UNKNOWN_SCORE_NAMES",
+    "M_NDP_NAMES",
+    "WORLD_CHANGED_NAMES",
     "GIVEN_REASON",
     # per-trial building blocks (owl_eval.metrics.ond.blocks) and open-set functions (owl_eval.metrics.open_set)
     "detection_index",

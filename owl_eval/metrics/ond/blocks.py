@@ -149,12 +149,14 @@ def top_k_accuracy(gt_class, p_class, *, k: int) -> float | NA:
 
 
 def novelty_detection_performance(gt_novel, p_unknown, *, threshold: float = 0.5) -> dict[str, float | NA]:
-    """Per-sample novelty detection of ``p_unknown >= threshold`` against ``gt_novel`` (sail-on-client ``m_ndp``).
+    """Per-sample novelty detection of the unknown-class score, ``p_unknown >= threshold``, against ``gt_novel``
+    (one trial's ``unknown_score_*``).
 
     precision = TP / (TP + FP), recall = TP / (TP + FN), F1 = 2PR / (P + R), accuracy = (TP + TN) / n,
-    with sail-on-client's convention that precision, recall and F1 with an empty denominator are 0.
-    ``m_ndp`` thresholds with ``>``; METRICS.md uses ``>=`` (as the detection index). Returns those four
-    rates and the counts ``tp, fp, tn, fn``; all NA on an empty segment.
+    with sail-on-client's convention that precision, recall and F1 with an empty denominator are 0. Not
+    sail-on-client's ``m_ndp`` (the ``m_ndp_*`` metrics), which thresholds P(world changed) with ``>``;
+    METRICS.md uses ``>=`` here (as the detection index). Returns those four rates and the counts
+    ``tp, fp, tn, fn``; all NA on an empty segment.
     """
     threshold = _threshold(threshold)
     truth = as_array("gt_novel", gt_novel, ndim=1, allow_nan=False)

@@ -15,10 +15,19 @@ from owl_eval.metrics.validation import MetricInputError, as_array
 # Trial-level detection (M1, M2, M2.1): what p_world_changed says about the red light. Under condition
 # "given" the agent is told the red light, so these measure nothing (N/A with GIVEN_REASON).
 TRIAL_DETECTION_NAMES = ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct")
-DETECTION_METRIC_NAMES = (
-    *TRIAL_DETECTION_NAMES,
-    *(f"ndp_{rate}_{segment}" for segment in ("pre", "post") for rate in ("precision", "recall", "f1", "accuracy")),
+# Per-sample detection by the unknown-class score: p_class[:, 0] >= threshold against gt_novel (ours).
+UNKNOWN_SCORE_NAMES = tuple(
+    f"unknown_score_{rate}_{segment}"
+    for segment in ("pre", "post")
+    for rate in ("precision", "recall", "f1", "accuracy")
 )
+# sail-on-client's m_ndp / m_ndp_pre / m_ndp_post on P(world changed): p_world_changed > threshold against
+# gt_novel, with the reference's segments and zero conventions, under the reference's key names.
+M_NDP_RATES = ("accuracy", "precision", "recall", "f1_score")
+M_NDP_NAMES = tuple(f"m_ndp{mode}_{rate}" for mode in ("", "_pre", "_post") for rate in M_NDP_RATES)
+# What p_world_changed says: not measured when the red light is given.
+WORLD_CHANGED_NAMES = (*TRIAL_DETECTION_NAMES, *M_NDP_NAMES)
+DETECTION_METRIC_NAMES = (*TRIAL_DETECTION_NAMES, *UNKNOWN_SCORE_NAMES, *M_NDP_NAMES)
 GIVEN_REASON = "the red light is given (condition given): detection is not measured"
 
 
@@ -69,12 +78,65 @@ def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | 
         no_novel = has_segment.any() and not n_true[has_segment].any()
         for rate, values in (("precision", precision), ("recall", recall), ("f1", f1), ("accuracy", accuracy)):
             if no_novel and rate != "accuracy":
-                out[f"ndp_{rate}_{segment}"] = NA(
+                out[f"unknown_score_{rate}_{segment}"] = NA(
                     f"no novel sample {'before' if segment == 'pre' else 'from'} the red light in any trial: "
                     f"{rate} would be 0 by construction (sail-on-client reports that 0)"
                 )
             else:
-                out[f"ndp_{rate}_{segment}"] = mean_over(values, has_segment, reason)
+                out[f"unknown_score_{rate}_{segment}"] = mean_over(values, has_segment, reason)
+    out.update(_m_ndp(flat, threshold))
+    return out
+
+
+def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
+    """sail-on-client 0.30's ``m_ndp`` (``metrics.py``) per trial on ``p_world_changed``, mean over trials.
+
+    As the reference: a sample is predicted novel when ``p_world_changed > threshold`` (strictly);
+    precision = TP / (TP + FP) and recall = TP / (TP + FN) are 0 on an empty denominator, F1 is 0 when both
+    are 0; ``full_test`` is the whole trial; ``post_novelty`` runs from the first novel sample (the red light)
+    to the end and is undefined (the reference's -1) without novelty; ``pre_novelty`` runs up to the first
+    novel sample, or over the whole trial when the trial has no novel sample or only novel samples. Not
+    rounded (the reference rounds to 5 decimals). A trial whose segment is empty (pre-novelty of a trial
+    whose first sample is novel and a later one is not: the reference divides 0 by 0) is left out.
+    """
+    out: dict[str, float | NA] = {}
+    predicted = flat.p_world_changed > threshold
+    tp_running = flat.cumulative(predicted & flat.gt_novel)
+    predicted_running = flat.cumulative(predicted)
+    n_novel = flat.segment_sums(flat.novel_running, flat.starts, flat.ends)
+    only_novel = n_novel == flat.lengths
+    pre_end = np.where(flat.has_novelty & ~only_novel, flat.post_start, flat.ends)
+    modes = {
+        "": (flat.starts, flat.ends, "no trial"),
+        "_pre": (flat.starts, pre_end, "no trial has pre-novelty samples"),
+        "_post": (flat.post_start, flat.ends, "no trial has novelty (the reference reports -1)"),
+    }
+    for mode, (lo, hi, empty_reason) in modes.items():
+        size = hi - lo
+        tp = flat.segment_sums(tp_running, lo, hi)
+        n_predicted = flat.segment_sums(predicted_running, lo, hi)
+        n_true = flat.segment_sums(flat.novel_running, lo, hi)
+        fp, fn = n_predicted - tp, n_true - tp
+        tn = size - tp - fp - fn
+        precision = zero_if_undefined(tp, tp + fp)
+        recall = zero_if_undefined(tp, tp + fn)
+        rates = {
+            "accuracy": zero_if_undefined(tp + tn, size),
+            "precision": precision,
+            "recall": recall,
+            "f1_score": zero_if_undefined(2 * precision * recall, precision + recall),
+        }
+        included = size > 0
+        no_novel = included.any() and not n_true[included].any()
+        for rate, values in rates.items():
+            name = f"m_ndp{mode}_{rate}"
+            if no_novel and rate != "accuracy":
+                out[name] = NA(
+                    f"no novel sample in the {mode[1:] or 'full'}-novelty segment of any trial: {rate} would be 0 "
+                    "by construction (sail-on-client reports that 0)"
+                )
+            else:
+                out[name] = mean_over(values, included, empty_reason)
     return out
 
 

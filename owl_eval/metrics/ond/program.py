@@ -13,7 +13,7 @@ from owl_eval.metrics.ond.blocks import (  # re-exported: the public building bl
 from owl_eval.metrics.ond.detection import (
     DETECTION_METRIC_NAMES,
     GIVEN_REASON,
-    TRIAL_DETECTION_NAMES,
+    WORLD_CHANGED_NAMES,
     _detection_metrics,
     _detection_table,
 )
@@ -37,13 +37,14 @@ def program_metrics(
 
     ``baseline``: the baseline agent's trials, aligned with ``trials`` (same ground truth), needed for
     M3-M6 (N/A without it). ``threshold``: detection threshold on p_world_changed (M1, M2, M2.1) and on
-    p_class[:, 0] (per-sample NDP). ``asymptotic_width``: samples at the end of a trial used by M6 and by
+    p_class[:, 0] (per-sample ``unknown_score_*``); sail-on-client's ``m_ndp_*`` threshold p_world_changed with ``>``. ``asymptotic_width``: samples at the end of a trial used by M6 and by
     NRP when ``nrp_window="asymptotic"`` (``"post"``: from the red light on, as sail-on-client).
     ``condition``: ``"system"`` reports NRP as ``m3_nrp_*``, ``"given"`` as ``m4_nrp_*``; under ``"given"`` the
-    agent is told the red light, so M1, M2 and M2.1 (:data:`TRIAL_DETECTION_NAMES`) are N/A.
+    agent is told the red light, so M1, M2, M2.1 and sail-on-client's ``m_ndp`` on p_world_changed
+    (:data:`WORLD_CHANGED_NAMES`) are N/A.
 
     Values that are fixed by construction are N/A with the reason, never a number: precision, recall and F1
-    of a segment without novel samples (``ndp_*_pre``), M5/M6 when the agent's ``p_class`` equals the
+    of a segment without novel samples (``unknown_score_*_pre``), M5/M6 when the agent's ``p_class`` equals the
     baseline's on every trial, and the novelty-score metrics of a constant score (:mod:`owl_eval.metrics.ond.blocks`).
     ``threshold_grid``: also report the detection metrics at 0.175 ... 0.9 as ``name@t`` and as series
     ``name_vs_threshold`` (step = threshold in thousandths, e.g. 175).
@@ -75,7 +76,7 @@ def program_metrics(
     given = condition == "given"
     results = MetricResults()
     for name, value in _detection_metrics(flat, float(threshold)).items():
-        results.set(name, NA(GIVEN_REASON) if given and name in TRIAL_DETECTION_NAMES else value)
+        results.set(name, NA(GIVEN_REASON) if given and name in WORLD_CHANGED_NAMES else value)
 
     # ---- top-k accuracy of the agent, per trial then averaged over the trials that have the segment
     rank = _rank_unchecked(flat.gt_class, flat.p_class)  # inputs were checked by OndTrial
@@ -113,12 +114,12 @@ def program_metrics(
         rows = [_detection_metrics(flat, float(t)) for t in grid]
         for t, row in zip(grid, rows):
             for name, value in row.items():
-                not_measured = given and name in TRIAL_DETECTION_NAMES
+                not_measured = given and name in WORLD_CHANGED_NAMES
                 results.set(f"{name}@{t:g}", NA(GIVEN_REASON) if not_measured else value)  # an N/A keeps its reason
         table = _detection_table(flat, grid, rows)
         steps = np.round(grid * 1000).astype(np.int64)
         for name in DETECTION_METRIC_NAMES:
-            if not (given and name in TRIAL_DETECTION_NAMES):
+            if not (given and name in WORLD_CHANGED_NAMES):
                 results.series[f"{name}_vs_threshold"] = Series(steps, table[name])  # NaN where N/A
     return results
 

@@ -34,10 +34,11 @@ _DETECTION_SPECS = {
         "M2.1: % of trials with a detection before the red light (any detection when no novelty)",
     ),
     **{
-        f"ndp_{rate}_{segment}": (
+        f"unknown_score_{rate}_{segment}": (
             None if (segment == "pre" and rate != "accuracy") else True,
             (0.0, 1.0),
-            f"per-sample novelty detection {rate} of p_class[:, 0] >= threshold against gt_novel, {segment} red light, mean over trials"
+            f"per-sample novelty detection {rate} of the unknown-class score p_class[:, 0] >= threshold against gt_novel, "
+            f"{segment} red light, mean over trials (not sail-on-client's m_ndp, which thresholds p_world_changed)"
             + (
                 " (N/A: no novel sample comes before the red light, so it would be 0 by construction)"
                 if segment == "pre" and rate != "accuracy"
@@ -46,6 +47,20 @@ _DETECTION_SPECS = {
         )
         for segment in ("pre", "post")
         for rate in ("precision", "recall", "f1", "accuracy")
+    },
+    **{
+        f"m_ndp{mode}_{rate}": (
+            None if (mode == "_pre" and rate != "accuracy") else True,
+            (0.0, 1.0),
+            f"sail-on-client's m_ndp{mode} {rate}: p_world_changed > threshold against gt_novel per sample, "
+            f"{where}, mean over trials (reference conventions, unrounded)",
+        )
+        for mode, where in (
+            ("", "whole trial"),
+            ("_pre", "before the first novel sample (whole trial without novelty)"),
+            ("_post", "from the first novel sample on (trials with novelty)"),
+        )
+        for rate in ("accuracy", "precision", "recall", "f1_score")
     },
 }
 
