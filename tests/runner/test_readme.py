@@ -22,6 +22,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -66,7 +67,7 @@ SMALL = [
     (r"\+experiment=(lifelong_)?rl_ant_b", ["protocol.ste.missing=skip", *RL_SMALL]),
     (r"\+experiment=(lifelong_)?rl_", RL_SMALL),
     # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative
-    (r"\+source=sailon\b", ["source.class_index=zero_based_known"]),
+    (r"\+source=sailon\b(?!.*tests/fixtures/)", ["source.class_index=zero_based_known"]),
     (r"\+source=trajectories\b", ["metrics.k_values=[2]"]),  # the hand-made arrays hold 2 predictions per agent
 ]
 OWL_EVAL = re.compile(r"(python -m owl_eval\b|owl-eval\b|owl-eval-evaluate\b|owl-eval-compare\b)")
@@ -157,9 +158,17 @@ def _runs_to_compare(ws: Path, line: str) -> None:
         )
 
 
+def _repository_fixtures(ws: Path, line: str) -> None:
+    """A line that reads the repository's own fixtures (``tests/fixtures/<name>/...``) finds them in the workspace."""
+    for name in set(re.findall(r"tests/fixtures/([\w.-]+)", line)):
+        if not (ws / "tests" / "fixtures" / name).exists():
+            shutil.copytree(PROJECT_ROOT / "tests" / "fixtures" / name, ws / "tests" / "fixtures" / name)
+
+
 INPUTS = {
     r"(runner\.compare|owl-eval-compare)\b": _runs_to_compare,
-    r"\+source=sailon\b": _sailon,
+    r"tests/fixtures/": _repository_fixtures,
+    r"\+source=sailon\b(?!.*tests/fixtures/)": _sailon,
     r"\+source=l2logger\b": _l2logger,
     r"\+source=accuracy_matrix\b": _accuracy_matrix,
     r"\+source=trajectories\b": _trajectories,
