@@ -108,12 +108,16 @@ def read_bytes(path: Path | str, *, what: str = "file") -> bytes:
 
 def read_text(path: Path | str, *, what: str = "file") -> str:
     """UTF-8 text of a regular file (see :func:`read_bytes`); other encodings are one error naming the byte."""
-    data = read_bytes(path, what=what)
+    return decode_utf8(path, read_bytes(path, what=what))
+
+
+def decode_utf8(path: Path | str, data: bytes, *, error: type[Exception] = UnsafePathError) -> str:
+    """``data`` as UTF-8 text; otherwise one ``error`` naming the file, the line and the offending byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise UnsafePathError(
+        raise error(
             f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
             "save the file as UTF-8"
         ) from None

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from owl_eval.errors import SourceFormatError
-from owl_eval.safe_paths import read_text
+from owl_eval.safe_paths import decode_utf8, read_text
 
 
 @dataclass
@@ -224,14 +224,7 @@ def read_numeric_rows(
 
 
 def _decode(path: Path, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise SourceFormatError(
-            f"{path}, line {line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
-            "save the file as UTF-8"
-        ) from None
+    return decode_utf8(path, data, error=SourceFormatError)
 
 
 def numeric(

@@ -32,7 +32,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.test_readme import OND_SMALL, _blocks, _environment, _prepared, _serves_health, readme_configs
+from tests.runner.test_readme import (
+    OND_SMALL,
+    _blocks,
+    _environment,
+    _prepared,
+    _serves_health,
+    make_workspace,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
@@ -329,11 +336,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
 # -- shell lines of the docs --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def docs_workspace(tmp_path_factory) -> Path:
-    ws = tmp_path_factory.mktemp("docs")
-    (ws / "my_agents.py").write_text(next(b for b in _blocks("python") if "class NearestMeanAgent" in b))
-    for path, text in readme_configs().items():
-        (ws / "conf" / path).parent.mkdir(parents=True, exist_ok=True)
-        (ws / "conf" / path).write_text(text)
+    ws = make_workspace(tmp_path_factory.mktemp("docs"))
     (ws / "outputs").mkdir()
     return ws
 

@@ -176,14 +176,18 @@ INPUTS = {
 
 
 # -- running one line --------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> Path:
-    ws = tmp_path_factory.mktemp("readme")
+def make_workspace(ws: Path) -> Path:
+    """A folder as a README reader has it: the custom agent's module and the README's config files."""
     (ws / "my_agents.py").write_text(next(b for b in _blocks("python") if "class NearestMeanAgent" in b))
     for path, text in readme_configs().items():
         (ws / "conf" / path).parent.mkdir(parents=True, exist_ok=True)
         (ws / "conf" / path).write_text(text)
     return ws
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    return make_workspace(tmp_path_factory.mktemp("readme"))
 
 
 def _environment(ws: Path) -> dict:
