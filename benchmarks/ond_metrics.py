@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from timing import median_time  # noqa: E402
 
 from owl_eval.metrics.ond import OndTrial, program_metrics  # noqa: E402
 
@@ -58,18 +59,6 @@ def agent_outputs(ground_truth, n_known: int, seed: int, *, skill: float, batch_
             OndTrial(gt_class, gt_novel, red_light, p_world_changed, p_class, batch_size, trial_id=f"trial-{t}")
         )
     return trials
-
-
-def median_time(fn, repeats: int = 3) -> tuple[float, float]:
-    """Median wall-clock and median CPU seconds of ``repeats`` calls (CPU time is what to compare when
-    other jobs share the machine: wall time then grows with the load average)."""
-    wall, cpu = [], []
-    for _ in range(repeats):
-        start, start_cpu = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - start)
-        cpu.append(time.process_time() - start_cpu)
-    return statistics.median(wall), statistics.median(cpu)
 
 
 def reference_time(trials, baseline, n_reference: int) -> float | None:

@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 import pyarrow.csv as pacsv
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from timing import median_time  # noqa: E402
 
 from owl_eval.sources.sailon import SailonSource  # noqa: E402
 
@@ -60,16 +60,6 @@ def write_layout(root: pathlib.Path, *, tests: int, samples: int, known: int, se
         cls.write_text("".join(i + "," + ",".join(f"{v:.8f}" for v in row) + "\n" for i, row in zip(ids, scores)))
         files += [gt, det, cls]
     return files
-
-
-def median_time(fn, repeats: int) -> tuple[float, float]:
-    wall, cpu = [], []
-    for _ in range(repeats):
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - w)
-        cpu.append(time.process_time() - c)
-    return statistics.median(wall), statistics.median(cpu)
 
 
 def main() -> None:
