@@ -96,19 +96,28 @@ def regular_file(path: Path | str, *, what: str = "file") -> Path:
 
 
 def read_bytes(path: Path | str, *, what: str = "file") -> bytes:
-    """The bytes of a regular file, opened with ``O_NOFOLLOW`` (a link swapped in after the check fails)."""
-    p = regular_file(path, what=what)
+    """The bytes of a regular file, opened with ``O_NOFOLLOW`` (a link, also one swapped in after a listing,
+    is refused) and ``O_NONBLOCK`` (a FIFO cannot hang the read); checked as a regular file once open."""
+    p = os.path.expanduser(os.fspath(path))
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
+        regular_file(p, what=what)  # a missing file or a link: its own message
         raise UnsafePathError(f"{p}: {what} cannot be opened ({exc.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"{p}: {what} is not a regular file")
     with os.fdopen(fd, "rb") as handle:
         return handle.read()
 
 
 def read_text(path: Path | str, *, what: str = "file") -> str:
     """UTF-8 text of a regular file (see :func:`read_bytes`); other encodings are one error naming the byte."""
-    data = read_bytes(path, what=what)
+    return decode_utf8(read_bytes(path, what=what), path)
+
+
+def decode_utf8(data: bytes, path: Path | str) -> str:
+    """``data`` (the bytes of the file ``path``) as text; not UTF-8 is one error naming the line and byte."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
