@@ -44,14 +44,12 @@ def split_columns(bodies: list[bytes], names: list[str]) -> tuple[dict[str, pa.A
     if nrows == 0:
         return None
     text = b"".join(b if not b or b.endswith(b"\n") else b + b"\n" for b in bodies)
-    if text.startswith(b"\n") or b"\n\n" in text:  # pyarrow would read a blank line as a row of empty fields
-        return None
     try:
         table = pacsv.read_csv(
             pa.py_buffer(text),
             read_options=pacsv.ReadOptions(column_names=names, use_threads=False, block_size=len(text) + 1),
             parse_options=pacsv.ParseOptions(
-                delimiter="\t", quote_char='"', double_quote=True, escape_char=False, ignore_empty_lines=False
+                delimiter="\t", quote_char='"', double_quote=True, escape_char=False, ignore_empty_lines=True
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(names, pa.string()),
@@ -62,7 +60,7 @@ def split_columns(bodies: list[bytes], names: list[str]) -> tuple[dict[str, pa.A
         )
     except pa.ArrowException:
         return None
-    if table.num_rows != nrows:
+    if table.num_rows != nrows:  # a blank line (skipped, as pandas does) or a quoted newline: rows != lines
         return None
     return {name: table.column(name).combine_chunks() for name in names}, counts
 
