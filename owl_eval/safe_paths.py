@@ -104,11 +104,16 @@ def read_bytes(path: Path | str, *, what: str = "file") -> bytes:
     except OSError as exc:
         regular_file(p, what=what)  # a missing file or a link: its own message
         raise UnsafePathError(f"{p}: {what} cannot be opened ({exc.strerror})") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(f"{p}: {what} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, max(info.st_size + 1, 1 << 16)):  # one read, unless the file grew
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
         os.close(fd)
-        raise UnsafePathError(f"{p}: {what} is not a regular file")
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
 
 
 def read_text(path: Path | str, *, what: str = "file") -> str:

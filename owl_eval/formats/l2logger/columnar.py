@@ -84,12 +84,14 @@ def ints(where, name: str, values: pa.Array) -> np.ndarray:
 def floats(where, name: str, values: pa.Array, strict: bool) -> np.ndarray:
     """float64 (pandas' missing-value tokens are NaN); a free-text column that is not ``strict`` comes back
     as an object array of ``str``, as :func:`.fields._parse_floats` does."""
-    missing = pc.is_in(values, value_set=_NA_VALUES)
-    numbers = pc.if_else(missing, _NULL_TEXT, values) if missing.true_count else values
-    try:
-        out = pc.cast(numbers, pa.float64()).to_numpy(zero_copy_only=False)
+    try:  # all numbers ('nan' too): one cast
+        out = pc.cast(values, pa.float64()).to_numpy(zero_copy_only=False)
     except pa.ArrowException:
-        return _parse_floats(where, name, values.to_pylist(), strict, unquote=False)
+        missing = pc.is_in(values, value_set=_NA_VALUES)
+        try:
+            out = pc.cast(pc.if_else(missing, _NULL_TEXT, values), pa.float64()).to_numpy(zero_copy_only=False)
+        except pa.ArrowException:
+            return _parse_floats(where, name, values.to_pylist(), strict, unquote=False)
     check_finite(where, name, out, lambda i: values[i].as_py())
     return out
 
