@@ -34,6 +34,7 @@ from owl_eval.formats.l2logger.fields import (
 
 _NA_VALUES = pa.array(sorted(_NA_TOKENS), type=pa.string())
 _NULL_TEXT = pa.scalar(None, type=pa.string())
+_BLOCK_BYTES = 1 << 24  # pyarrow parses the text in blocks of this size (its block_size is a 32-bit int)
 
 
 def split_columns(bodies: list[bytes], names: list[str]) -> tuple[dict[str, pa.Array], np.ndarray] | None:
@@ -47,7 +48,7 @@ def split_columns(bodies: list[bytes], names: list[str]) -> tuple[dict[str, pa.A
     try:
         table = pacsv.read_csv(
             pa.py_buffer(text),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=False, block_size=len(text) + 1),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False, block_size=_BLOCK_BYTES),
             parse_options=pacsv.ParseOptions(
                 delimiter="\t", quote_char='"', double_quote=True, escape_char=False, ignore_empty_lines=True
             ),
