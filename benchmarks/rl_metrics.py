@@ -5,7 +5,8 @@ Writes the logs in the l2logger layout to a temporary directory, then times (med
 wall and CPU time):
 
 - ours: ``read_log`` of the main log alone, and the whole evaluation: ``read_log`` of the main log and of
-  the 5 STE logs, then ``evaluate_log`` (the evaluation reads its logs itself, so reading is included);
+  the 5 STE logs as ``owl-eval-evaluate +source=l2logger`` reads them, then ``evaluate_log`` (reading is
+  included, as l2metrics' ``MetricsReport`` reads its log);
 - l2metrics 3.1: ``MetricsReport(log_dir=...)`` (which reads the main log) and ``.calculate()`` (which
   loads the STE data), with ``transfer_method="both", maintenance_method="both"``. Its STE logs are stored
   under a temporary ``$L2DATA`` by ``l2metrics.util.store_ste_data`` first, outside the timing (that step
@@ -195,8 +196,8 @@ def main() -> None:
         rw, rc = timed(lambda: read_log(log_dir), args.repeats)
         print(f"ours: read_log (main log, every column):              median wall {rw:.3f} s, cpu {rc:.3f} s")
 
-        def read(d):  # as the evaluation reads a log: the performance column only
-            return read_log(d, perf_measure="reward", raw=True, columns=["reward"])
+        def read(d):  # as `owl-eval-evaluate +source=l2logger` reads a log (every column; complete rows with a reward)
+            return read_log(d, perf_measure="reward")
 
         def read_all():
             return read(log_dir), [read(d) for d in ste_dirs]
