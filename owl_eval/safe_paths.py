@@ -96,14 +96,24 @@ def regular_file(path: Path | str, *, what: str = "file") -> Path:
 
 
 def read_bytes(path: Path | str, *, what: str = "file") -> bytes:
-    """The bytes of a regular file, opened with ``O_NOFOLLOW`` (a link swapped in after the check fails)."""
-    p = regular_file(path, what=what)
+    """The bytes of a regular file, opened with ``O_NOFOLLOW`` (a link, also one swapped in after a listing,
+    is refused) and ``O_NONBLOCK`` (a FIFO cannot hang the read); checked as a regular file once open."""
+    p = os.path.expanduser(os.fspath(path))
     try:
-        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
+        regular_file(p, what=what)  # a missing file or a link: its own message
         raise UnsafePathError(f"{p}: {what} cannot be opened ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise UnsafePathError(f"{p}: {what} is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, max(info.st_size + 1, 1 << 16)):  # one read, unless the file grew
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_text(path: Path | str, *, what: str = "file") -> str:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import math
 import shlex
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from owl_eval.metrics.registry import HEADLINE, PROTOCOL_MODULES, headline_rank
 from owl_eval.plots.compare import significant
 
-MAX_REASON = 70  # characters of an N/A reason in the table
+TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
 TOP_GROUPS = 5  # groups shown at the end of a sweep
 
 
@@ -33,9 +35,16 @@ def open_command(uri: str, experiment_id: str | None = None, run_id: str | None 
     return f"tracking URI {uri}"
 
 
-def _short(reason: str) -> str:
-    reason = " ".join(reason.split())
-    return reason if len(reason) <= MAX_REASON else reason[: MAX_REASON - 3] + "..."
+def table_width() -> int:
+    """The terminal's width ($COLUMNS, else the terminal, else 100), kept within 60..160 columns."""
+    low, default, high = TABLE_WIDTH
+    return min(max(shutil.get_terminal_size((default, 24)).columns, low), high)
+
+
+def _cell_lines(value: str, room: int) -> list[str]:
+    """A shown value as lines of at most ``room`` characters: an N/A reason is wrapped at spaces, never cut
+    (a word longer than ``room``, e.g. a path, stays whole on its own line so that it can be copied)."""
+    return textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False) or [value]
 
 
 def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]) -> list[tuple[str, str]]:
@@ -50,7 +59,7 @@ def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]
     for tag, reason in tags.items():
         key = tag[len("na.") :]
         if tag.startswith("na.") and key not in found and headline_rank(protocol, key) is not None:
-            found[key] = f"N/A ({_short(reason)})"
+            found[key] = f"N/A ({' '.join(reason.split())})"  # whole: the table wraps it
 
     def order(key: str) -> tuple:
         digits = "".join(ch for ch in key if ch.isdigit())  # min_ade_20 before min_ade_50
@@ -59,8 +68,9 @@ def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]
     return [(key, found[key]) for key in sorted(found, key=order)]
 
 
-def run_summary(client, run_id: str, uri: str) -> str:
-    """The end-of-run block of one run (about 15 lines)."""
+def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) -> str:
+    """The end-of-run block of one run (about 15 lines), ``columns`` wide (default :func:`table_width`); a
+    long N/A reason continues on the following lines, under the value column."""
     run = client.get_run(run_id)
     experiment = client.get_experiment(run.info.experiment_id)
     protocol = run.data.tags.get("protocol", "")
@@ -68,9 +78,13 @@ def run_summary(client, run_id: str, uri: str) -> str:
     width = max([len(k) for k, _ in rows] + [6])
     status = run.info.status
     lines = [f"{protocol or 'run'} {status}" + (f": {run.data.tags['error']}" if "error" in run.data.tags else "")]
-    if rows:
-        lines += [f"  {key:<{width}}  {value}" for key, value in rows]
-    else:
+    indent = 2 + width + 2
+    room = max((columns or table_width()) - indent, 30)
+    for key, value in rows:
+        first, *more = _cell_lines(value, room)
+        lines.append(f"  {key:<{width}}  {first}")
+        lines += [" " * indent + line for line in more]
+    if not rows:
         lines.append("  (no headline metric logged)")
     name = run.info.run_name or run_id
     lines.append(f"run: {experiment.name}/{name} ({run_id})")

@@ -150,6 +150,18 @@ CASES = [
     ("option-variant-mode", lambda r, ws: None, ["source.variant_mode=sideways"], ["source.variant_mode", "sideways"]),
     ("option-ste-paths-number", lambda r, ws: None, ["source.ste_paths=5"], ["source.ste_paths", "5"]),
     ("link-loop", link_loop, [], ["worker-default/loop", "symbolic link"]),
+    (
+        "task-params-quote-never-closed",
+        lambda r, ws: set_line(r, 3, row(0, 1, params='"{""speed"": 1}')),
+        [],
+        [TRAIN, "line 3", "column task_params", "valid JSON"],
+    ),
+    (  # a blank line sends the file to the csv-module reader: the lines after it keep their numbers
+        "bad-reward-after-a-blank-line",
+        lambda r, ws: set_line(r, 3, "\n" + row(0, 1, reward="lots")),
+        [],
+        [TRAIN, "line 4", "column reward", "'lots'"],
+    ),
 ]
 
 

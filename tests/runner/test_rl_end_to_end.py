@@ -14,8 +14,9 @@ from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.runner.app import run  # noqa: E402
 from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
-# 2 cycles x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
+# 2 cycles (pinned: the default is 3) x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
 FROZEN_SMALL = [
+    "protocol.syllabus.generate.cycles=2",
     "protocol.syllabus.generate.train_episodes=30",
     "protocol.syllabus.generate.test_episodes=3",
     "protocol.ste.episodes=20",

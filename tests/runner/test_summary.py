@@ -291,3 +291,45 @@ def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client
             assert float(shown) == pytest.approx(_rounded(run.data.metrics[name]), rel=1e-12), name
     assert f"({run.info.run_id})" in proc.stdout.splitlines()[-2]
     assert MlflowClient(shlex.split(proc.stdout.splitlines()[-1])[3]).get_run(run.info.run_id)
+
+
+def _stub_client(protocol: str, metrics: dict, tags: dict):
+    from types import SimpleNamespace as NS
+
+    run = NS(
+        info=NS(experiment_id="7", status="FINISHED", run_name="q-seed0"),
+        data=NS(metrics=metrics, tags={"protocol": protocol, **tags}),
+    )
+    return NS(get_run=lambda run_id: run, get_experiment=lambda eid: NS(name="rl"))
+
+
+@pytest.mark.parametrize("columns", [60, 100, 160])
+def test_a_long_na_reason_is_wrapped_whole_under_the_value_column(columns):
+    from owl_eval.runner.summary import run_summary
+
+    reason = (
+        "task cartpole_long_pole is trained in fewer than 3 blocks: performance recovery needs at least 2 "
+        "recovery times (3 training blocks of the task), got 1; see /very/long/path/to/the/record/of/this/"
+        "run/l2log/worker-default/12-train/data-log.tsv"
+    )
+    text = run_summary(
+        _stub_client("lifelong_rl", {"ste_rel_perf": 1.8549}, {"na.perf_recovery": reason}),
+        "abc",
+        "sqlite:////s/mlflow.db",
+        columns=columns,
+    )
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("  perf_recovery "))
+    value_at = lines[first].index("N/A (")
+    cont = []
+    for line in lines[first + 1 :]:
+        if not line.startswith(" " * value_at) or line[value_at] == " ":
+            break
+        cont.append(line[value_at:])
+    shown = " ".join([lines[first][value_at:], *cont])
+    assert shown == f"N/A ({reason})"  # nothing cut, nothing added
+    longest_word = max(len(w) for w in shown.split())
+    assert all(len(line) <= max(columns, value_at + longest_word) for line in lines[first : first + 1 + len(cont)])
+    assert (len(cont) > 0) == (len(f"N/A ({reason})") > columns - value_at)
+    assert "\n  ste_rel_perf   1.85\n" in text  # the next row keeps its own line (3 significant digits)
+    assert _printed_table(text)["perf_recovery"] == lines[first][value_at:]  # continuation lines are not rows

@@ -1,7 +1,8 @@
 """The l2logger 1.1 log layout (what l2metrics 3.1 reads): columnar reading, field parsing and writing.
 
 ``read`` parses a log folder into an :class:`EpisodeLog`; ``write`` writes one (whole or episode by episode);
-``fields`` splits and checks the text of one ``data-log.tsv``.
+``columnar`` parses the ``data-log.tsv`` files column-wise (pyarrow.csv); ``fields`` checks values and reads
+irregular files row by row.
 """
 
 from owl_eval.formats.l2logger.fields import L2LogError

@@ -127,11 +127,15 @@ def _run_starts(values: list, bounds: list[int]) -> np.ndarray:
 
 def _parse_runs(where, name, values, bounds):
     """Decode a block-constant column through its run heads only (values change at block boundaries)."""
-    n = len(values)
     starts = _run_starts(values, bounds)
     raw_heads = [values[i] for i in starts.tolist()]
     decoded = {h: _unquote(h) for h in dict.fromkeys(raw_heads)}
-    heads = [decoded[h] for h in raw_heads]
+    return decode_runs(where, name, starts, [decoded[h] for h in raw_heads], len(values))
+
+
+def decode_runs(where, name, starts: np.ndarray, heads: list[str], n: int) -> np.ndarray:
+    """The ``n`` values of a run-length encoded column from its runs (``starts``, field text ``heads``,
+    already unquoted), each distinct head checked once; a bad one is an error naming its first row."""
     lengths = np.diff(np.append(starts, n))
     if name == "block_num":
         out = np.empty(len(heads), dtype=np.int64)
@@ -166,7 +170,7 @@ def _parse_runs(where, name, values, bounds):
     return np.repeat(np.array(heads + [None], dtype=object)[:-1], lengths)
 
 
-def _parse_ints(where, name, values):
+def _parse_ints(where, name, values, unquote=True):
     try:
         return np.fromiter(map(int, values), dtype=np.int64, count=len(values))
     except (ValueError, OverflowError):
@@ -174,32 +178,37 @@ def _parse_ints(where, name, values):
     out = np.empty(len(values), dtype=np.int64)
     for i, v in enumerate(values):  # quoted numbers, or finding the bad row to name it
         try:
-            out[i] = int(_unquote(v))
+            out[i] = int(_unquote(v) if unquote else v)
         except (ValueError, OverflowError):
             raise L2LogError(f"{where(i, name)}: expected a non-negative integer below 2**63, got {v[:40]!r}") from None
     return out
 
 
-def _parse_floats(where, name, values, strict):
+def _parse_floats(where, name, values, strict, unquote=True):
     try:
         out = np.fromiter(map(float, values), dtype=np.float64, count=len(values))
     except ValueError:
-        out = _parse_floats_slowly(where, name, values, strict)
+        out = _parse_floats_slowly(where, name, values, strict, unquote)
         if out.dtype == object:
             return out
-    infinite = np.flatnonzero(np.isinf(out))
-    if infinite.size:  # inf, -inf, 1e400: one such value wrecks a task's every metric
-        i = infinite[0]
-        raise L2LogError(
-            f"{where(i, name)}: expected a finite number (empty or NaN for a missing value), got {values[i][:40]!r}"
-        )
+    check_finite(where, name, out, values.__getitem__)
     return out
 
 
-def _parse_floats_slowly(where, name, values, strict):
+def check_finite(where, name, out: np.ndarray, text) -> None:
+    """inf, -inf, 1e400: one such value wrecks a task's every metric; ``text(i)`` is row i's field text."""
+    infinite = np.flatnonzero(np.isinf(out))
+    if infinite.size:
+        i = int(infinite[0])
+        raise L2LogError(
+            f"{where(i, name)}: expected a finite number (empty or NaN for a missing value), got {text(i)[:40]!r}"
+        )
+
+
+def _parse_floats_slowly(where, name, values, strict, unquote=True):
     out = np.empty(len(values), dtype=np.float64)
     for i, v in enumerate(values):  # pandas' missing-value tokens, quoted numbers, or the bad row
-        v = _unquote(v)
+        v = _unquote(v) if unquote else v
         if v.strip() in _NA_TOKENS:
             out[i] = math.nan
             continue
@@ -208,15 +217,20 @@ def _parse_floats_slowly(where, name, values, strict):
         except ValueError:
             if strict:
                 raise L2LogError(f"{where(i, name)}: expected a number, got {v[:40]!r}") from None
-            return _parse_strings(values)  # a free-text extra column
+            return _parse_strings(values) if unquote else _object_array(values)  # a free-text extra column
     return out
 
 
 def _parse_strings(values):
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
+    arr = _object_array(values)
     if '"' in "".join(values):
         arr[:] = [_unquote(v) for v in values]
+    return arr
+
+
+def _object_array(values) -> np.ndarray:
+    arr = np.empty(len(values), dtype=object)
+    arr[:] = values
     return arr
 
 

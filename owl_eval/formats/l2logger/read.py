@@ -10,8 +10,11 @@ Layout (l2logger ``DataLogger``)::
 then the extra columns sorted by name. Readers find files by a recursive search; directory names carry no
 meaning on read.
 
-Parsing is vectorised: a file is split once into fields, string columns are run-length encoded (their
-values change only at block boundaries) so that only run heads are decoded, validated and lower-cased.
+Parsing is column-wise: the bodies of all files are parsed as one text by ``pyarrow.csv``
+(:mod:`.columnar`), numbers are converted per column, and block-level string columns are run-length
+encoded (their values change only at block boundaries) so that only run heads are decoded, validated
+and lower-cased. Files whose rows do not map one-to-one to lines (a blank line, a newline inside quotes,
+a malformed row) are read by the ``csv`` module instead, which names the bad line.
 
 The folder is user data: it is listed without following links (a link or a link loop is one error, see
 :mod:`owl_eval.safe_paths`), every folder, worker and task name must be a safe name (they become artifact
@@ -28,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from owl_eval.formats.l2logger import columnar
 from owl_eval.formats.l2logger.fields import (  # noqa: F401
     _ALLOWED,
     L2LogError,
@@ -42,7 +46,7 @@ from owl_eval.formats.l2logger.fields import (  # noqa: F401
     _Where,
 )
 from owl_eval.json_input import parse_json
-from owl_eval.safe_paths import check_name, list_tree, read_text
+from owl_eval.safe_paths import check_name, decode_utf8, list_tree, read_bytes, read_text
 
 STANDARD_COLUMNS = (
     "block_num",
@@ -293,22 +297,30 @@ def _metrics_columns(logger_info: dict, path: Path | None) -> list[str] | None:
     return columns
 
 
-def _read_text(path: Path):
-    text = read_text(path, what="l2logger data file").removeprefix("\ufeff")
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    header, _, body = text.partition("\n")
-    if body and not body.endswith("\n"):
-        body += "\n"
+def _read_data(path: Path) -> tuple[str, bytes]:
+    """(header text, body bytes) of one data file: BOM dropped, line ends ``\n``, the body ends in one."""
+    data = read_bytes(path, what="l2logger data file").removeprefix(b"\xef\xbb\xbf")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    end = data.find(b"\n")
+    head, body = (data, b"") if end < 0 else (data[:end], data[end + 1 :])
+    try:
+        header = head.decode("utf-8")
+    except UnicodeDecodeError:
+        decode_utf8(path, data)  # raises, naming line 1
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
     return header, body
 
 
 def _read_files(files, metrics_columns, numeric, wanted=None):
-    """Parse all data-log.tsv files; files with the same header are parsed as one text (no per-file cost).
+    """Parse all data-log.tsv files as one column-wise text (:mod:`.columnar`); the csv module reads them
+    when rows do not map one-to-one to lines (blank lines, quoted newlines, malformed rows) and names the
+    bad line.
 
     ``numeric``: columns that must hold numbers (the metric columns and the performance column)."""
-    texts = [_read_text(p) for p in files]
-    header = texts[0][0]
+    loaded = [_read_data(p) for p in files]
+    header = loaded[0][0]
     names = [_unquote(h) for h in header.split("\t")]
     missing = [c for c in _REQUIRED if c not in names]
     if missing:
@@ -321,13 +333,49 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
             f"{files[0]} line 1: missing column(s) {missing} that logger_info.json lists in "
             f"metrics_columns; header has {names}"
         )
-    for p, (h, _) in zip(files, texts):
+    for p, (h, _) in zip(files, loaded):
         if h != header:
             other = [_unquote(x) for x in h.split("\t")]
             raise L2LogError(f"{p} line 1: columns {other} differ from {files[0]}'s {names}")
-    counts = np.array([b.count("\n") for _, b in texts], dtype=np.int64)
+    bodies = [b for _, b in loaded]
+    split = columnar.split_columns(bodies, names)
+    if split is None:
+        return _read_bodies_as_text(files, loaded, names, metrics_columns, numeric, wanted)
+    arrays, counts = split
+    fidx = np.repeat(np.arange(len(files), dtype=np.int32), counts)
+    starts = np.cumsum(counts) - counts
+    line = np.arange(len(fidx), dtype=np.int64) - np.repeat(starts, counts) + 2
+    where = _Where(files, fidx, line)
+    file_starts = starts[counts > 0]
+    cols = {}
+    for name in names:
+        if wanted is not None and name not in STANDARD_COLUMNS and name not in wanted:
+            continue
+        values = arrays[name]
+        if name in _RUN_COLUMNS:
+            cols[name] = columnar.runs(where, name, values, file_starts)
+        elif name == "exp_num":
+            cols[name] = columnar.ints(where, name, values)
+        elif name == "timestamp" or (
+            name not in STANDARD_COLUMNS
+            and name not in numeric
+            and metrics_columns is not None
+            and not columnar.looks_numeric(values)
+        ):
+            cols[name] = columnar.strings(values)
+        else:
+            cols[name] = columnar.floats(where, name, values, strict=name in numeric)
+    return cols, fidx, line
+
+
+def _read_bodies_as_text(files, loaded, names, metrics_columns, numeric, wanted):
+    """The row-wise reader: splits on tabs when every row is plain, else the csv module, which names the
+    malformed line (a wrong field count, a quote that never closes, a byte that is not UTF-8)."""
+    # decoded with the header line so that a bad byte's line and offset are those of the file
+    texts = [decode_utf8(p, h.encode() + b"\n" + b).partition("\n")[2] for p, (h, b) in zip(files, loaded)]
+    counts = np.array([b.count("\n") for b in texts], dtype=np.int64)
     nrows = int(counts.sum())
-    raw = _split_fields("".join(b for _, b in texts), names, nrows)
+    raw = _split_fields("".join(texts), names, nrows)
     if raw is not None:
         fidx = np.repeat(np.arange(len(files), dtype=np.int32), counts)
         starts = np.cumsum(counts) - counts
@@ -335,7 +383,7 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
     else:  # quoted tabs/newlines, blank lines or malformed rows: the csv module finds which
         raw = {n: [] for n in names}
         fl, ll = [], []
-        for i, (p, (_, b)) in enumerate(zip(files, texts)):
+        for i, (p, b) in enumerate(zip(files, texts)):
             r, ln = _read_file_csv(p, b, names)
             for n in names:
                 raw[n].extend(r[n])
