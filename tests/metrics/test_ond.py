@@ -929,3 +929,90 @@ def test_m_ndp_equals_sail_on_client_on_ties_and_edge_trials():
                         assert theirs == 0 and "by construction" in value.reason
                     else:
                         assert value == pytest.approx(theirs, abs=5e-6), (t, prefix, rate, threshold)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference's 0/0 on an empty pre-novelty segment
+def test_many_trials_agree_with_sail_on_client_per_trial_then_averaged():
+    """Several trials of 1..29 samples at once (one sample, no novelty, only novel samples, the red light on the
+    first or the last sample, scores on a 1/40 grid and exactly at each threshold): every m_ndp_* at every
+    threshold is the mean over trials of sail-on-client's ``m_ndp`` of each trial; M2 and M2.1 are its
+    ``m_num_stats`` + ``m_is_cdt_and_is_early`` with the documented last-sample fix, M1 the mean of
+    P_indx - GT_indx over those trials; top-1/top-3 on [0, N), [0, red_light) and [red_light, N) are its
+    ``topk_accuracy`` on the same rows (continuous scores: no ties, where METRICS.md differs)."""
+    reference = pytest.importorskip("sail_on_client.evaluate.metrics")
+    utils = pytest.importorskip("sail_on_client.evaluate.utils")
+    image = pytest.importorskip("sail_on_client.evaluate.image_classification")
+    rng = np.random.default_rng(2026)
+    for case in range(40):
+        trials, raw = [], []
+        k = int(rng.integers(2, 12))
+        for t in range(int(rng.integers(1, 6))):
+            n = int(rng.integers(1, 30))
+            gt_novel = np.zeros(n, dtype=int)
+            kind = (case + t) % 5
+            if kind == 1:
+                gt_novel[:] = 1
+            elif kind >= 2:
+                red = [0, n - 1, int(rng.integers(0, n))][kind - 2]
+                gt_novel[red:] = rng.random(n - red) < 0.6
+                gt_novel[red] = 1
+            red = int(np.flatnonzero(gt_novel)[0]) if gt_novel.any() else None
+            gt_class = np.where(gt_novel == 1, 0, rng.integers(1, k + 1, n))
+            pwc = np.round(rng.random(n) * 40) / 40
+            pwc[rng.random(n) < 0.3] = rng.choice(DETECTION_THRESHOLD_GRID)
+            p_class = rng.dirichlet(np.ones(k + 1), n)
+            trials.append(make_trial(gt_class, red, pwc=pwc, p_class=p_class, gt_novel=gt_novel, trial_id=str(t)))
+            raw.append((gt_class, gt_novel, red, pwc, p_class))
+        results = program_metrics(trials, threshold_grid=True)
+        ndp = [
+            {m: reference.m_ndp(r[3], r[1], mode=m) for m in ("full_test", "pre_novelty", "post_novelty")} for r in raw
+        ]
+        stats_of = [reference.m_num_stats(r[3], r[1]) for r in raw]
+        for threshold in DETECTION_THRESHOLD_GRID:
+            for mode, prefix in (("full_test", "m_ndp"), ("pre_novelty", "m_ndp_pre"), ("post_novelty", "m_ndp_post")):
+                for rate in ("accuracy", "precision", "recall", "f1_score"):
+                    theirs = []
+                    for (_, gt_novel, red, pwc, _), by_mode in zip(raw, ndp):
+                        if mode == "post_novelty" and red is None:
+                            continue  # the reference's -1
+                        if mode == "pre_novelty" and red == 0 and not gt_novel.all():
+                            continue  # empty segment: the reference divides 0 by 0; left out of ours (METRICS.md)
+                        theirs.append(by_mode[mode][f"{rate}_{threshold}"])
+                    value = results[f"{prefix}_{rate}@{threshold:g}"]
+                    if isinstance(value, NA):
+                        assert not theirs or not any(theirs), (case, prefix, rate, threshold)
+                    else:
+                        assert value == pytest.approx(np.mean(theirs), abs=5e-6), (case, prefix, rate, threshold)
+            cdt, early, delay = [], [], []
+            for (_, gt_novel, _, pwc, _), stats in zip(raw, stats_of):
+                gt_index, p_index = stats["GT_indx"], stats[f"P_indx_{threshold}"]
+                flags = image.ImageClassificationMetrics.m_is_cdt_and_is_early(None, gt_index, p_index, len(pwc))
+                # METRICS.md: a detection on the last sample is a CDT (the reference requires P_indx < N)
+                is_cdt = bool(flags["Is CDT"]) or (gt_novel.any() and p_index == len(pwc))
+                cdt.append(is_cdt)
+                early.append(bool(flags["Is Early"]))
+                if is_cdt:
+                    delay.append(p_index - gt_index)
+            n_novel = sum(g.any() for _, g, _, _, _ in raw)
+            if n_novel:
+                assert results[f"m2_cdt_pct@{threshold:g}"] == pytest.approx(100 * sum(cdt) / n_novel)
+            assert results[f"m21_fp_pct@{threshold:g}"] == pytest.approx(100 * sum(early) / len(raw))
+            m1 = results[f"m1_mean_fn_cdt@{threshold:g}"]
+            assert isinstance(m1, NA) if not delay else m1 == pytest.approx(np.mean(delay))
+        for top in (1, 3):
+            for segment in ("", "_pre", "_post"):
+                theirs = []
+                for gt_class, _, red, _, p_class in raw:
+                    n = gt_class.size
+                    lo, hi = {
+                        "": (0, n),
+                        "_pre": (0, n if red is None else red),
+                        "_post": (n if red is None else red, n),
+                    }[segment]
+                    if hi > lo:
+                        theirs.append(utils.topk_accuracy(p_class[lo:hi], gt_class[lo:hi], k=top))
+                value = results[f"top{top}{segment}"]
+                if theirs:
+                    assert value == pytest.approx(np.mean(theirs), abs=5e-6), (case, top, segment)
+                else:
+                    assert isinstance(value, NA)
