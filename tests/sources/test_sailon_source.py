@@ -356,3 +356,68 @@ def test_activity_recognition_layout_with_a_novel_column(tmp_path):
     assert results["m1_mean_fn_cdt"] == 1.0  # first P >= 0.5 at row 3, red light at row 2
     # per-sample detection after the red light: unknown score >= 0.5 on v3 only; novel are v3 and v5.
     assert results["unknown_score_precision_post"] == 1.0 and results["unknown_score_recall_post"] == 0.5
+
+
+@pytest.mark.parametrize("quote_char", ["|", '"'])
+def test_random_layouts_read_as_sail_on_clients_local_harness_reads_them(tmp_path, quote_char):
+    """sail-on-client 0.30's ``LocalHarness.evaluate`` reads the three files with ``pd.read_csv(path, sep=",",
+    header=None, quotechar="|")`` (the ground truth with ``skiprows=1``) and pairs their rows by position. Random
+    layouts written in the same row order, with quoted ids and text holding commas, quotes and CR/LF line breaks,
+    a BOM, CRLF line ends, blank trailing lines and one-row files: our trial holds exactly the arrays pandas reads
+    (``'"'``: pandas with ``quotechar='"'``, as ``source.quote_char='"'``)."""
+    pd = pytest.importorskip("pandas")
+    q = quote_char
+    rng = np.random.default_rng(17 if q == "|" else 18)
+    alphabet = [*"abXY09 .-_", ",", ",", "\n", "\r\n", q, "'", '"' if q == "|" else "|", "é"]
+
+    def field(force=False):
+        s = "".join(rng.choice(alphabet) for _ in range(int(rng.integers(1, 7))))
+        quoted = force or s != s.strip() or any(c in s for c in (",", "\n", "\r", q))
+        return q + s.replace(q, q + q) + q if quoted else s
+
+    for case in range(25):
+        root = tmp_path / str(case)
+        root.mkdir()
+        n = 1 if case % 6 == 0 else int(rng.integers(2, 20))
+        ids, seen = [], set()
+        while len(ids) < n:
+            f = field(rng.random() < 0.2)
+            key = (f[1:-1].replace(q + q, q) if f.startswith(q) else f).strip()
+            if key and key not in seen:
+                seen.add(key)
+                ids.append(f)
+        detection = np.zeros(n, dtype=int)
+        detection[int(rng.integers(0, n)) if case % 3 else n :] = 1  # every third case without novelty
+        known = int(rng.integers(1, 5))
+        classes = np.where(detection == 1, 0, rng.integers(1, known + 1, n))
+        pwc = rng.choice([0.0, 0.5, 1.0, *rng.random(3)], n)
+        scores = rng.dirichlet(np.ones(known + 1), n)
+        nl = "\r\n" if case % 2 else "\n"
+        bom = "\ufeff" if case % 4 == 1 else ""
+        tail = nl * int(rng.integers(0, 3))
+        text = rng.random() < 0.5
+        gt = bom + "id,detection,classification" + (",text" if text else "") + nl
+        gt += (
+            nl.join(f"{ids[i]},{detection[i]},{classes[i]}" + (f",{field()}" if text else "") for i in range(n)) + tail
+        )
+        det = bom + nl.join(f"{ids[i]},{float(pwc[i])!r}" for i in range(n)) + tail
+        cls = bom + nl.join(ids[i] + "," + ",".join(repr(float(v)) for v in scores[i]) for i in range(n)) + tail
+        for name, content in (
+            (f"{TEST}_single_df.csv", gt),
+            (f"S1.{TEST}_detection.csv", det),
+            (f"S1.{TEST}_classification.csv", cls),
+        ):
+            (root / name).write_bytes(content.encode())
+        ref_gt = pd.read_csv(root / f"{TEST}_single_df.csv", sep=",", header=None, skiprows=1, quotechar=q)
+        ref_det = pd.read_csv(root / f"S1.{TEST}_detection.csv", sep=",", header=None, quotechar=q)
+        ref_cls = pd.read_csv(root / f"S1.{TEST}_classification.csv", sep=",", header=None, quotechar=q)
+        trial = (
+            SailonSource(path=str(root), round_size=3, columns={"novel": "detection"}, quote_char=q)
+            .load()
+            .record.trials[0]
+        )
+        assert len(ref_gt) == len(ref_det) == len(ref_cls) == n, case
+        np.testing.assert_array_equal(trial.gt_novel, ref_gt[1].to_numpy())
+        np.testing.assert_array_equal(trial.gt_class, ref_gt[2].to_numpy())
+        np.testing.assert_array_equal(trial.p_world_changed, ref_det[1].to_numpy(float))
+        np.testing.assert_allclose(trial.p_class, ref_cls.iloc[:, 1:].to_numpy(float), rtol=0, atol=1e-15)
