@@ -27,6 +27,8 @@ rounded, to two decimals: the code's own averages are 0.3977/0.8310.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -165,3 +167,126 @@ def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client,
         assert r.data.metrics["detail/num_agents"] == count, group
         assert r.data.metrics["ade_marginal"] == pytest.approx(ade_ref, rel=TOLERANCE), group
         assert r.data.metrics["fde_marginal"] == pytest.approx(fde_ref, rel=TOLERANCE), group
+
+
+# --------------------------------------------------------------------------------------------------
+# random synthetic tracks against the reference code itself (only where it can be run)
+# --------------------------------------------------------------------------------------------------
+
+# Run in an interpreter with torch, inside a checkout of cschoeller/constant_velocity_pedestrian_motion: the
+# reference's own PedDataset (sequence_length 20, observed_history 8, min_sequence_length 10, as its RunConfig)
+# and evaluate_testset (deterministic CVM) on each json folder given; prints [slices, ADE, FDE] per folder.
+REFERENCE_DRIVER = r"""
+import json, sys
+import numpy as np, torch
+import evaluate
+from ped_dataset import PedDataset
+out = []
+for folder in sys.argv[1:]:
+    dataset = PedDataset(dataset_path=folder, sequence_length=20, observed_history=8, min_sequence_length=10)
+    np.random.seed(0); torch.manual_seed(0)
+    out.append([len(dataset), *evaluate.evaluate_testset(dataset)] if len(dataset) else [0, None, None])
+print(json.dumps(out))
+"""
+
+
+def _reference_runner():
+    import os
+    import subprocess
+
+    python, checkout = os.environ.get("CVM_REFERENCE_PYTHON"), os.environ.get("CVM_REFERENCE_DIR")
+    if not python or not checkout:
+        pytest.skip(
+            "set $CVM_REFERENCE_DIR to a checkout of cschoeller/constant_velocity_pedestrian_motion and "
+            "$CVM_REFERENCE_PYTHON to an interpreter with torch to run its evaluate.py here"
+        )
+
+    def run(folders):
+        done = subprocess.run(
+            [python, "-c", REFERENCE_DRIVER, *map(str, folders)],
+            cwd=checkout,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    return run
+
+
+def _write_scene(root, rows):
+    """``rows`` (frame, pedestrian, x, y) as an ETH/UCY file ``f.txt`` (group x; a one-pedestrian ``g.txt`` for
+    training) and as the reference's layout, one json per frame under ``ref/data``."""
+    root.mkdir(parents=True)
+    (root / "f.txt").write_text("".join(f"{f}\t{p}\t{x:.2f}\t{y:.2f}\n" for f, p, x, y in rows))
+    (root / "g.txt").write_text("0\t1\t0\t0\n10\t1\t1\t0\n")
+    data = root / "ref" / "data"
+    data.mkdir(parents=True)
+    (root / "ref" / "dataset_info.json").write_text(json.dumps({"dataset_name": "x"}))
+    for frame in sorted({r[0] for r in rows}):
+        objects = [{"position": [x, y], "id": p} for f, p, x, y in rows if f == frame]
+        (data / f"{frame}.json").write_text(
+            json.dumps({"timestamp": frame, "object_list": objects, "frame": frame, "size": len(objects)})
+        )
+    return root / "ref"
+
+
+def _ours(root):
+    scenes = EthUcyDomain(str(root), test_group="x", groups={"x": ["f"], "y": ["g"]}, extra_train_files=[]).load().test
+    pred = ConstantVelocityPredictor().predict(
+        scenes.history, pred_len=12, num_preds=1, dt=0.4, rng=np.random.default_rng(0)
+    )
+    ade, fde, valid = _errors(scenes, pred)
+    return int(valid.sum()), float(ade[:, 0][valid].mean()), float(fde[:, 0][valid].mean())
+
+
+def test_random_gap_free_tracks_give_the_reference_slices_and_errors(tmp_path):
+    """Random recordings (frames every 10, 5-59 steps, up to 24 pedestrians; lifetimes from 1 step to the whole
+    recording, some starting at the first frame, some ending at the last): the number of scored pedestrian
+    windows and the CVM ADE/FDE equal the reference's evaluate.py on the same positions."""
+    run = _reference_runner()
+    rng = np.random.default_rng(20)
+    folders, ours = [], []
+    for case in range(12):
+        steps, rows = int(rng.integers(5, 60)), []
+        for pid in range(1, int(rng.integers(1, 25)) + 1):
+            kind = int(rng.integers(0, 4))
+            start = 0 if kind in (0, 2) else int(rng.integers(0, steps))
+            end = steps - 1 if kind in (1, 2) else min(steps - 1, start + int(rng.integers(0, 35)))
+            walk = rng.normal(0, 3, 2) + np.cumsum(rng.normal(0, 0.4, (end - start + 1, 2)), axis=0)
+            rows += [(10 * (start + i), pid, *np.round(p, 2).tolist()) for i, p in enumerate(walk)]
+        root = tmp_path / str(case)
+        folders.append(_write_scene(root, sorted(rows)))
+        try:
+            ours.append(_ours(root))
+        except Exception as exc:  # no window at all: the reference then has 0 slices
+            assert "gives no scene" in str(exc)
+            ours.append((0, None, None))
+    reference = run(folders)
+    assert sum(r[0] for r in reference) > 500
+    for case, ((count, ade, fde), (ref_count, ref_ade, ref_fde)) in enumerate(zip(ours, reference)):
+        assert count == ref_count, case
+        if count:  # the reference computes in float32
+            assert ade == pytest.approx(ref_ade, rel=1e-6), case
+            assert fde == pytest.approx(ref_fde, rel=1e-6), case
+
+
+def test_a_gap_in_a_track_is_a_masked_step_not_a_step_of_the_walk(tmp_path):
+    """METRICS.md's one named difference. A pedestrian seen at steps 0-9 and 11-20 (gone at step 10): the
+    reference strings its 20 positions together and slices 20 - 10 + 1 = 11 windows of >= 10 positions; we place
+    each position at its frame, so only windows whose 8 observed steps avoid step 10 are scored: starts 0, 1, 2
+    (future 8-19 or later, step 10 masked) and 11 (future steps 19, 20): 4 windows."""
+    steps = [s for s in range(21) if s != 10]
+    rows = [(10 * s, 1, float(s), 0.5 * s) for s in steps]
+    ref_folder = _write_scene(tmp_path / "gap", rows)
+    count, ade, fde = _ours(tmp_path / "gap")
+    assert count == 4
+    # walking +1 m in x and +0.5 m in y per step (the gap included): constant velocity is exact
+    assert ade == pytest.approx(0.0, abs=1e-9) and fde == pytest.approx(0.0, abs=1e-9)
+    try:
+        run = _reference_runner()
+    except pytest.skip.Exception:
+        return
+    ((ref_count, ref_ade, _),) = run([ref_folder])
+    assert ref_count == 11 and ref_ade > 0.1  # it reads the jump over step 10 as one step of the walk
