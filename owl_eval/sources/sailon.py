@@ -35,8 +35,10 @@ within ``source.sum_tolerance`` (or are rescaled with ``source.normalize``).
 
 CSV: every file is read by a CSV parser (:mod:`owl_eval.formats.csv_table`): a field may be quoted and then
 hold commas and line breaks (the transcripts' ``text``); the quote character is ``source.quote_char``,
-``|`` by default because sail-on-client 0.30 reads all these files with ``quotechar="|"`` (its local harness
-and file provider; its transcripts ground truth quotes with ``|``), ``'"'`` for standard CSV. A UTF-8
+``|`` by default because sail-on-client 0.30's ``LocalHarness.evaluate`` reads the ground truth, detection and
+classification files with ``quotechar="|"`` (its file provider reads the ground truth so too; its transcripts
+ground truth quotes with ``|``), ``'"'`` for standard CSV. One quote character serves every file here, the
+baseline session's included (``LocalHarness.evaluate`` reads that one file with pandas' default ``'"'``). A UTF-8
 byte-order mark, CRLF line ends and blank lines are accepted; row numbers in messages are physical lines.
 
 All files come from a link-free listing of the folders (:func:`owl_eval.safe_paths.list_files`: a symbolic
