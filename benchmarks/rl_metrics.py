@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -38,6 +37,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from timing import median_time  # this folder is on the path: the script's own
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = ["cartpole_easy", "cartpole_hard", "minigrid_maze", "atari_pong", "reacher_long"]
@@ -91,17 +91,6 @@ def make_ste(task: str, rng: np.random.Generator):
     )
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:
-    """Median wall and CPU seconds of ``repeats`` calls of ``fn``."""
-    wall, cpu = [], []
-    for _ in range(repeats):
-        t0, c0 = time.perf_counter(), time.process_time()
-        fn()
-        wall.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return statistics.median(wall), statistics.median(cpu)
-
-
 def l2metrics_worker(log_dir: str, ste_dirs: list[str], repeats: int) -> dict:
     """Time l2metrics 3.1 on ``log_dir`` (STE data from ``ste_dirs``) in this interpreter; imports nothing of ours."""
     with tempfile.TemporaryDirectory() as l2data:
@@ -122,7 +111,7 @@ def l2metrics_worker(log_dir: str, ste_dirs: list[str], repeats: int) -> dict:
             r.calculate()
             reports.append(r)
 
-        wall, cpu = timed(run_l2, repeats)
+        wall, cpu = median_time(run_l2, repeats)
         lifetime = {k: float(v) for k, v in reports[-1].lifetime_metrics_df.iloc[0].items()}
     versions = {
         "l2metrics": getattr(l2metrics, "__version__", None) or _version("l2metrics"),
@@ -193,7 +182,7 @@ def main() -> None:
         if hasattr(os, "getloadavg"):
             print("load average (1, 5, 15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
-        rw, rc = timed(lambda: read_log(log_dir), args.repeats)
+        rw, rc = median_time(lambda: read_log(log_dir), args.repeats)
         print(f"ours: read_log (main log, every column):              median wall {rw:.3f} s, cpu {rc:.3f} s")
 
         def read(d):  # as `owl-eval-evaluate +source=l2logger` reads a log (every column; complete rows with a reward)
@@ -206,10 +195,10 @@ def main() -> None:
             log, ste = read_all()
             return evaluate_log(log, ste_logs=ste)
 
-        aw, ac = timed(read_all, args.repeats)
+        aw, ac = median_time(read_all, args.repeats)
         print(f"ours: reading as the evaluation does (main + STE logs):   median wall {aw:.3f} s, cpu {ac:.3f} s")
 
-        ew, ec = timed(read_and_evaluate, args.repeats)
+        ew, ec = median_time(read_and_evaluate, args.repeats)
         print(f"ours: whole evaluation (reading + metrics):             median wall {ew:.3f} s, cpu {ec:.3f} s")
         res = read_and_evaluate()
         print("lifetime:", {k: (round(v, 4) if isinstance(v, float) else v) for k, v in res["lifetime"].items()})
