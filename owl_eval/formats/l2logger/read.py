@@ -342,11 +342,9 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
     if split is None:
         return _read_bodies_as_text(files, loaded, names, metrics_columns, numeric, wanted)
     arrays, counts = split
-    fidx = np.repeat(np.arange(len(files), dtype=np.int32), counts)
-    starts = np.cumsum(counts) - counts
-    line = np.arange(len(fidx), dtype=np.int64) - np.repeat(starts, counts) + 2
+    fidx, line = _row_positions(counts)
     where = _Where(files, fidx, line)
-    file_starts = starts[counts > 0]
+    file_starts = (np.cumsum(counts) - counts)[counts > 0]
     cols = {}
     for name in names:
         if wanted is not None and name not in STANDARD_COLUMNS and name not in wanted:
@@ -368,6 +366,13 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
     return cols, fidx, line
 
 
+def _row_positions(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(file index, 1-based line) of every row, for files of ``counts`` body rows each (line 1 is the header)."""
+    fidx = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+    starts = np.cumsum(counts) - counts
+    return fidx, np.arange(len(fidx), dtype=np.int64) - np.repeat(starts, counts) + 2
+
+
 def _read_bodies_as_text(files, loaded, names, metrics_columns, numeric, wanted):
     """The row-wise reader: splits on tabs when every row is plain, else the csv module, which names the
     malformed line (a wrong field count, a quote that never closes, a byte that is not UTF-8)."""
@@ -377,9 +382,7 @@ def _read_bodies_as_text(files, loaded, names, metrics_columns, numeric, wanted)
     nrows = int(counts.sum())
     raw = _split_fields("".join(texts), names, nrows)
     if raw is not None:
-        fidx = np.repeat(np.arange(len(files), dtype=np.int32), counts)
-        starts = np.cumsum(counts) - counts
-        line = np.arange(len(fidx), dtype=np.int64) - np.repeat(starts, counts) + 2
+        fidx, line = _row_positions(counts)
     else:  # quoted tabs/newlines, blank lines or malformed rows: the csv module finds which
         raw = {n: [] for n in names}
         fl, ll = [], []

@@ -52,31 +52,12 @@ def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | 
     out["m21_fp_pct"] = 100.0 * early.sum() / flat.n_trials
 
     # per-sample novelty detection: p_class[:, 0] >= threshold against gt_novel, per trial, pre/post red light
-    predicted = flat.p_class[:, 0] >= threshold
-    true_novel = flat.gt_novel
     segments = {"pre": (flat.starts, flat.post_start), "post": (flat.post_start, flat.ends)}
-    running = {
-        "tp": flat.cumulative(predicted & true_novel),
-        "predicted": flat.cumulative(predicted),
-        "true": flat.novel_running,
-    }
-    for segment, (lo, hi) in segments.items():
-        size = hi - lo
-        tp = flat.segment_sums(running["tp"], lo, hi)
-        n_predicted = flat.segment_sums(running["predicted"], lo, hi)
-        n_true = flat.segment_sums(running["true"], lo, hi)
-        fp, fn = n_predicted - tp, n_true - tp
-        tn = size - tp - fp - fn
-        precision = zero_if_undefined(tp, tp + fp)
-        recall = zero_if_undefined(tp, tp + fn)
-        f1 = zero_if_undefined(2 * precision * recall, precision + recall)
-        accuracy = zero_if_undefined(tp + tn, size)
-        has_segment = size > 0
+    for segment, rates, has_segment, no_novel in _segment_rates(flat, flat.p_class[:, 0] >= threshold, segments):
         reason = f"no trial has {segment}-novelty samples"
         # Without a novel sample in the segment (always so before the red light, which is the first novel
         # sample), TP = 0 and FN = 0: precision, recall and F1 are 0 by construction, not a measurement.
-        no_novel = has_segment.any() and not n_true[has_segment].any()
-        for rate, values in (("precision", precision), ("recall", recall), ("f1", f1), ("accuracy", accuracy)):
+        for rate, values in rates.items():
             if no_novel and rate != "accuracy":
                 out[f"unknown_score_{rate}_{segment}"] = NA(
                     f"no novel sample {'before' if segment == 'pre' else 'from'} the red light in any trial: "
@@ -86,6 +67,31 @@ def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | 
                 out[f"unknown_score_{rate}_{segment}"] = mean_over(values, has_segment, reason)
     out.update(_m_ndp(flat, threshold))
     return out
+
+
+def _segment_rates(flat: FlatTrials, predicted: np.ndarray, segments: dict):
+    """Per trial and segment ``[lo, hi)``, the per-sample detection rates of ``predicted`` against ``gt_novel``:
+    yields ``(key, {precision, recall, f1, accuracy}, segment not empty, no novel sample in any segment)``.
+    An empty denominator gives 0 (sail-on-client's convention)."""
+    tp_running = flat.cumulative(predicted & flat.gt_novel)
+    predicted_running = flat.cumulative(predicted)
+    for key, (lo, hi) in segments.items():
+        size = hi - lo
+        tp = flat.segment_sums(tp_running, lo, hi)
+        n_predicted = flat.segment_sums(predicted_running, lo, hi)
+        n_true = flat.segment_sums(flat.novel_running, lo, hi)
+        fp, fn = n_predicted - tp, n_true - tp
+        tn = size - tp - fp - fn
+        precision = zero_if_undefined(tp, tp + fp)
+        recall = zero_if_undefined(tp, tp + fn)
+        rates = {
+            "precision": precision,
+            "recall": recall,
+            "f1": zero_if_undefined(2 * precision * recall, precision + recall),
+            "accuracy": zero_if_undefined(tp + tn, size),
+        }
+        included = size > 0
+        yield key, rates, included, bool(included.any() and not n_true[included].any())
 
 
 def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
@@ -100,35 +106,19 @@ def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
     whose first sample is novel and a later one is not: the reference divides 0 by 0) is left out.
     """
     out: dict[str, float | NA] = {}
-    predicted = flat.p_world_changed > threshold
-    tp_running = flat.cumulative(predicted & flat.gt_novel)
-    predicted_running = flat.cumulative(predicted)
     n_novel = flat.segment_sums(flat.novel_running, flat.starts, flat.ends)
     only_novel = n_novel == flat.lengths
     pre_end = np.where(flat.has_novelty & ~only_novel, flat.post_start, flat.ends)
-    modes = {
-        "": (flat.starts, flat.ends, "no trial"),
-        "_pre": (flat.starts, pre_end, "no trial has pre-novelty samples"),
-        "_post": (flat.post_start, flat.ends, "no trial has novelty (the reference reports -1)"),
+    segments = {"": (flat.starts, flat.ends), "_pre": (flat.starts, pre_end), "_post": (flat.post_start, flat.ends)}
+    empty_reasons = {
+        "": "no trial",
+        "_pre": "no trial has pre-novelty samples",
+        "_post": "no trial has novelty (the reference reports -1)",
     }
-    for mode, (lo, hi, empty_reason) in modes.items():
-        size = hi - lo
-        tp = flat.segment_sums(tp_running, lo, hi)
-        n_predicted = flat.segment_sums(predicted_running, lo, hi)
-        n_true = flat.segment_sums(flat.novel_running, lo, hi)
-        fp, fn = n_predicted - tp, n_true - tp
-        tn = size - tp - fp - fn
-        precision = zero_if_undefined(tp, tp + fp)
-        recall = zero_if_undefined(tp, tp + fn)
-        rates = {
-            "accuracy": zero_if_undefined(tp + tn, size),
-            "precision": precision,
-            "recall": recall,
-            "f1_score": zero_if_undefined(2 * precision * recall, precision + recall),
-        }
-        included = size > 0
-        no_novel = included.any() and not n_true[included].any()
+    predicted = flat.p_world_changed > threshold
+    for mode, rates, included, no_novel in _segment_rates(flat, predicted, segments):
         for rate, values in rates.items():
+            rate = "f1_score" if rate == "f1" else rate  # the reference's key
             name = f"m_ndp{mode}_{rate}"
             if no_novel and rate != "accuracy":
                 out[name] = NA(
@@ -136,7 +126,7 @@ def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
                     "by construction (sail-on-client reports that 0)"
                 )
             else:
-                out[name] = mean_over(values, included, empty_reason)
+                out[name] = mean_over(values, included, empty_reasons[mode])
     return out
 
 
