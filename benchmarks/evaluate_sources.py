@@ -54,8 +54,8 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
 
     from benchmarks.rl_metrics import TASKS, make_log, make_ste
     from owl_eval.formats.l2logger import write_log
+    from owl_eval.protocols.lifelong_rl.sources.l2logger import L2LoggerSource
     from owl_eval.runner.evaluate import evaluate
-    from owl_eval.sources.l2logger import L2LoggerSource
 
     rng = np.random.default_rng(0)
     log_dir = write_log(make_log(episodes, blocks, rng), tmp / "l2" / "logs", "bench", {"scenario_type": "custom"})
@@ -98,8 +98,8 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
 
 
 def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) -> None:
+    from owl_eval.protocols.ond.sources.sailon import SailonSource
     from owl_eval.runner.evaluate import evaluate
-    from owl_eval.sources.sailon import SailonSource
 
     tmp = Path(tempfile.mkdtemp())
     start = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Time owl_eval.metrics.ond.program_metrics on 1,000 trials of 1,000 samples (K = 10, seeded).
+"""Time owl_eval.protocols.ond.metrics.program_metrics on 1,000 trials of 1,000 samples (K = 10, seeded).
 
     python benchmarks/ond_metrics.py [--trials 1000] [--samples 1000] [--reference-trials 100]
 
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import median_time  # noqa: E402
 
-from owl_eval.metrics.ond import OndTrial, program_metrics  # noqa: E402
+from owl_eval.protocols.ond.metrics import OndTrial, program_metrics  # noqa: E402
 
 
 def make_trials(n_trials: int, n_samples: int, n_known: int, seed: int):

@@ -166,7 +166,7 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     from owl_eval.formats.l2logger import read_log, write_log
-    from owl_eval.metrics.lifelong_rl import evaluate_log
+    from owl_eval.protocols.lifelong_rl.metrics import evaluate_log
 
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from timing import median_time  # noqa: E402
 
-from owl_eval.sources.sailon import SailonSource  # noqa: E402
+from owl_eval.protocols.ond.sources.sailon import SailonSource  # noqa: E402
 
 
 def write_layout(root: pathlib.Path, *, tests: int, samples: int, known: int, seed: int = 0) -> list[pathlib.Path]:

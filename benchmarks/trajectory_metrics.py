@@ -21,11 +21,11 @@ from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from owl_eval.metrics.trajectory import kde_nll  # noqa: E402
-from owl_eval.metrics.trajectory.context import TrajContext  # noqa: E402
-from owl_eval.metrics.trajectory.core import check_paths  # noqa: E402
-from owl_eval.metrics.trajectory.kde import kde_log_probs  # noqa: E402
-from owl_eval.metrics.trajectory.table import trajectory_table  # noqa: E402
+from owl_eval.protocols.trajectory.metrics import kde_nll  # noqa: E402
+from owl_eval.protocols.trajectory.metrics.context import TrajContext  # noqa: E402
+from owl_eval.protocols.trajectory.metrics.core import check_paths  # noqa: E402
+from owl_eval.protocols.trajectory.metrics.kde import kde_log_probs  # noqa: E402
+from owl_eval.protocols.trajectory.metrics.table import trajectory_table  # noqa: E402
 
 
 def make_data(n_s, n_p, n_a, n_o, seed=0):

@@ -47,7 +47,7 @@ FORBIDDEN = {
 
 
 def part(module: str) -> str:
-    """``owl_eval.metrics.ond`` -> ``metrics``."""
+    """``owl_eval.protocols.ond.metrics`` -> ``metrics``."""
     pieces = module.split(".")
     return pieces[1] if len(pieces) > 1 else "__init__"
 
@@ -113,7 +113,7 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
 
 def test_metrics_and_formats_agree_on_the_l2logger_timestamp_format():
     from owl_eval.formats.l2logger import TIMESTAMP_FORMAT
-    from owl_eval.metrics.lifelong_rl.pipeline import TIMESTAMP_FORMAT as METRICS_FORMAT
+    from owl_eval.protocols.lifelong_rl.metrics.pipeline import TIMESTAMP_FORMAT as METRICS_FORMAT
 
     assert METRICS_FORMAT == TIMESTAMP_FORMAT == "%Y%m%dT%H%M%S.%f"
 

@@ -36,7 +36,7 @@ class ClassificationDomain:
     """Base for OND domains: ``load()`` returns :class:`LabeledData`; ``name`` goes in the run tags.
 
     A domain holds data only: its OND settings (known classes, batch size, trial lengths, asymptotic width; the
-    seed says they are domain dependent) are ``conf/protocol/ond/<domain>.yaml`` and ``conf/metrics/ond/<domain>.yaml``.
+    seed says they are domain dependent) are ``owl_eval/protocols/ond/conf/protocol/ond/<domain>.yaml`` and ``owl_eval/protocols/ond/conf/metrics/ond/<domain>.yaml``.
     """
 
     name: str = "classification"

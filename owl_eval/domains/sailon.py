@@ -9,8 +9,8 @@
 
 ("document transcription", "activity recognition" and "visual classification" in the SAIL-ON
 program; scikit-learn's digits stay the embedded default domain.) A domain holds data only: each domain's
-OND settings (known classes, batch size, trial lengths, asymptotic width) are ``conf/protocol/ond/<domain>.yaml``
-and ``conf/metrics/ond/<domain>.yaml``, chosen by the ``ond_<domain>_*`` experiments, so they are logged,
+OND settings (known classes, batch size, trial lengths, asymptotic width) are ``owl_eval/protocols/ond/conf/protocol/ond/<domain>.yaml``
+and ``owl_eval/protocols/ond/conf/metrics/ond/<domain>.yaml``, chosen by the ``ond_<domain>_*`` experiments, so they are logged,
 overridable and hashed like any config value.
 
 A missing package fails at construction, before any MLflow run starts, with one line naming the extra.

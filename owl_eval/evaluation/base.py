@@ -1,7 +1,7 @@
 """Scoring a record, apart from running: what every protocol's evaluation provides to the runner.
 
-A protocol drives agents and returns a record; the evaluation of that protocol (looked up by the protocol's
-name, :func:`owl_eval.evaluation.evaluation_for`) turns the ``metrics`` config node into typed options
+A protocol drives agents and returns a record; the evaluation of that protocol (its descriptor's ``evaluation``,
+:func:`owl_eval.evaluation.evaluation_for`) turns the ``metrics`` config node into typed options
 (:meth:`Evaluation.options`, before any run exists), scores a record (:meth:`Evaluation.score`: the metric
 results and the values the figures draw) and draws the figures from those values alone
 (:meth:`Evaluation.figures`). A source (results produced elsewhere) is scored by the same evaluation.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from owl_eval.evaluation.options import OPTIONS, MetricOptions, build, parse
+from owl_eval.evaluation.options import MetricOptions, build, options_class, parse
 from owl_eval.metrics.results import MetricResults
 
 
@@ -31,7 +31,7 @@ class Evaluation(ABC):
     (``num_preds``, ``class_names``, ``columns``, and presentation settings such as ``plot_scenes``);
     a source's record tells it instead (``options(..., record=record)``)."""
 
-    #: the protocol's name ("ond", "continual", "trajectory", "lifelong_rl")
+    #: the name of the protocol it scores (its descriptor's ``name``)
     name: str = ""
 
     def __init__(self, context: Mapping[str, Any] | None = None):
@@ -60,4 +60,4 @@ class Evaluation(ABC):
 
 def default_options(name: str) -> MetricOptions:
     """The documented defaults of ``name``'s metrics node."""
-    return OPTIONS[name]()
+    return options_class(name)()

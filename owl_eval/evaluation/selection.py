@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from owl_eval.errors import ConfigError
-from owl_eval.metrics.registry import base_name, spec_for, specs
+from owl_eval.evaluation.registry import base_name, spec_for, specs
 from owl_eval.metrics.results import MetricResults
 
 KEY = "metrics.names"
@@ -35,11 +35,11 @@ def check_names(protocol: str, names) -> list[str] | None:
             raise ConfigError(f"{KEY}[{i}]: expected a metric name (a non-empty string), got {name!r}")
     try:
         declared = specs(protocol)
-    except KeyError as exc:
-        raise ConfigError(f"{KEY}: {exc.args[0]}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{KEY}: {exc}") from None
     unknown = [n for n in names if spec_for(protocol, n) is None]
     if unknown:
-        valid = sorted({base_name(n) for n in declared})
+        valid = sorted({base_name(n, protocol) for n in declared})
         raise ConfigError(f"{KEY}: unknown metric(s) {unknown} for protocol {protocol!r}; valid names: {valid}")
     return names
 
@@ -53,7 +53,7 @@ def select(results: MetricResults, protocol: str, names: Sequence[str] | None) -
     if names is None:
         return results
     wanted = set(names)
-    keep = lambda key: key in wanted or base_name(key) in wanted  # noqa: E731
+    keep = lambda key: key in wanted or base_name(key, protocol) in wanted  # noqa: E731
     return MetricResults(
         values={k: v for k, v in results.values.items() if keep(k)},
         na={k: v for k, v in results.na.items() if keep(k)},

@@ -2,7 +2,7 @@
 
 One module per protocol (``ond``, ``continual``, ``trajectory``, ``lifelong_rl``). Each module exposes
 plain functions in the style of ``sklearn.metrics`` and a ``SPECS`` list of :class:`MetricSpec` that
-declares every metric name it reports (better direction, bounds, plot scale). ``owl_eval.metrics.registry``
+declares every metric name it reports (better direction, bounds, plot scale). ``owl_eval.evaluation.registry``
 collects them.
 """
 

@@ -33,6 +33,12 @@ class MetricSpec:
         return "maximize" if self.higher_is_better else "minimize"
 
 
+def count_spec(name: str, protocol: str, description: str) -> MetricSpec:
+    """A count the runner or a driver reports (scenes, episodes, tasks): no better direction, so a
+    comparison never calls one "best"."""
+    return MetricSpec(name, protocol, None, (0.0, math.inf), description=description)
+
+
 @dataclass(frozen=True)
 class NA:
     """A metric value that cannot be computed, with the reason (logged instead of a number)."""

@@ -1,10 +1,11 @@
-"""What every protocol provides to the runner.
+"""What every protocol's driver provides to the runner (the descriptor, :mod:`owl_eval.protocols.descriptor`,
+names the driver class).
 
-A protocol is built from config (``_target_``), then the runner calls, in order:
+A driver is built from config (``_target_``), then the runner calls, in order:
 ``check(domain=..., agent=..., baseline=...)`` before any run exists, then ``run(domain=..., agent=...,
 baseline=..., rng=...)`` -> a record (plain numpy arrays in a small dataclass with its own ``save(directory)``).
-Scoring the record is not the protocol's job: the evaluation of the protocol's ``name``
-(:func:`owl_eval.evaluation.evaluation_for`) does it. If ``run`` raises (a crashing agent), the runner asks
+Scoring the record is not the driver's job: the evaluation the protocol's descriptor names does it
+(:func:`owl_eval.evaluation.evaluation_for`). If ``run`` raises (a crashing agent), the runner asks
 ``record_so_far()`` for what was completed and logs its metrics before marking the MLflow run FAILED.
 """
 
@@ -20,8 +21,8 @@ class AgentOutputError(ValueError):
     """An agent returned something the protocol cannot accept; the message names where and what."""
 
 
-class Protocol(ABC):
-    #: short name used in tags and metric declarations ("ond", "continual", "trajectory", "lifelong_rl")
+class ProtocolDriver(ABC):
+    #: the protocol's name (its descriptor's ``name``), used in tags and metric declarations
     name: str = ""
 
     @abstractmethod

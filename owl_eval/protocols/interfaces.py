@@ -3,7 +3,7 @@
 A protocol lists the methods it calls (:class:`Method`: the name and how it is called); an object that
 lacks one, or whose method cannot be called that way, is one :class:`~owl_eval.errors.ConfigError` naming the
 config key (``agent``, ``baseline``, ``domain``), the object's class, the missing call and the options to
-choose from: an RL agent under OND is "agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent: it
+choose from: an RL agent under OND is "agent (owl_eval.protocols.lifelong_rl.agents.q_learning.QLearningAgent) is not an OND agent: it
 has no predict_batch(batch) method; choose agent=ond/<option> (...)". Without this check the mismatch
 shows as an AttributeError in the middle of the run, which leaves a FAILED run behind.
 """

@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from owl_eval.errors import LaunchAborted
+from owl_eval.errors import ConfigError, LaunchAborted
 from owl_eval.runner.compare import summarize_sweep, swept_keys
 from owl_eval.runner.liveness import owner_tags, reap_quietly
 from owl_eval.runner.resolvers import register_resolvers
@@ -226,6 +226,11 @@ class MlflowSweepCallback(Callback):
             settings = _settings(config)
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
             raise LaunchAborted(exc) from exc
+        from owl_eval.runner.options import unknown_sweep_choice
+
+        problem = unknown_sweep_choice(list(config.hydra.overrides.task))
+        if problem:  # before the parent run exists: a typo in a swept option leaves nothing in the store
+            raise LaunchAborted(ConfigError(problem))
         run_id = start_sweep_parent(
             settings,
             str(config.hydra.runtime.cwd),

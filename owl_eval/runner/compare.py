@@ -125,12 +125,13 @@ def sweep_comparison(
 def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
     """Parent-run metrics ``<group>/<metric>/<stat>`` of the headline metrics and ``<group>/n_runs`` (seeds);
     non-finite values left out. Every other metric is in the comparison CSV/Markdown artifacts only."""
-    from owl_eval.metrics.registry import HEADLINE, is_headline
+    from owl_eval.evaluation.registry import is_headline
+    from owl_eval.protocols import all_protocols
 
     out: dict[str, float] = {}
     for r in rows:
         out[f"{r.label}/n_runs"] = max(out.get(f"{r.label}/n_runs", 0), r.runs or r.n)
-        if not any(is_headline(protocol, r.metric) for protocol in HEADLINE):
+        if not any(is_headline(protocol, r.metric) for protocol in all_protocols()):
             continue
         for stat in STATS:
             value = getattr(r, stat)

@@ -170,9 +170,10 @@ def grouping_keys(runs: Sequence, swept: Sequence[str] = ()) -> list[str]:
 # -- which runs, which metrics --------------------------------------------------------------------------
 def _declared(protocol: str, key: str):
     """The declaration behind an MLflow metric key (exact: ``fpr_at_95tpr`` stays ``fpr_at_95tpr``)."""
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, spec_for_key
+    from owl_eval.evaluation.registry import spec_for_key
+    from owl_eval.protocols import known
 
-    return spec_for_key(protocol, key) if protocol in PROTOCOL_MODULES else None
+    return spec_for_key(protocol, key) if known(protocol) else None
 
 
 def metric_direction(protocol: str, key: str) -> str:
@@ -181,9 +182,10 @@ def metric_direction(protocol: str, key: str) -> str:
 
 
 def _is_series(protocol: str, key: str) -> bool:
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, is_series_key
+    from owl_eval.evaluation.registry import is_series_key
+    from owl_eval.protocols import known
 
-    return protocol in PROTOCOL_MODULES and is_series_key(protocol, key)
+    return known(protocol) and is_series_key(protocol, key)
 
 
 def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> list[str]:
@@ -218,12 +220,13 @@ def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> l
 def _logged_as(name: str, logged: Mapping, protocols: Iterable[str]) -> str:
     """The key a metric name is logged under in these runs: as given (``detail/top1_pre``), or the key the
     runner gives the reported name (``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``)."""
-    from owl_eval.metrics.registry import PROTOCOL_MODULES, logged_key
+    from owl_eval.evaluation.registry import logged_key
+    from owl_eval.protocols import all_protocols
 
     key = metric_key(name)
     if key in logged:
         return key
-    for protocol in sorted(set(protocols) & set(PROTOCOL_MODULES)):
+    for protocol in sorted(set(protocols) & set(all_protocols())):
         if logged_key(protocol, name) in logged:
             return logged_key(protocol, name)
     return key

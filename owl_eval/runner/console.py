@@ -14,7 +14,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from hydra.errors import HydraException
+from hydra.errors import HydraException, MissingConfigException
 from omegaconf.errors import OmegaConfBaseException
 
 from owl_eval.errors import LaunchAborted
@@ -156,6 +156,14 @@ def install_one_line_errors() -> None:
             raise
         except LaunchAborted as aborted:
             error_exit(aborted.error)
+        except MissingConfigException as exc:
+            from owl_eval.runner.options import unknown_option_message
+
+            message = unknown_option_message(str(exc.missing_cfg_file or ""), sys.argv[1:])
+            if message is None:
+                error_exit(exc)
+            print(f"error: {message}", file=sys.stderr, flush=True)
+            raise SystemExit(1) from None
         except BaseException as exc:
             log_to_files(f"{type(exc).__name__}: {exc}", exc)
             where = job_log_file()

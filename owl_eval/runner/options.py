@@ -1,47 +1,72 @@
-"""Listing the options of each config group, and checking command-line choices before Hydra runs.
+"""The command line around Hydra: flags Hydra does not know, and the options of each config group for
+Hydra's "could not find" errors.
 
 Hydra lists the available options only for flat groups; ``agent=ond/nope`` would just say "could not
-find". This check names the group and every valid option, nested ones included.
+find". :func:`unknown_option_message` turns Hydra's error into one line that names the group and every valid
+option, nested ones included, read from Hydra's own search path.
 """
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
+from owl_eval.paths import group_options
 
-from owl_eval.paths import CONFIG_DIR, group_options  # noqa: F401  (group_options re-exported)
+def hydra_group_options(group: str) -> list[str]:
+    """The options of ``group`` on Hydra's own search path (the packaged configs, every installed protocol's
+    and a user's ``--config-dir`` / ``hydra.searchpath``), nested ones as ``ond/knn_novelty``; from the config
+    folders when Hydra is not initialised."""
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.object_type import ObjectType
 
-GROUPS = ("domain", "protocol", "agent", "baseline", "metrics", "tracking", "experiment", "source", "syllabus")
-_CHOICE = re.compile(r"^(?:\+|\+\+|~)?(?P<group>[a-z_]+)=(?P<value>[^=]*)$")
-_SEARCHPATH = re.compile(r"^(?:\+|\+\+)?hydra\.searchpath=\[?(?P<paths>[^\]]*)\]?$")
+    hydra = GlobalHydra.instance()
+    if not hydra.is_initialized():
+        return group_options(group)
+    loader = hydra.config_loader()
+
+    def walk(path: str) -> list[str]:
+        found = [f"{path}/{o}" for o in loader.get_group_options(path, results_filter=ObjectType.CONFIG)]
+        for sub in loader.list_groups(path):
+            found += walk(f"{path}/{sub}")
+        return found
+
+    return sorted(option.split("/", 1)[1] for option in walk(group))
 
 
-def searchpath_dirs(args: list[str]) -> list[Path]:
-    """Config directories added on the command line with ``hydra.searchpath=[file://DIR,...]`` (how the tests add
-    their test-only agents without listing them to users); ``pkg://`` entries are not looked into."""
-    dirs: list[Path] = []
-    for arg in args:
-        match = _SEARCHPATH.match(arg)
-        if match:
-            entries = (e.strip().strip("'\"") for e in match["paths"].split(","))
-            dirs += [Path(e.removeprefix("file://")) for e in entries if e and "://" not in e.removeprefix("file://")]
-    return dirs
+def unknown_option_message(missing: str, args: list[str]) -> str | None:
+    """Our one line for Hydra's "could not find" of a group option (``missing``: ``agent/ond/nope``), with
+    every valid option of the group, nested ones included (Hydra lists only one level), and the override
+    that asked for it; None when ``missing`` is not an option of a known group."""
+    group, _, option = missing.partition("/")
+    options = hydra_group_options(group) if option else []
+    if not options:
+        return None
+    asked = next(
+        (a for a in args if a.lstrip("+~").split("=", 1)[0] == group and option in a.split("=", 1)[-1].split(",")),
+        None,
+    )
+    where = f" in '{asked}'" if asked else ""
+    return f"unknown {group} option {option!r}{where}. Valid options for {group}: " + ", ".join(options)
 
 
-def unknown_choice_message(args: list[str], config_dir: Path = CONFIG_DIR) -> str | None:
-    """An error message for the first command-line choice of a missing group option, else None."""
-    dirs = [config_dir, *searchpath_dirs(args)]
-    for arg in args:
-        match = _CHOICE.match(arg)
-        if not match or match["group"] not in GROUPS or not (config_dir / match["group"]).is_dir():
+def unknown_sweep_choice(overrides: list[str]) -> str | None:
+    """The first option of a swept group that does not exist (``agent=ond/knn_novelty,ond/nope``), as
+    :func:`unknown_option_message` words it, or None. Hydra itself finds it only when it composes the jobs,
+    after the sweep's parent run exists; this reads the overrides with Hydra's own parser beforehand."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for override in OverridesParser.create().parse_overrides(overrides):
+        if override.is_delete() or not override.is_sweep_override():
             continue
-        group, value = match["group"], match["value"]
-        if value in ("null", "") or value.startswith(("choice(", "glob(", "range(")):
+        group = override.key_or_group
+        options = hydra_group_options(group)
+        if not options:
             continue
-        options = sorted({option for d in dirs for option in group_options(group, d)})
-        missing = [v for v in value.split(",") if v not in options]
-        if missing:
-            return f"unknown {group} option {missing[0]!r} in '{arg}'. Valid options for {group}: " + ", ".join(options)
+        try:
+            values = list(override.sweep_string_iterator())
+        except Exception:  # glob(...) and other sweeps Hydra expands against the options itself
+            continue
+        missing = next((v for v in values if v not in options and v != "null"), None)
+        if missing is not None:
+            return unknown_option_message(f"{group}/{missing}", [override.input_line or ""])
     return None
 
 
@@ -93,7 +118,7 @@ def checked_cli(hydra_main) -> None:
 
     from owl_eval.runner.console import install_one_line_errors
 
-    problem = unknown_flag_message(sys.argv[1:]) or unknown_choice_message(sys.argv[1:])
+    problem = unknown_flag_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
     sys.argv[1:] = flags_first(sys.argv[1:])
@@ -112,12 +137,12 @@ def _close_open_sweep(exc: BaseException) -> None:
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return
     from owl_eval.runner.callbacks import abort_open_sweep
-    from owl_eval.runner.console import USER_ERRORS
+    from owl_eval.runner.console import USER_ERRORS, one_line
 
     cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
     status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"
     abort_open_sweep(
-        f"the sweep ended abnormally ({type(cause).__name__}: {cause})"[:500],
+        f"the sweep ended abnormally ({type(cause).__name__}: {one_line(cause)})"[:500],
         status=status,
         delete_if_empty=isinstance(cause, USER_ERRORS),
     )

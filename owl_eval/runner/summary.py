@@ -15,8 +15,9 @@ import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from owl_eval.metrics.registry import HEADLINE, PROTOCOL_MODULES, headline_rank
+from owl_eval.evaluation.registry import headline_rank
 from owl_eval.plots.compare import significant
+from owl_eval.protocols import all_protocols, known
 
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
 TOP_GROUPS = 5  # groups shown at the end of a sweep
@@ -48,9 +49,9 @@ def _cell_lines(value: str, room: int) -> list[str]:
 
 
 def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]) -> list[tuple[str, str]]:
-    """(key, shown value) of the protocol's headline metrics a run logged, in :data:`HEADLINE` order: the
+    """(key, shown value) of the protocol's headline metrics a run logged, in the order of its descriptor's headline: the
     value to 3 significant digits, or ``N/A (reason)``. Values fixed by construction are not logged, so not shown."""
-    if protocol not in PROTOCOL_MODULES:
+    if not known(protocol):
         return []
     found: dict[str, str] = {}
     for key, value in metrics.items():
@@ -125,10 +126,10 @@ def with_summary(job: Callable, cfg, *, full: bool = True):
 
 # -- end of a sweep --------------------------------------------------------------------------------------
 def _ranked_metric(rows: Sequence) -> str | None:
-    """The first headline metric (in :data:`HEADLINE` order) with a direction and a value in some group."""
+    """The first headline metric (in the descriptors' headline order) with a direction and a value in some group."""
     candidates = []
     for r in rows:
-        protocol = next((p for p in HEADLINE if headline_rank(p, r.metric) is not None), None)
+        protocol = next((p for p in all_protocols() if headline_rank(p, r.metric) is not None), None)
         if protocol and r.direction != "none" and r.n > 0 and math.isfinite(r.mean):
             candidates.append((headline_rank(protocol, r.metric), r.metric))
     return min(candidates)[1] if candidates else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.metrics.registry import (
+from owl_eval.evaluation.registry import (
     THRESHOLD_SERIES_SUFFIX,
     threshold_point,
     threshold_table_name,

@@ -21,7 +21,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 import numpy as np  # noqa: E402
 
-from owl_eval.metrics.registry import metric_key  # noqa: E402
+from owl_eval.evaluation.registry import metric_key  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F401  (re-exported)
 
@@ -224,17 +224,18 @@ class TrackedRun:
 
     def log_results(self, results: MetricResults, protocol: str | None = None) -> None:
         """Scalars at step 0 and series with their steps under the keys of
-        :func:`owl_eval.metrics.registry.logged_key` (headline plain, the rest ``detail/``, ``baseline/``);
+        :func:`owl_eval.evaluation.registry.logged_key` (headline plain, the rest ``detail/``, ``baseline/``);
         threshold sweeps as one logged table each (``threshold/<name>.json``); every N/A reason as a tag
         ``na.<key>``, except values fixed by construction, and all of them in ``metrics_na.json``.
 
         ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
 
-        from owl_eval.metrics.registry import PROTOCOL_MODULES, constant_by_design, logged_key
+        from owl_eval.evaluation.registry import constant_by_design, logged_key
+        from owl_eval.protocols import known
 
         protocol = protocol or self.protocol
-        keyed = (lambda n: logged_key(protocol, n)) if protocol in PROTOCOL_MODULES else metric_key  # noqa: E731
+        keyed = (lambda n: logged_key(protocol, n)) if protocol and known(protocol) else metric_key  # noqa: E731
         now = int(time.time() * 1000)
         from owl_eval.runner.threshold_tables import ThresholdSweeps
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from owl_eval.agents.continual import ContinualLearner, Finetune, Joint, Replay, ReservoirBuffer
-from owl_eval.agents.continual._linear import SoftmaxRegression
-from owl_eval.domains.continual_digits import PermutedDigits, SplitDigits
+from owl_eval.protocols.continual.agents import ContinualLearner, Finetune, Joint, Replay, ReservoirBuffer
+from owl_eval.protocols.continual.agents._linear import SoftmaxRegression
+from owl_eval.protocols.continual.domains import PermutedDigits, SplitDigits
 
 LEARNERS = {"finetune": Finetune, "replay": Replay, "joint": Joint}
 

@@ -7,10 +7,17 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from owl_eval.agents.lifelong_rl import BlockInfo, LinearQAgent, QLearningAgent, RandomAgent, RLAgent, TaskSpec  # noqa: E402
-from owl_eval.agents.lifelong_rl.linear_q import TileCoder  # noqa: E402
-from owl_eval.agents.lifelong_rl.q_learning import Discretiser  # noqa: E402
-from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
+from owl_eval.protocols.lifelong_rl.agents import (  # noqa: E402
+    BlockInfo,
+    LinearQAgent,
+    QLearningAgent,
+    RandomAgent,
+    RLAgent,
+    TaskSpec,
+)
+from owl_eval.protocols.lifelong_rl.agents.linear_q import TileCoder  # noqa: E402
+from owl_eval.protocols.lifelong_rl.agents.q_learning import Discretiser  # noqa: E402
+from owl_eval.protocols.lifelong_rl.domains import RLDomain  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
-from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
-from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
-from owl_eval.api.trajectory import TrajectoryPredictor, last_position_and_velocity
-from owl_eval.domains.trajectory_scenes import TrajectoryScenes
+from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
+from owl_eval.protocols.trajectory.agents.cv_noise import ConstantVelocityNoisePredictor
+from owl_eval.protocols.trajectory.agents.knn_futures import KnnFuturesPredictor
+from owl_eval.protocols.trajectory.api import TrajectoryPredictor, last_position_and_velocity
+from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes
 
 
 def _line(start, step, n):
@@ -84,7 +84,7 @@ def test_knn_returns_the_future_of_the_matching_training_history():
 
 
 def test_cv_sampled_rotates_each_sample_by_one_angle_of_the_right_spread():
-    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
+    from owl_eval.protocols.trajectory.agents.cv_sampled import ConstantVelocitySampledPredictor
 
     track = _line([2.0, -1.0], [0.3, 0.4], 20)  # heading atan2(0.4, 0.3), 0.5 m per step
     history = np.repeat(track[None, None, :8], 2, axis=1)  # two agents, drawn independently
@@ -113,7 +113,7 @@ def test_cv_sampled_rotates_each_sample_by_one_angle_of_the_right_spread():
 
 
 def test_cv_sampled_without_spread_is_constant_velocity_exactly():
-    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
+    from owl_eval.protocols.trajectory.agents.cv_sampled import ConstantVelocitySampledPredictor
 
     rng = np.random.default_rng(0)
     history = rng.normal(size=(3, 4, 8, 2)).cumsum(2)
@@ -127,8 +127,8 @@ def test_cv_sampled_without_spread_is_constant_velocity_exactly():
 
 
 def test_cv_sampled_setting_is_typed():
-    from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
     from owl_eval.errors import ConfigError
+    from owl_eval.protocols.trajectory.agents.cv_sampled import ConstantVelocitySampledPredictor
 
     with pytest.raises(ConfigError, match="agent.sigma_degrees"):
         ConstantVelocitySampledPredictor(-5.0)

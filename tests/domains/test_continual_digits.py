@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_digits
 
-from owl_eval.domains.continual_digits import ContinualTask, PermutedDigits, SplitDigits
+from owl_eval.protocols.continual.domains import ContinualTask, PermutedDigits, SplitDigits
 
 DIGITS = load_digits()
 N_SAMPLES = 1797

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.domains.crowd_sim import CrowdSimDomain
+from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
 
 
 def test_same_seed_same_scenes_other_seed_differs():

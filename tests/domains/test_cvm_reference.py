@@ -32,10 +32,10 @@ import json
 import numpy as np
 import pytest
 
-from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
-from owl_eval.agents.trajectory.cv_sampled import ConstantVelocitySampledPredictor
-from owl_eval.domains.eth_ucy import EthUcyDomain
-from owl_eval.metrics.trajectory.core import agent_errors
+from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
+from owl_eval.protocols.trajectory.agents.cv_sampled import ConstantVelocitySampledPredictor
+from owl_eval.protocols.trajectory.domains.eth_ucy import EthUcyDomain
+from owl_eval.protocols.trajectory.metrics.core import agent_errors
 
 # group: (scored pedestrian windows, ADE, FDE) of evaluate.py, deterministic CVM
 CVM_REFERENCE = {

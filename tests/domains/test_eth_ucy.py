@@ -7,7 +7,13 @@ import gzip
 import numpy as np
 import pytest
 
-from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain, file_scenes, read_tracks, track_grid
+from owl_eval.protocols.trajectory.domains.eth_ucy import (
+    DataPathError,
+    EthUcyDomain,
+    file_scenes,
+    read_tracks,
+    track_grid,
+)
 
 # Frames every 10. Pedestrian 1 walks +1 m per step along x at frames 0..50 (6 steps).
 # Pedestrian 2 is at frames 10, 20, (30 missing), 40, 50, 60 (y = 5).
@@ -146,7 +152,7 @@ def test_real_files_frame_spacing_and_windows(shared_dir):
 
 
 def test_check_reads_every_file_once_and_load_reuses_it(tiny_dir, monkeypatch):
-    import owl_eval.domains.eth_ucy as eth_ucy
+    import owl_eval.protocols.trajectory.domains.eth_ucy as eth_ucy
 
     reads = []
     real = eth_ucy.read_tracks

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from owl_eval.domains.rl_envs import INSTALL_HINT, RLDomain  # noqa: E402
 from owl_eval.errors import ConfigError  # noqa: E402
+from owl_eval.protocols.lifelong_rl.domains import INSTALL_HINT, RLDomain  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
 
@@ -203,7 +203,13 @@ def test_missing_gymnasium_fails_the_cli_build_with_one_line(monkeypatch, tmp_pa
 
     monkeypatch.setitem(sys.modules, "gymnasium", None)
     cfg = OmegaConf.create(
-        {"domain": {"_target_": "owl_eval.domains.rl_envs.RLDomain", "name": "cartpole", "tasks": {"cartpole": {}}}}
+        {
+            "domain": {
+                "_target_": "owl_eval.protocols.lifelong_rl.domains.RLDomain",
+                "name": "cartpole",
+                "tasks": {"cartpole": {}},
+            }
+        }
     )
     with pytest.raises(ValueError) as err:
         build_part(cfg, "domain")

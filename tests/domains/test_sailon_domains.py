@@ -166,7 +166,7 @@ def _compose(overrides):
 
 
 # (known_classes, novel_classes_per_trial, batch_size, pre_novelty, post_novelty, asymptotic_width), as
-# written in owl_eval/conf/protocol/ond/<name>.yaml and owl_eval/conf/metrics/ond/<name>.yaml
+# written in owl_eval/protocols/ond/conf/protocol/ond/<name>.yaml and owl_eval/protocols/ond/conf/metrics/ond/<name>.yaml
 DOMAIN_SETTINGS = {
     "handwriting": (6, 2, 20, 100, 300, 150),
     "activity": (5, 1, 10, 60, 180, 60),
@@ -196,7 +196,7 @@ def test_experiments_take_the_domain_settings(domain, condition):
 
 def test_digits_experiments_are_unchanged():
     cfg = _compose(["+experiment=ond_given_detection"])
-    # owl_eval/conf/protocol/ond.yaml and owl_eval/conf/metrics/ond.yaml defaults
+    # owl_eval/protocols/ond/conf/protocol/ond.yaml and owl_eval/protocols/ond/conf/metrics/ond.yaml defaults
     assert (
         cfg.protocol.known_classes,
         cfg.protocol.batch_size,
@@ -233,7 +233,7 @@ def test_a_sweep_over_domain_takes_each_domains_settings(domain):
         cfg.metrics.asymptotic_width,
     )
     assert got == DOMAIN_SETTINGS[domain]
-    assert cfg.protocol._target_ == "owl_eval.protocols.ond.OndProtocol"
+    assert cfg.protocol._target_ == "owl_eval.protocols.ond.driver.OndProtocol"
 
 
 def test_sweep_config_lists_every_domain_condition_agent_and_seed():
@@ -251,4 +251,4 @@ def test_sweep_config_lists_every_domain_condition_agent_and_seed():
         "seed": ["0", "1", "2"],
     }
     assert str(cfg.hydra.mode) == "RunMode.MULTIRUN"
-    assert cfg.baseline._target_ == "owl_eval.agents.ond.closed_world.ClosedWorldAgent"
+    assert cfg.baseline._target_ == "owl_eval.protocols.ond.agents.closed_world.ClosedWorldAgent"

@@ -14,8 +14,8 @@ import pytest
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import PROTOCOLS, Scored, evaluation_for
 from owl_eval.evaluation.options import OPTIONS
-from owl_eval.metrics.ond import OndTrial
 from owl_eval.metrics.results import MetricResults, Series
+from owl_eval.protocols.ond.metrics import OndTrial
 
 
 def test_an_unknown_protocol_name_lists_the_four():
@@ -38,7 +38,7 @@ def test_each_protocol_has_its_evaluation_with_its_typed_options(name):
 def test_no_source_module_defines_a_protocol():
     """Sources return (protocol name, record, tags); none subclasses Protocol (a run() that only raises)."""
     import owl_eval.sources
-    from owl_eval.protocols.base import Protocol
+    from owl_eval.protocols.base import ProtocolDriver as Protocol
 
     for info in pkgutil.iter_modules(owl_eval.sources.__path__):
         module = importlib.import_module(f"owl_eval.sources.{info.name}")
@@ -66,7 +66,7 @@ def trial(novel, unknown, trial_id="t"):
 
 
 def test_ond_roc_points_by_hand():
-    from owl_eval.evaluation.ond import roc_points
+    from owl_eval.protocols.ond.evaluation import roc_points
 
     # scores 0.9 (novel), 0.6 (known), 0.4 (novel), 0.1 (known), taken from the top:
     fpr, tpr = roc_points([trial([1, 0], [0.9, 0.6]), trial([1, 0], [0.4, 0.1])])
@@ -76,7 +76,7 @@ def test_ond_roc_points_by_hand():
 
 
 def test_ond_figures_draw_the_figure_data_and_nothing_else():
-    from owl_eval.plots.ond import ond_figures
+    from owl_eval.protocols.ond.figures import ond_figures
 
     data = {
         "threshold": 0.3,
@@ -110,7 +110,7 @@ def test_ond_figures_draw_the_figure_data_and_nothing_else():
 
 
 def test_trajectory_error_by_step_and_its_constant_velocity_reference_by_hand():
-    from owl_eval.evaluation.trajectory import error_by_step
+    from owl_eval.protocols.trajectory.evaluation import error_by_step
 
     # one agent at (0, 0) then (1, 0): constant velocity goes on to (2, 0), (3, 0); the truth is (2, 0), (3, 1)
     history = np.array([[[[0.0, 0.0], [1.0, 0.0]]]])  # [S, A, N_I, 2]
@@ -126,7 +126,7 @@ def test_trajectory_error_by_step_and_its_constant_velocity_reference_by_hand():
 
 
 def test_trajectory_class_reliability_bins_by_hand():
-    from owl_eval.evaluation.trajectory import class_reliability
+    from owl_eval.protocols.trajectory.evaluation import class_reliability
 
     record = SimpleNamespace(
         p_true=np.array([[1.0, 0.0], [0.0, 1.0]]),
@@ -144,7 +144,7 @@ def test_trajectory_class_reliability_bins_by_hand():
 
 def test_lifelong_rl_log_is_evaluated_once_for_metrics_and_figures(monkeypatch):
     """The figures draw what score computed: evaluate_log runs once (the plots used to run it again)."""
-    from owl_eval.evaluation import lifelong_rl
+    from owl_eval.protocols.lifelong_rl.driver import evaluation as lifelong_rl
     from tests.metrics.test_lifelong_rl import HAND, make_log
 
     calls = []

@@ -11,7 +11,7 @@ from PIL import Image
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.options import parse
-from owl_eval.plots.lifelong_rl import learning_curve
+from owl_eval.protocols.lifelong_rl.figures import learning_curve
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
 

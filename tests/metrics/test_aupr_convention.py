@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.metrics.open_set import average_precision
+from owl_eval.protocols.ond.metrics.open_set import average_precision
 
 METRICS_MD = Path(__file__).resolve().parents[2] / "docs" / "METRICS.md"
 

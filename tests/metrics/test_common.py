@@ -14,7 +14,7 @@ import math
 
 import pytest
 
-from owl_eval.metrics.registry import PROTOCOL_MODULES, metric_key, spec_for, spec_for_key
+from owl_eval.evaluation.registry import PROTOCOL_MODULES, metric_key, spec_for, spec_for_key
 from owl_eval.runner.app import run
 
 NA_TAG = "na."

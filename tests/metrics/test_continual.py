@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from owl_eval.metrics.continual import (
+from owl_eval.metrics.results import NA
+from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.continual.metrics import (
     SPECS,
     average_accuracy,
     backward_transfer,
@@ -20,8 +22,6 @@ from owl_eval.metrics.continual import (
     from_renate_results,
     micro_average_accuracy,
 )
-from owl_eval.metrics.results import NA
-from owl_eval.metrics.validation import MetricInputError
 
 TOL = 1e-12
 

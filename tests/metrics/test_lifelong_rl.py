@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log
-from owl_eval.metrics.lifelong_rl import (
+from owl_eval.metrics.results import NA, MetricResults
+from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.lifelong_rl.metrics import (
     LIFETIME_NAMES,
     SPECS,
     evaluate_log,
@@ -22,8 +24,6 @@ from owl_eval.metrics.lifelong_rl import (
     time_to_learn,
     time_to_saturation,
 )
-from owl_eval.metrics.results import NA, MetricResults
-from owl_eval.metrics.validation import MetricInputError
 
 
 def make_log(blocks, **kw) -> EpisodeLog:

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from owl_eval.formats.l2logger import EpisodeLog, read_log, write_log
-from owl_eval.metrics.lifelong_rl import evaluate_log
+from owl_eval.protocols.lifelong_rl.metrics import evaluate_log
 
 # Run in the l2metrics interpreter: write each log with l2logger's DataLogger, then run l2metrics'
 # MetricsReport on every main log (STE data stored first under a temporary $L2DATA), print the lifetime values.

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from owl_eval.formats.l2logger import EpisodeLog
-from owl_eval.metrics.lifelong_rl import evaluate_log
+from owl_eval.protocols.lifelong_rl.metrics import evaluate_log
 
 
 def loop_smooth(x):

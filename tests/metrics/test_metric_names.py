@@ -16,8 +16,7 @@ import pytest
 
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.evaluation.selection import check_names, select
-from owl_eval.metrics.registry import (
+from owl_eval.evaluation.registry import (
     PROTOCOL_MODULES,
     base_name,
     is_series_key,
@@ -26,6 +25,7 @@ from owl_eval.metrics.registry import (
     spec_for_key,
     specs,
 )
+from owl_eval.evaluation.selection import check_names, select
 from owl_eval.metrics.results import MetricResults
 
 PROTOCOLS = sorted(PROTOCOL_MODULES)
@@ -104,10 +104,10 @@ def test_series_are_recognised():
 # -- (2) what evaluate really reports ----------------------------------------------------------------------
 @functools.cache
 def ond_results() -> list[MetricResults]:
-    from owl_eval.agents.ond.closed_world import ClosedWorldAgent
-    from owl_eval.agents.ond.knn_novelty import KnnNoveltyAgent
     from owl_eval.domains.classification import DigitsDomain
-    from owl_eval.protocols.ond import OndProtocol
+    from owl_eval.protocols.ond.agents.closed_world import ClosedWorldAgent
+    from owl_eval.protocols.ond.agents.knn_novelty import KnnNoveltyAgent
+    from owl_eval.protocols.ond.driver import OndProtocol
 
     out = []
     for condition, agent in (
@@ -152,9 +152,9 @@ def continual_results() -> list[MetricResults]:
 
 
 def trajectory_results() -> list[MetricResults]:
-    from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
-    from owl_eval.domains.crowd_sim import CrowdSimDomain
-    from owl_eval.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.agents.cv_noise import ConstantVelocityNoisePredictor
+    from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
+    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 
     record = TrajectoryProtocol(num_preds=30).run(
         domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),

@@ -1,7 +1,7 @@
 """OND program metrics: hand-computed trials, a plain-loop reimplementation, bad input.
 
 Expected values are computed by hand (the arithmetic is in the comments) or by ``loop_program_metrics``
-below, a one-sample-at-a-time reading of METRICS.md section 1 that shares no code with owl_eval.metrics.ond.
+below, a one-sample-at-a-time reading of METRICS.md section 1 that shares no code with owl_eval.protocols.ond.metrics.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from owl_eval.metrics.ond import (
+from owl_eval.metrics.results import NA
+from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.ond.metrics import (
     DETECTION_THRESHOLD_GRID,
     SPECS,
     OndTrial,
@@ -28,8 +30,6 @@ from owl_eval.metrics.ond import (
     top_k_accuracy,
     topk_correct,
 )
-from owl_eval.metrics.results import NA
-from owl_eval.metrics.validation import MetricInputError
 
 # --------------------------------------------------------------------------------------------------
 # helpers to write trials by hand

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import average_precision_score, roc_auc_score
 
-from owl_eval.metrics.open_set import auroc, average_precision, fpr_at_tpr, novelty_score_metrics, oscr
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.ond.metrics.open_set import auroc, average_precision, fpr_at_tpr, novelty_score_metrics, oscr
 
 # ---- plain definitions, one sample or one pair at a time ----------------------------------------
 

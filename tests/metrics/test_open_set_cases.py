@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from owl_eval.metrics.ond import OndTrial, program_metrics
-from owl_eval.metrics.open_set import auroc, fpr_at_tpr, oscr
 from owl_eval.metrics.results import NA
+from owl_eval.protocols.ond.metrics import OndTrial, program_metrics
+from owl_eval.protocols.ond.metrics.open_set import auroc, fpr_at_tpr, oscr
 
 
 def trial(gt_class, p_class, trial_id):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import scipy.stats as st
 
-from owl_eval.metrics.trajectory import kde_nll, trajectory_table
-from owl_eval.metrics.trajectory.kde import (
+from owl_eval.protocols.trajectory.metrics import kde_nll, trajectory_table
+from owl_eval.protocols.trajectory.metrics.kde import (
     _lower_inverse,
     kde_log_probs,
     kde_logpdf_batched,

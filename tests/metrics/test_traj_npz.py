@@ -10,10 +10,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from owl_eval.evaluation.trajectory import trajectory_table_npz
+import owl_eval.protocols.trajectory.metrics as T
 from owl_eval.formats.npz import npz_arrays, verify_npz
-from owl_eval.metrics import trajectory as T
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.trajectory.evaluation import trajectory_table_npz
 
 
 def _arrays():

@@ -7,11 +7,11 @@ import pytest
 import scipy.stats as st
 from sklearn.metrics import roc_auc_score
 
-from owl_eval.evaluation.trajectory import trajectory_table_npz
-from owl_eval.metrics import trajectory as T
+import owl_eval.protocols.trajectory.metrics as T
 from owl_eval.metrics.results import NA
-from owl_eval.metrics.trajectory.table import REGISTRY, table_metric
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.trajectory.evaluation import trajectory_table_npz
+from owl_eval.protocols.trajectory.metrics.table import REGISTRY, table_metric
 
 
 # ---------------------------------------------------------------- data and plain-loop references
@@ -213,7 +213,7 @@ def test_collision_hand_case():
 def test_truth_only_kde_gives_the_truth_density_of_the_full_kde():
     """kde_nll evaluates the KDE at the truth only; the table evaluates it at the truth and every prediction.
     Both must give the same truth density, N/A pattern (a singular KDE) and overflow flags."""
-    from owl_eval.metrics.trajectory.kde import kde_log_probs
+    from owl_eval.protocols.trajectory.metrics.kde import kde_log_probs
 
     true, pred, mask = make(7, n_s=6, n_p=40)
     pred[5, :, 0] = pred[5, 0, 0]  # identical predictions: singular for agent 0 and jointly

@@ -51,7 +51,7 @@ CASES = [
         "rl_agent_under_ond",
         [OND, "agent=lifelong_rl/q_learning"],
         [
-            "agent (owl_eval.agents.lifelong_rl.q_learning.QLearningAgent) is not an OND agent",
+            "agent (owl_eval.protocols.lifelong_rl.agents.q_learning.QLearningAgent) is not an OND agent",
             "predict_batch(batch)",
             "agent=ond/<option>",
         ],
@@ -65,7 +65,7 @@ CASES = [
     (
         "trajectory_domain_under_ond",
         [OND, "domain=crowd_sim"],
-        ["domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is not an OND domain"],
+        ["domain (owl_eval.protocols.trajectory.domains.crowd_sim.CrowdSimDomain) is not an OND domain"],
     ),
     # ETH/UCY data paths
     ("eth_ucy_path_not_set", [ETH_UCY], ["domain.path is not set"]),

@@ -17,7 +17,7 @@ from tests.reliability.test_trajectories_errors import corrupt_member
 
 
 def ond_record(folder: Path) -> Path:
-    from owl_eval.metrics.ond import OndTrial
+    from owl_eval.protocols.ond.metrics import OndTrial
     from owl_eval.protocols.ond.record import OndRecord
 
     trial = OndTrial(

@@ -25,7 +25,7 @@ FAST = ["agent.epochs=2"]
 
 def key(name: str) -> str:
     """The MLflow key of a reported continual metric: headline plain, the rest under detail/."""
-    from owl_eval.metrics.registry import logged_key
+    from owl_eval.evaluation.registry import logged_key
 
     return logged_key("continual", name)
 

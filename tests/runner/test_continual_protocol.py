@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from owl_eval.domains.classification import DigitsDomain
-from owl_eval.domains.continual_digits import ContinualTask, SplitDigits
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.metrics.continual import SPECS
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.continual import ContinualProtocol
+from owl_eval.protocols.continual.domains import ContinualTask, SplitDigits
+from owl_eval.protocols.continual.driver import ContinualProtocol
+from owl_eval.protocols.continual.metrics import SPECS
 from owl_eval.protocols.continual.record import ContinualRecord
 
 TRAIN_SIZES = (5, 7, 4)

@@ -155,7 +155,7 @@ def test_every_field_has_a_check():
 
 
 def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record():
-    from owl_eval.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 
     protocol = TrajectoryProtocol(num_preds=20)
     assert hook(protocol).options({"k_values": [1, 20]}).k_values == [1, 20]
@@ -174,13 +174,13 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
         "expected values in 1..6, e.g. metrics.k_values=[6]"
     )
     assert hook(protocol).options({"k_values": [6]}, record=record).k_values == [6]
-    file_like = SimpleNamespace(num_preds=3)  # owl_eval.sources.trajectories.TrajectoryFile
+    file_like = SimpleNamespace(num_preds=3)  # owl_eval.protocols.trajectory.sources.trajectories.TrajectoryFile
     with pytest.raises(ConfigError, match="K=20 exceeds the 3 predictions"):
         hook(protocol).options({}, record=file_like)
 
 
 def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
-    from owl_eval.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 
     with pytest.raises(ConfigError) as err:
         hook(TrajectoryProtocol()).options({"tnr_pr_positive": "forward"})
@@ -191,7 +191,7 @@ def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
 
 def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
     pytest.importorskip("gymnasium")
-    from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol
+    from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol
 
     protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     assert hook(protocol).options({"perf_measure": "episode_step_count"}).perf_measure == "episode_step_count"
@@ -207,13 +207,13 @@ def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
 
 @pytest.mark.parametrize("protocol_name", PROTOCOLS)
 def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
-    from owl_eval.protocols.continual import ContinualProtocol
-    from owl_eval.protocols.ond import OndProtocol
-    from owl_eval.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.continual.driver import ContinualProtocol
+    from owl_eval.protocols.ond.driver import OndProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 
     if protocol_name == "lifelong_rl":
         pytest.importorskip("gymnasium")
-        from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol
+        from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol
 
         protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     else:
@@ -229,7 +229,7 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 def test_typed_options_give_the_numbers_of_the_raw_yaml():
     """The same OND record scored with the YAML node as read and with its typed form: identical values."""
     from owl_eval.domains.classification import DigitsDomain
-    from owl_eval.protocols.ond import OndProtocol
+    from owl_eval.protocols.ond.driver import OndProtocol
     from tests.runner.test_ond_protocol import SpyAgent
 
     protocol = OndProtocol(

@@ -73,7 +73,7 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     # Params are the flattened resolved config; tags name the parts.
     assert r.data.params["protocol.condition"] == condition
     assert r.data.params["protocol.num_trials"] == "6"
-    assert r.data.params["agent._target_"] == "owl_eval.agents.ond.knn_novelty.KnnNoveltyAgent"
+    assert r.data.params["agent._target_"] == "owl_eval.protocols.ond.agents.knn_novelty.KnnNoveltyAgent"
     tags = r.data.tags
     assert (tags["protocol"], tags["domain"], tags["agent"], tags["condition"], tags["seed"]) == (
         "ond",

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from owl_eval.domains.classification import DigitsDomain
-from owl_eval.domains.crowd_sim import CrowdSimDomain
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.ond import OndProtocol
+from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
 
 
 class SpyAgent:
@@ -278,7 +278,7 @@ class OldSignatureAgent(SpyAgent):
         ),
         (
             dict(domain=CrowdSimDomain()),
-            "domain (owl_eval.domains.crowd_sim.CrowdSimDomain) is not an OND domain: its "
+            "domain (owl_eval.protocols.trajectory.domains.crowd_sim.CrowdSimDomain) is not an OND domain: its "
             "load(rng) cannot be called as load() (labelled features) (missing a required "
             "argument: 'rng'); choose domain=<option> (digits, handwriting, activity, "
             "image_segments)",
@@ -320,8 +320,8 @@ def test_check_fits_the_settings_to_the_domain_before_any_run(setting, message):
 
 
 def test_check_asks_the_agents_whether_the_training_split_is_large_enough():
-    from owl_eval.agents.ond.closed_world import ClosedWorldAgent
-    from owl_eval.agents.ond.knn_novelty import KnnNoveltyAgent
+    from owl_eval.protocols.ond.agents.closed_world import ClosedWorldAgent
+    from owl_eval.protocols.ond.agents.knn_novelty import KnnNoveltyAgent
 
     # K = 1 known class: the fewest training images of any digit, round(0.5 x 174) = 87
     protocol = small_protocol(known_classes=1, novel_classes_per_trial=1, pre_novelty=20, post_novelty=20)

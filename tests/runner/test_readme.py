@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 
 from owl_eval.domains.classification import DigitsDomain
-from owl_eval.protocols.ond import OndProtocol
+from owl_eval.protocols.ond.driver import OndProtocol
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 README = PROJECT_ROOT / "README.md"

@@ -19,8 +19,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from owl_eval.formats.l2logger import EpisodeLog
-from owl_eval.metrics.lifelong_rl import evaluate_log
 from owl_eval.metrics.results import NA
+from owl_eval.protocols.lifelong_rl.metrics import evaluate_log
 from owl_eval.protocols.lifelong_rl.syllabus import parse_syllabus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,7 +112,7 @@ def test_the_default_syllabus_layout_defines_every_readme_metric(experiment):
 @pytest.mark.parametrize("shipped", SYLLABUS_EXPERIMENTS)
 def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, tmp_path):
     pytest.importorskip("gymnasium")
-    from owl_eval.metrics.registry import logged_key
+    from owl_eval.evaluation.registry import logged_key
     from owl_eval.runner.app import run
 
     run(

@@ -32,7 +32,7 @@ CART_SMALL = [
 
 def key(name: str) -> str:
     """The MLflow key of a reported lifelong-RL metric: headline plain, timings as they are, the rest detail/."""
-    from owl_eval.metrics.registry import logged_key
+    from owl_eval.evaluation.registry import logged_key
 
     return logged_key("lifelong_rl", name)
 

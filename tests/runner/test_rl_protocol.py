@@ -7,17 +7,17 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from owl_eval.agents.lifelong_rl import AgentHooks, QLearningAgent  # noqa: E402
-from owl_eval.domains.rl_envs import RLDomain  # noqa: E402
 from owl_eval.evaluation import evaluation_for  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
-from owl_eval.protocols.lifelong_rl import RLSyllabusProtocol  # noqa: E402
+from owl_eval.protocols.lifelong_rl.agents import AgentHooks, QLearningAgent  # noqa: E402
+from owl_eval.protocols.lifelong_rl.domains import RLDomain  # noqa: E402
+from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol  # noqa: E402
 from owl_eval.protocols.lifelong_rl.record import RLRecord  # noqa: E402
 from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
 
 MAP = ["SFFF", "FHFH", "FFFH", "HFFG"]
-AGENT_CFG = {"_target_": "owl_eval.agents.lifelong_rl.q_learning.QLearningAgent"}
+AGENT_CFG = {"_target_": "owl_eval.protocols.lifelong_rl.agents.q_learning.QLearningAgent"}
 
 
 @pytest.fixture(scope="module")

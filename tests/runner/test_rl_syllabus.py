@@ -178,7 +178,7 @@ def test_packaged_syllabus_files_parse(name, kind, trained):
 
 def test_packaged_syllabi_only_name_tasks_and_variants_of_the_domains():
     pytest.importorskip("gymnasium")
-    from owl_eval.domains.rl_envs import RLDomain
+    from owl_eval.protocols.lifelong_rl.domains import RLDomain
 
     tasks = {}
     for d in ("cartpole", "frozenlake"):

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from owl_eval.metrics.registry import metric_key
+from owl_eval.evaluation.registry import metric_key
 from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from owl_eval.evaluation import evaluation_for
-from owl_eval.metrics.registry import logged_key
+from owl_eval.evaluation.registry import logged_key
 from owl_eval.runner.app import run
 
 TABLE = [
@@ -134,10 +134,10 @@ def test_eth_ucy_without_path_names_the_key(experiment, tmp_path):
 
 @pytest.mark.slow
 def test_fitted_predictor_beats_constant_velocity_on_eth_ucy(shared_dir):
-    from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
-    from owl_eval.agents.trajectory.knn_futures import KnnFuturesPredictor
-    from owl_eval.domains.eth_ucy import EthUcyDomain
-    from owl_eval.protocols.trajectory import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
+    from owl_eval.protocols.trajectory.agents.knn_futures import KnnFuturesPredictor
+    from owl_eval.protocols.trajectory.domains.eth_ucy import EthUcyDomain
+    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 
     dom = EthUcyDomain(str(shared_dir / "data" / "eth_ucy"), test_group="zara1", stride=2)
     scores = {}

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from owl_eval.agents.trajectory.constant_velocity import ConstantVelocityPredictor
-from owl_eval.domains.crowd_sim import CrowdSimDomain
-from owl_eval.domains.trajectory_scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.trajectory import TrajectoryProtocol
+from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
+from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
+from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
+from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
 
@@ -113,7 +113,7 @@ def test_record_round_trip_in_general_framework_shapes(tmp_path):
     assert back.class_index.tolist() == record.class_index.tolist()  # re-based over the 3 batches
     assert back.class_index[:, 0].max() > 3
     # the saved file streams through the table's npz reader with the same numbers
-    from owl_eval.evaluation.trajectory import trajectory_table_npz
+    from owl_eval.protocols.trajectory.evaluation import trajectory_table_npz
 
     a = evaluation_for("trajectory").evaluate(back, {"kde": False})
     b = trajectory_table_npz(
@@ -146,7 +146,7 @@ def test_predictor_log_probs_are_used_and_checked():
 
 def test_same_seed_same_record_and_partial_record_on_crash():
     dom = CrowdSimDomain(num_train_scenes=2, num_test_scenes=6, max_agents=4)
-    from owl_eval.agents.trajectory.cv_noise import ConstantVelocityNoisePredictor
+    from owl_eval.protocols.trajectory.agents.cv_noise import ConstantVelocityNoisePredictor
 
     runs = [
         TrajectoryProtocol(num_preds=3).run(
@@ -231,7 +231,7 @@ def test_check_rejects_a_baseline_and_agents_of_other_protocols(kw, message):
 
 
 def test_check_reads_the_domains_data_through_its_check_hook():
-    from owl_eval.domains.eth_ucy import DataPathError, EthUcyDomain
+    from owl_eval.protocols.trajectory.domains.eth_ucy import DataPathError, EthUcyDomain
 
     with pytest.raises(DataPathError, match=r"^domain.path is not set"):
         TrajectoryProtocol().check(domain=EthUcyDomain(None), agent=Returns(_cv))

@@ -10,9 +10,9 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.lifelong_rl.record import RLRecord
+from owl_eval.protocols.lifelong_rl.sources.l2logger import L2LoggerSource
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
-from owl_eval.sources.l2logger import L2LoggerSource
 
 HEADER = (
     "block_num\texp_num\tworker_id\tblock_type\tblock_subtype\ttask_name\ttask_params\texp_status\ttimestamp\treward"

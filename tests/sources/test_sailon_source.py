@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from owl_eval.evaluation import evaluation_for
+from owl_eval.protocols.ond.sources.sailon import SailonSource
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
-from owl_eval.sources.sailon import SailonSource
 
 GT = """id,detection,classification
 a.png,0,0

@@ -33,8 +33,8 @@ import pytest
 from owl_eval.evaluation import evaluation_for
 from owl_eval.formats.csv_table import read_rows
 from owl_eval.metrics.results import NA
+from owl_eval.protocols.ond.sources.sailon import SailonSource
 from owl_eval.sources import SourceFormatError
-from owl_eval.sources.sailon import SailonSource
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "sailon_client_transcripts"

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from owl_eval.evaluation import evaluation_for
+from owl_eval.protocols.trajectory.sources.trajectories import TrajectoriesSource
 from owl_eval.runner.evaluate import evaluate
 from owl_eval.sources import SourceFormatError
-from owl_eval.sources.trajectories import TrajectoriesSource
 
 NAN = np.nan
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.api.lifelong_rl import BlockInfo
 from owl_eval.protocols.base import AgentOutputError
+from owl_eval.protocols.lifelong_rl.api import BlockInfo
 from owl_eval.protocols.lifelong_rl.syllabus import Block
 
 SEED_HIGH = 2**31 - 1

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from owl_eval.formats.npz import json_member, member, npz_arrays
-from owl_eval.metrics.ond import OndTrial
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.ond.metrics import OndTrial
 
 RECORD_FILE = "ond_record.npz"
 FORMAT = "owl-eval/ond-record/1"

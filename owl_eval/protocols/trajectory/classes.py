@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.api.trajectory import last_position_and_velocity
+from owl_eval.protocols.trajectory.api import last_position_and_velocity
 
 CLASS_NAMES = ("straight", "left", "right", "stop")
 

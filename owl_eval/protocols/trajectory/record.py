@@ -4,7 +4,7 @@
 the steps that count), ``Path_history[N_S, N_A, N_I, 2]`` (NaN = not observed), optional ``Log_probs[N_S,
 N_P + 1, N_A]`` (last column: the truth), class arrays ``P_true[N, C]`` / ``P_pred[N, C]`` with
 ``Class_names[C]`` and ``Class_index[N, 2]`` (scene, agent) of each classified agent, plus ``Scene_source`` /
-``Scene_frame`` (provenance), ``dt`` and ``Metric_seed``. :func:`owl_eval.evaluation.trajectory.trajectory_table_npz` reads the file directly.
+``Scene_frame`` (provenance), ``dt`` and ``Metric_seed``. :func:`owl_eval.protocols.trajectory.evaluation.trajectory_table_npz` reads the file directly.
 """
 
 from __future__ import annotations

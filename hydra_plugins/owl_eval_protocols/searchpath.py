@@ -1,0 +1,22 @@
+"""The search-path plugin (see the package docstring)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra.core.config_search_path import ConfigSearchPath
+from hydra.plugins.search_path_plugin import SearchPathPlugin
+
+
+class OwlEvalProtocolConfigs(SearchPathPlugin):
+    def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
+        from owl_eval.paths import CONFIG_DIR, protocol_config_dirs
+
+        ours = str(CONFIG_DIR)
+        if not any(ours in str(element.path) for element in search_path.get_path()):
+            return  # another Hydra app in the same environment: leave its search path alone
+        present = {str(element.path) for element in search_path.get_path()}
+        for name, folder in protocol_config_dirs().items():
+            entry = f"file://{Path(folder)}"
+            if entry not in present:
+                search_path.append(provider=f"owl_eval.protocols.{name}", path=entry)

@@ -1,5 +1,0 @@
-"""Trajectory predictors: constant velocity, constant velocity with noise, nearest-neighbour futures."""
-
-from owl_eval.api.trajectory import TrajectoryPredictor, last_position_and_velocity
-
-__all__ = ["TrajectoryPredictor", "last_position_and_velocity"]

@@ -1,0 +1,248 @@
+"""The l2metrics 3.1 pipeline on columnar logs: filter, regimes, smoothing, normalisation, metrics.
+
+Order of operations (l2metrics ``MetricsReport``): keep complete rows with a value, (agnostic: strip the
+variant), number regimes, load STE runs of the log's tasks, smooth train regimes (and every STE regime),
+optionally clamp outliers, normalise per task (range over the task's rows and its STE training rows), then
+compute block, task and lifetime metrics on the processed values.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import numpy as np
+
+from owl_eval.metrics.validation import MetricInputError, check_option
+from owl_eval.protocols.lifelong_rl.metrics.blocks import (
+    episode_means,
+    performance_recovery,
+    recovery_segments,
+    run_starts,
+    saturation_segments,
+    segment_sum,
+    terminal_segments,
+)
+from owl_eval.protocols.lifelong_rl.metrics.smoothing import WINDOWS, smooth_segments, window_lengths
+
+NORM_SCALE, NORM_OFFSET = 100, 1  # l2metrics Normalizer: values to [1, 101]
+
+
+class _Prepared:
+    """A filtered log with integer-coded categorical columns and its regime table."""
+
+    def __init__(self, log, perf: str, variant_mode: str, *, regimes_before_nan: bool = False):
+        if perf not in log.columns:
+            raise MetricInputError(f"perf_measure: column {perf!r} not in the log (columns: {sorted(log.columns)})")
+        keep = log["exp_status"] == "complete"
+        log = log if keep.all() else log.take(keep)
+        task = _codes(log["task_name"], lambda t: t.lower().split("_")[0] if variant_mode == "agnostic" else t.lower())
+        btype = _codes(log["block_type"])
+        bsub = _codes(log["block_subtype"])
+        if regimes_before_nan:  # STE runs: l2metrics numbers their regimes before dropping NaN rows
+            regime = (
+                np.cumsum(np.isin(np.arange(len(log)), run_starts(log["block_num"], task[0], btype[0], bsub[0]))) - 1
+            )
+        values = log[perf].astype(np.float64)
+        ok = ~np.isnan(values)
+        if not ok.all():
+            log, values = log.take(ok), values[ok]
+            task, btype, bsub = [(c[ok], cats) for c, cats in (task, btype, bsub)]
+            if regimes_before_nan:
+                regime = regime[ok]
+        self.log, self.values = log, values
+        self.exp_num = log["exp_num"]
+        self.task_names = task[1]
+        self.task = task[0]
+        keys = (log["block_num"], task[0], btype[0], bsub[0]) if not regimes_before_nan else (regime,)
+        self.r_start = run_starts(*keys)
+        self.r_len = np.diff(np.append(self.r_start, len(values)))
+        s = self.r_start
+        self.r_task = task[0][s]
+        self.r_train = np.array([btype[1][c] == "train" for c in btype[0][s]], dtype=bool)
+        self.r_wake = np.array([bsub[1][c] == "wake" for c in bsub[0][s]], dtype=bool)
+        self.r_block = log["block_num"][s]
+        self.regime = np.repeat(np.arange(len(s)), self.r_len)
+
+
+# l2logger's timestamp format (owl_eval.formats.l2logger.TIMESTAMP_FORMAT; tests/test_layers.py checks they agree)
+TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S.%f"
+
+
+def _codes(arr, fn=None):
+    """Integer codes of an object array through its run heads; returns (codes, category list)."""
+    starts = run_starts(arr)
+    heads = [fn(h) if fn else h for h in arr[starts].tolist()]
+    cats: dict = {}
+    head_codes = np.array([cats.setdefault(h, len(cats)) for h in heads], dtype=np.int64)
+    return np.repeat(head_codes, np.diff(np.append(starts, len(arr)))), list(cats)
+
+
+def _load(log, perf):
+    """Metrics read no files: a log is an ``EpisodeLog`` (or anything with its ``columns`` mapping)."""
+    if isinstance(getattr(log, "columns", None), dict):
+        return log
+    raise MetricInputError(
+        f"log: expected an EpisodeLog (read a log directory with "
+        f"owl_eval.formats.l2logger.read_log first), got {type(log).__name__}"
+    )
+
+
+def prepare(
+    log,
+    ste_logs,
+    *,
+    perf_measure,
+    variant_mode,
+    smoothing,
+    smoothing_fraction,
+    window_length,
+    max_window,
+    smooth_eval,
+    normalization,
+    data_range,
+    clamp_outliers,
+):
+    """Run the l2metrics preprocessing; returns (prepared log, processed values, {task code: [STE runs]}, range)."""
+    check_option("variant_mode", variant_mode, ("aware", "agnostic"))
+    check_option("smoothing", smoothing, WINDOWS + ("none",))
+    check_option("normalization", normalization, ("task", "run", "none"))
+    p = _Prepared(_load(log, perf_measure), perf_measure, variant_mode)
+    names = p.task_names
+    # STE runs of the log's tasks (l2metrics util.load_ste_data: exact name, else every variant of a base name)
+    ste_preps = []
+    for s in ste_logs:
+        sp = _Prepared(_load(s, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
+        trained = sorted({sp.task_names[c] for c in sp.r_task[sp.r_train]})
+        if len(trained) != 1:
+            raise MetricInputError(
+                f"ste_logs: an STE log must train exactly one task, {getattr(s, 'source', None) or s} trains {trained}"
+            )
+        ste_preps.append((trained[0], sp))
+    ste: dict[int, list] = {}
+    for code, name in enumerate(names):
+        exact = [sp for t, sp in ste_preps if t == name]
+        runs = exact or [sp for t, sp in ste_preps if t.split("_")[0] == name]
+        if runs:
+            ste[code] = runs
+    # smoothing (first pass): train regimes of the log (all regimes with smooth_eval), every STE regime
+    values = p.values.copy()
+    ste_vals = {}
+    if smoothing != "none":
+        sel = np.ones(len(p.r_start), bool) if smooth_eval else p.r_train
+        wl = window_lengths(p.r_len[sel], window_len=window_length, fraction=smoothing_fraction, max_window=max_window)
+        values = smooth_segments(values, p.r_start[sel], p.r_len[sel], wl, window=smoothing)
+    for runs in ste.values():
+        for sp in runs:
+            v = sp.values
+            if smoothing != "none":
+                wl = window_lengths(
+                    sp.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window
+                )
+                v = smooth_segments(v, sp.r_start, sp.r_len, wl, window=smoothing)
+            ste_vals[id(sp)] = v
+    ste_train = {
+        c: [(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp) for sp in runs]
+        for c, runs in ste.items()
+    }
+    ntask = len(names)
+    rng = None
+    if data_range is not None:
+        rng = _user_range(data_range, names, variant_mode)
+    if clamp_outliers:
+        values, ste_train = _clamp(values, p.task, ste_train, ntask, rng)
+    if normalization != "none":
+        if rng is None:
+            lo = np.full(ntask, np.inf)
+            hi = np.full(ntask, -np.inf)
+            np.minimum.at(lo, p.task, values)
+            np.maximum.at(hi, p.task, values)
+            for c, runs in ste_train.items():
+                for v, _, _ in runs:
+                    if len(v):
+                        lo[c], hi[c] = min(lo[c], v.min()), max(hi[c], v.max())
+            rng = (lo, hi)
+        lo, hi = rng
+        if normalization == "run":
+            lo, hi = np.full(ntask, lo.min()), np.full(ntask, hi.max())
+        values = _normalize(values, p.task, lo, hi)
+        ste_train = {
+            c: [(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
+            for c, runs in ste_train.items()
+        }
+    return p, values, ste_train, rng
+
+
+def _normalize(values, code, lo, hi):
+    a, b = lo[code], hi[code]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = (values - a) / (b - a) * NORM_SCALE + NORM_OFFSET
+    return np.where(a == b, values * 0 + NORM_OFFSET, scaled)  # constant task -> offset, as l2metrics
+
+
+def _user_range(data_range, names, variant_mode):
+    dr = {str(k).lower(): v for k, v in data_range.items()}
+    lo, hi = np.empty(len(names)), np.empty(len(names))
+    for c, t in enumerate(names):
+        entries = [v for k, v in dr.items() if (k.split("_")[0] if variant_mode == "agnostic" else k) == t]
+        if not entries:
+            raise MetricInputError(f"data_range: no range for task {t!r} (has {sorted(dr)})")
+        try:
+            lo[c], hi[c] = min(e["min"] for e in entries), max(e["max"] for e in entries)
+        except (KeyError, TypeError):
+            raise MetricInputError(f"data_range[{t!r}]: expected {{'min': ..., 'max': ...}}, got {entries}") from None
+    return lo, hi
+
+
+def _clamp(values, task, ste_train, ntask, rng):
+    values = values.copy()
+    for c in range(ntask):
+        m = task == c
+        if rng is not None:
+            lb, ub = rng[0][c], rng[1][c]
+        else:
+            pool = [values[m]] + [v for v, _, _ in ste_train.get(c, [])]
+            lb, ub = np.quantile(np.concatenate(pool), (0.1, 0.9))
+        values[m] = values[m].clip(lb, ub)
+        if c in ste_train:
+            ste_train[c] = [(v.clip(lb, ub), e, sp) for v, e, sp in ste_train[c]]
+    return values, ste_train
+
+
+def block_table(p: _Prepared, values, *, fraction, max_window):
+    """Per-regime metrics (saturation, time to saturation, terminal performance, averages, recovery)."""
+    ev, ereg, _ = episode_means(values, p.exp_num, p.regime)
+    R = len(p.r_start)
+    es = np.searchsorted(ereg, np.arange(R))
+    el = np.diff(np.append(es, len(ev)))
+    sat, tts, _ = saturation_segments(ev, es, el, fraction=fraction, max_window=max_window)
+    term, ett = terminal_segments(ev, es, el, ~p.r_train)
+    avg = segment_sum(values, p.r_start, p.r_len) / p.r_len
+    # recovery: each train (wake) regime of a task against the previous one's terminal performance
+    tw = np.flatnonzero(p.r_train & p.r_wake)
+    tw = tw[np.argsort(p.r_task[tw], kind="stable")]
+    same = p.r_task[tw[1:]] == p.r_task[tw[:-1]]
+    reference = np.full(R, np.nan)
+    reference[tw[1:][same]] = term[tw[:-1][same]]
+    rec = recovery_segments(ev, es, el, reference, p.r_len.astype(np.float64))
+    return {
+        "saturation": sat,
+        "eps_to_sat": tts,
+        "term_perf": term,
+        "eps_to_term_perf": ett.astype(float),
+        "avg_perf": avg,
+        "recovery_time": rec,
+    }
+
+
+def runtime_seconds(timestamps) -> float:
+    if len(timestamps) == 0:
+        return float("nan")
+    try:  # the fixed-width format sorts as text: only the extremes are parsed
+        return (
+            datetime.strptime(max(timestamps), TIMESTAMP_FORMAT) - datetime.strptime(min(timestamps), TIMESTAMP_FORMAT)
+        ).total_seconds()
+    except ValueError:
+        return float("nan")
+
+
+__all__ = ["prepare", "block_table", "performance_recovery", "runtime_seconds"]

@@ -1,0 +1,1 @@
+"""sources of the lifelong_rl protocol."""

@@ -1,0 +1,1 @@
+"""domains of the trajectory protocol."""

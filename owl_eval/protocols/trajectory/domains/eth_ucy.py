@@ -1,0 +1,269 @@
+"""ETH/UCY pedestrian trajectories (FORMATS.md "ETH/UCY text files"), held out by scene group.
+
+Files: ``<name>.txt`` or ``<name>.txt.gz``, tab-separated ``frame  pedestrian_id  x  y`` (metres), frames every
+``frame_step`` (10, i.e. 0.4 s at 2.5 Hz). Each file becomes a dense grid ``[time step, pedestrian, 2]``
+(NaN where a pedestrian is absent; frames are placed by ``(frame - first frame) / frame_step``, so a gap
+in the file is a gap in time, not a skipped step).
+
+Scenes (see :func:`owl_eval.protocols.trajectory.domains.scenes.windows_from_grid`): a scene is a window start every
+``stride`` steps, ``obs_len`` observed plus ``pred_len`` future steps. Which pedestrians it scores is the
+``windows`` setting, one of the published conventions: ``cvm`` (default; present at all ``obs_len``
+observed steps and at least two future steps, windows running past the end of the recording kept, exactly as the
+constant-velocity paper's evaluate.py, Schoeller et al. 2020),
+``social_gan`` (present at all ``obs_len + pred_len`` steps, windows with at least two of them, as
+Social-GAN's loader), or ``last_observed`` (present at the last observed step; histories may be a single point). Missing steps are masked (NaN); windows with more than ``max_agents``
+pedestrians are split into several scenes, so nobody is dropped. The run's tags say which (``windows``).
+
+Split: leave one group out. ``groups`` maps a group name to its files (the benchmark's eth, hotel, univ =
+students001 + students003, zara1, zara2); the files of ``test_group`` are the test split, every other
+file in ``groups`` plus ``extra_train_files`` (zara03, uni_examples) is the training split.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import warnings
+import zlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from owl_eval.errors import ConfigError
+from owl_eval.protocols.trajectory.domains.scenes import (
+    WINDOW_RULES,
+    TrajectoryScenes,
+    TrajectorySplits,
+    split_windows,
+    windows_from_grid,
+)
+from owl_eval.safe_paths import check_name, read_bytes
+from owl_eval.typed import as_float, as_int, as_str
+
+DEFAULT_GROUPS = {
+    "eth": ["biwi_eth"],
+    "hotel": ["biwi_hotel"],
+    "univ": ["students001", "students003"],
+    "zara1": ["crowds_zara01"],
+    "zara2": ["crowds_zara02"],
+}
+DEFAULT_EXTRA_TRAIN = ["crowds_zara03", "uni_examples"]
+
+
+# A grid cell per (time step, pedestrian): a file whose frames or ids would need more is not ETH/UCY data.
+MAX_GRID_CELLS = 200_000_000
+
+
+class DataPathError(ConfigError):
+    """``domain.path`` is missing or does not hold the expected files (or a file cannot be read)."""
+
+
+def find_file(directory: Path, name: str) -> Path:
+    """``<name>.txt.gz``, ``<name>.txt`` or ``<name>`` in ``directory``: a regular file, never through a link."""
+    for candidate in (directory / f"{name}.txt.gz", directory / f"{name}.txt", directory / name):
+        try:
+            os.lstat(candidate)
+        except OSError:
+            continue
+        return candidate  # a link or a folder here is reported by the read (owl_eval.safe_paths)
+    raise DataPathError(
+        f"domain.path: {directory} has no file {name}.txt.gz or {name}.txt (ETH/UCY tab-separated "
+        "'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>"
+    )
+
+
+def _exists(directory: Path, name: str) -> bool:
+    try:
+        find_file(directory, name)
+        return True
+    except DataPathError:
+        return False
+
+
+def read_tracks(path: Path) -> np.ndarray:
+    """Rows ``[frame, pedestrian_id, x, y]`` of one file as float64 ``[N, 4]``, every value finite.
+
+    The file is read without following a link (``owl_eval.safe_paths``); anything unreadable (bad gzip, not
+    UTF-8, not numbers) is one :class:`DataPathError` naming the file."""
+    data = read_bytes(path, what="ETH/UCY file")
+    try:
+        if path.name.endswith(".gz"):
+            data = gzip.decompress(data)
+        text = data.decode("utf-8")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise DataPathError(f"{path}: not a readable gzip file ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise DataPathError(f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+    if not any(line.strip() and not line.lstrip().startswith("#") for line in text.splitlines()):
+        raise DataPathError(f"{path}: no rows (expected tab-separated frame, pedestrian_id, x, y)")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rows = np.loadtxt(io.StringIO(text), dtype=np.float64, ndmin=2)
+    except ValueError as exc:
+        raise DataPathError(f"{path}: expected 4 numeric tab-separated columns frame, id, x, y ({exc})") from None
+    if rows.shape[1] != 4:
+        raise DataPathError(f"{path}: expected 4 columns frame, pedestrian_id, x, y; got {rows.shape[1]}")
+    bad = ~np.isfinite(rows)
+    if bad.any():
+        row, column = (int(i) for i in np.argwhere(bad)[0])
+        names = ("frame", "pedestrian_id", "x", "y")
+        raise DataPathError(
+            f"{path}: data row {row + 1}, column {names[column]}: expected a finite number, got {rows[row, column]}"
+        )
+    return rows
+
+
+def track_grid(rows: np.ndarray, frame_step: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Dense ``positions[T, P, 2]`` (NaN = absent), the pedestrian ids ``[P]`` and the first frame."""
+    frames = rows[:, 0]
+    first = int(round(frames.min()))
+    offset = (frames - first) / frame_step
+    step = np.rint(offset).astype(np.int64)
+    if np.any(np.abs(offset - step) > 1e-6):
+        bad = rows[np.argmax(np.abs(offset - step)), 0]
+        raise DataPathError(
+            f"frame {bad:g} is not on the grid of frame_step={frame_step} from the first frame {first} "
+            "(set domain.frame_step)"
+        )
+    ids, ped = np.unique(rows[:, 1], return_inverse=True)
+    if (int(step.max()) + 1) * len(ids) > MAX_GRID_CELLS:
+        raise DataPathError(
+            f"{int(step.max()) + 1} time steps x {len(ids)} pedestrians is too large a track grid "
+            f"(frames {first}..{int(round(frames.max()))} with frame_step={frame_step}); check the "
+            "frame column and domain.frame_step"
+        )
+    grid = np.full((int(step.max()) + 1, len(ids), 2), np.nan)
+    grid[step, ped] = rows[:, 2:4]
+    return grid, ids, first
+
+
+def file_scenes(
+    path: Path, *, frame_step: int, obs_len: int, pred_len: int, stride: int, max_agents: int, windows: str, dt: float
+) -> TrajectoryScenes:
+    grid, _, first = track_grid(read_tracks(path), frame_step)
+    windows, start, counts = windows_from_grid(
+        grid, obs_len=obs_len, pred_len=pred_len, stride=stride, max_agents=max_agents, windows=windows
+    )
+    windows = windows[:, : max(1, int(counts.max(initial=0)))]  # no all-padding agent columns
+    history, future = split_windows(windows, obs_len)
+    name = path.name.split(".")[0]
+    return TrajectoryScenes(history, future, dt, np.full(len(start), name), first + start * frame_step)
+
+
+class EthUcyDomain:
+    name = "eth_ucy"
+
+    def __init__(
+        self,
+        path: str | None = None,
+        test_group: str = "eth",
+        groups: dict | None = None,
+        extra_train_files: list | None = None,
+        obs_len: int = 8,
+        pred_len: int = 12,
+        stride: int = 1,
+        max_agents: int = 32,
+        windows: str = "cvm",
+        frame_step: int = 10,
+        fps: float = 25.0,
+    ):
+        self.path = path
+        self.groups = _groups(DEFAULT_GROUPS if groups is None else groups)
+        self.extra_train_files = _file_names(
+            DEFAULT_EXTRA_TRAIN if extra_train_files is None else extra_train_files, "domain.extra_train_files"
+        )
+        self.test_group = as_str(test_group, "domain.test_group")
+        if self.test_group not in self.groups:
+            raise ConfigError(f"domain.test_group: expected one of {sorted(self.groups)}, got {test_group!r}")
+        self.obs_len = as_int(obs_len, "domain.obs_len", minimum=2)  # two observed steps at least: a velocity
+        self.pred_len = as_int(pred_len, "domain.pred_len", minimum=1)
+        self.stride = as_int(stride, "domain.stride", minimum=1)
+        self.max_agents = as_int(max_agents, "domain.max_agents", minimum=1)
+        self.windows = as_str(windows, "domain.windows")
+        if self.windows not in WINDOW_RULES:
+            raise ConfigError(
+                f"domain.windows: expected one of {', '.join(WINDOW_RULES)} (which pedestrians a window "
+                f"scores), got {windows!r}"
+            )
+        self.frame_step = as_int(frame_step, "domain.frame_step", minimum=1)
+        self.dt = self.frame_step / as_float(fps, "domain.fps", minimum=0.0, open_minimum=True)
+        self._splits: TrajectorySplits | None = None  # read once (check, then load)
+
+    def _directory(self) -> Path:
+        if self.path is None or str(self.path).strip() in ("", "None", "???"):
+            raise DataPathError(
+                "domain.path is not set: expected a folder with the ETH/UCY files (biwi_eth.txt.gz, "
+                "biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...); run with domain.path=<dir>"
+            )
+        directory = Path(str(self.path)).expanduser()
+        if not directory.is_dir():
+            raise DataPathError(
+                f"domain.path={self.path!r} is not a folder: expected a folder with the ETH/UCY files "
+                "(biwi_eth.txt.gz, biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...)"
+            )
+        return directory
+
+    def files(self) -> tuple[list[Path], list[Path]]:
+        """(train files, test files), checked to exist."""
+        directory = self._directory()
+        test_names = self.groups[self.test_group]
+        train_names = [f for g, names in self.groups.items() if g != self.test_group for f in names]
+        train_names += [f for f in self.extra_train_files if f not in train_names and f not in test_names]
+        missing = [n for n in test_names + train_names if not _exists(directory, n)]
+        if missing:
+            raise DataPathError(
+                f"domain.path: {directory} has no file {', '.join(missing)} (.txt.gz or .txt, ETH/UCY "
+                "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>"
+            )
+        return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
+
+    def tags(self) -> dict[str, str]:
+        """Run tags: which pedestrians are scored (the published numbers differ by convention)."""
+        return {"windows": self.windows}
+
+    def check(self) -> None:
+        """Read every file now: a missing folder or file, or one that is not ETH/UCY data, stops the job
+        before any run exists (the splits are kept for :meth:`load`)."""
+        self.load()
+
+    def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:
+        """The train and test scenes (``rng`` is not used: the split is by file). Read once per domain."""
+        if self._splits is None:
+            self._splits = self._read()
+        return self._splits
+
+    def _read(self) -> TrajectorySplits:
+        train_files, test_files = self.files()
+        kw = dict(
+            frame_step=self.frame_step,
+            obs_len=self.obs_len,
+            pred_len=self.pred_len,
+            stride=self.stride,
+            max_agents=self.max_agents,
+            windows=self.windows,
+            dt=self.dt,
+        )
+        train = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in train_files])
+        test = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in test_files])
+        if test.num_scenes == 0:
+            raise DataPathError(
+                f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "
+                f"{self.obs_len}+{self.pred_len} steps"
+            )
+        return TrajectorySplits(train, test, description=f"test={self.test_group}: {[p.name for p in test_files]}")
+
+
+def _file_names(names, key: str) -> list[str]:
+    """A list of file names (without ``.txt``/``.txt.gz``); each is looked up inside ``domain.path``."""
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ConfigError(f"{key}: expected a list of file names, got {names!r}")
+    return [check_name(as_str(n, f"{key}[{i}]"), what="file name", where=f"{key}[{i}]") for i, n in enumerate(names)]
+
+
+def _groups(groups) -> dict[str, list[str]]:
+    if not isinstance(groups, Mapping) or not groups:
+        raise ConfigError(f"domain.groups: expected a mapping {{group: [file names]}}, got {groups!r}")
+    return {str(k): _file_names(v, f"domain.groups.{k}") for k, v in groups.items()}

@@ -1,0 +1,382 @@
+"""The trajectory metric table (General-Framework's metric set), in memory or streamed from an .npz.
+
+Registry
+--------
+Each table entry is one function ``state(ctx, idx, opts) -> np.ndarray`` plus one declaration. The
+function reduces a chunk of samples (a :class:`~owl_eval.protocols.trajectory.metrics.context.TrajContext`) to an additive float
+vector; a ``finalize`` turns the vector summed over chunks into the value. To add a metric::
+
+    from owl_eval.protocols.trajectory.metrics.table import table_metric
+    from owl_eval.protocols.trajectory.metrics.context import finalize_ratio
+
+    @table_metric("max_fde_marginal", higher_is_better=False, bounds=(0.0, math.inf), latex=r"max FDE")
+    def _max_fde(ctx, idx, opts):
+        ade, fde, valid = ctx.errors(joint=False)           # per prediction [S, P, A]
+        return np.array([fde.max(1)[valid].sum(), valid.sum()])   # numerator, denominator
+
+Names containing ``{k}`` (with ``per_k=True``) are expanded for every K in ``k_values``; ``idx`` is
+then the K-subset of prediction indices, drawn once per metric name from the run's Generator before
+any chunk is read, so chunked and in-memory results use the same subsets. ``needs="kde"`` marks
+entries that need densities (skipped with ``kde=False``). ``opts`` holds ``miss_threshold`` and
+``collision_radius``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from owl_eval.metrics.results import NA, MetricResults, MetricSpec
+from owl_eval.metrics.validation import MetricInputError, check_option
+from owl_eval.protocols.trajectory.metrics.context import (
+    TrajContext,
+    finalize_count,
+    finalize_ece,
+    finalize_horizon,
+    finalize_kde_ratio,
+    finalize_ratio,
+)
+from owl_eval.protocols.trajectory.metrics.core import STEP_COUNTS, check_paths, draw_subset
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    spec: MetricSpec  # name may hold "{k}"
+    state: Callable
+    finalize: Callable = finalize_ratio
+    per_k: bool = False
+    needs: str = "paths"  # "paths" or "kde"
+    kind: str = "scalar"  # "scalar" or "series"
+
+
+REGISTRY: list[TableEntry] = []
+
+
+def table_metric(
+    name,
+    *,
+    higher_is_better=False,
+    bounds=(0.0, INF),
+    log_scale=False,
+    latex=None,
+    description="",
+    combine="mean",
+    finalize=finalize_ratio,
+    per_k=False,
+    needs="paths",
+    kind="scalar",
+):
+    """Decorator: register ``fn(ctx, idx, opts) -> state`` as a table metric named ``name``."""
+
+    def deco(fn):
+        spec = MetricSpec(
+            name=name,
+            protocol="trajectory",
+            higher_is_better=higher_is_better,
+            bounds=bounds,
+            log_scale=log_scale,
+            description=description,
+            latex=latex,
+            combine=combine,
+        )
+        REGISTRY.append(TableEntry(spec, fn, finalize, per_k, needs, kind))
+        return fn
+
+    return deco
+
+
+def _register_builtins():
+    for joint, tag in ((False, "marginal"), (True, "joint")):
+        what = "samples" if joint else "agents"
+        sub = "joint" if joint else "indep"
+        ratio = (lambda w: lambda s: finalize_ratio(s, w))(what)
+        for kind, up in (("ade", "ADE"), ("fde", "FDE")):
+            table_metric(
+                f"{kind}_{tag}",
+                log_scale=True,
+                latex=rf"\emph{{{up}$_{{{sub}}}$ [m]}}",
+                finalize=ratio,
+                description=f"{up} over all predictions ({up}_{sub}.py)",
+            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j))
+            table_metric(
+                f"{kind}_{{k}}_{tag}",
+                log_scale=True,
+                latex=rf"\emph{{{up}$_{{{{k}}, {sub}}}$ [m]}}",
+                finalize=ratio,
+                per_k=True,
+                description=f"{up} over K random predictions ({up}20_{sub}.py)",
+            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j, i))
+            table_metric(
+                f"min_{kind}_{{k}}_{tag}",
+                log_scale=True,
+                latex=rf"\emph{{min {up}$_{{{{k}}, {sub}}}$ [m]}}",
+                finalize=ratio,
+                per_k=True,
+                description=f"min {up} over K predictions (min{up}20_{sub}.py)",
+            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j, i, "min"))
+            table_metric(
+                f"ml_{kind}_{tag}",
+                log_scale=True,
+                latex=rf"\emph{{{up}$_{{ML, {sub}}}$ [m]}}",
+                finalize=finalize_kde_ratio,
+                needs="kde",
+                description=f"{up} of the most likely prediction ({up}_ML_{sub}.py)",
+            )(lambda c, i, o, k=kind, j=joint: c.ml_state(k, j))
+        table_metric(
+            f"miss_rate_{tag}",
+            bounds=(0.0, 1.0),
+            latex=rf"\emph{{MR$_{{{sub}}}$}}",
+            finalize=ratio,
+            description=f"miss rate, FDE > threshold for all predictions (Miss_rate_{sub}.py)",
+        )(lambda c, i, o, j=joint: c.miss_state(j, o["miss_threshold"]))
+        table_metric(
+            f"miss_rate_{{k}}_{tag}",
+            bounds=(0.0, 1.0),
+            latex=rf"\emph{{MR$_{{{{k}}, {sub}}}$}}",
+            finalize=ratio,
+            per_k=True,
+            description="miss rate over K random predictions",
+        )(lambda c, i, o, j=joint: c.miss_state(j, o["miss_threshold"], i))
+        table_metric(
+            f"kde_nll_{tag}",
+            bounds=(-INF, INF),
+            latex=rf"\emph{{KDE$_{{NLL, {sub}}}$}}",
+            finalize=finalize_kde_ratio,
+            needs="kde",
+            description=f"KDE NLL of the truth (KDE_NLL_{sub}.py)",
+        )(lambda c, i, o, j=joint: c.nll_state(j))
+        table_metric(
+            f"kde_ece_{tag}",
+            bounds=(0.0, 1.0),
+            latex=rf"\emph{{ECE$_{{\text{{Traj}}, {sub}}}$}}",
+            finalize=finalize_ece,
+            needs="kde",
+            combine="none",
+            description=f"201-level trajectory ECE (ECE_traj_{sub}.py)",
+        )(lambda c, i, o, j=joint: c.ece_state(j))
+        table_metric(
+            f"brier_min_fde_{tag}",
+            log_scale=True,
+            latex=rf"\emph{{Brier min FDE$_{{{sub}}}$ [m]}}",
+            finalize=finalize_kde_ratio,
+            needs="kde",
+            description=f"Brier-minFDE (Brier_minFDE_{sub}.py)",
+        )(lambda c, i, o, j=joint: c.brier_state(j))
+        table_metric(
+            f"collision_rate_{tag}",
+            bounds=(0.0, 1.0),
+            latex=rf"\emph{{CR$_{{{sub}}}$}}",
+            finalize=ratio,
+            description="share of predictions whose disc overlaps another agent "
+            + ("prediction" if joint else "ground truth"),
+        )(lambda c, i, o, j=joint: c.collision_state(j, o["collision_radius"]))
+        table_metric(
+            f"displacement_by_step_{tag}",
+            bounds=(0.0, INF),
+            latex=rf"\emph{{DE$_{{{sub}}}(t)$ [m]}}",
+            finalize=finalize_horizon,
+            kind="series",
+            combine="none",
+            description="mean displacement per future step (1-based)",
+        )(lambda c, i, o, j=joint: c.horizon_state(j))
+    for which, desc in (
+        ("", "samples with any singular KDE"),
+        ("_marginal", "agents with a singular KDE"),
+        ("_joint", "samples with a singular joint KDE"),
+    ):
+        table_metric(
+            f"kde_nll_na_count{which}",
+            higher_is_better=None,
+            bounds=(0.0, INF),
+            finalize=finalize_count,
+            needs="kde",
+            combine="sum",
+            description=desc + " (left out of the KDE averages)",
+        )(lambda c, i, o, w=(which[1:] or "any"): c.na_state(w))
+
+
+_register_builtins()
+
+
+def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
+    """Concrete :class:`MetricSpec` list of the table for the given K values."""
+    out = []
+    for e in REGISTRY:
+        for k in k_values if e.per_k else [None]:
+            s = e.spec
+            if k is not None:
+                s = MetricSpec(
+                    s.name.format(k=k),
+                    s.protocol,
+                    s.higher_is_better,
+                    s.bounds,
+                    s.log_scale,
+                    s.description.replace("K ", f"{k} "),
+                    (s.latex or "").replace("{k}", str(k)),
+                    s.combine,
+                )
+            out.append(s)
+    return out
+
+
+def _plan(k_values, n_p, rng, kde):
+    """Entries to compute with their concrete names and K-subsets (drawn once, in registry order)."""
+    plan = []
+    for e in REGISTRY:
+        if e.needs == "kde" and not kde:
+            continue
+        if e.per_k:
+            for k in k_values:
+                plan.append((e.spec.name.format(k=k), e, draw_subset(n_p, int(k), rng)))
+        else:
+            plan.append((e.spec.name, e, None))
+    return plan
+
+
+NEEDS_PREDICTION_DENSITIES = ("ml_", "kde_ece", "brier")  # metrics that rank predictions by their KDE density
+
+
+def _accumulate(chunks, plan, opts, ctx_kwargs):
+    totals = {}
+    # The NLL alone needs the truth's density; with ECE/ML/Brier the full KDE is computed once and shared.
+    full_kde = any(name.startswith(NEEDS_PREDICTION_DENSITIES) for name, _, _ in plan)
+    for true, pred, mask, log_probs, joint_log_probs in chunks:
+        ctx = TrajContext(
+            true, pred, mask, log_probs=log_probs, joint_log_probs=joint_log_probs, full_kde=full_kde, **ctx_kwargs
+        )
+        # extreme inputs (1e308) overflow to inf: the finalizers turn that into N/A, so no warning is printed
+        with np.errstate(over="ignore", invalid="ignore"):
+            for name, entry, idx in plan:
+                st = np.asarray(entry.state(ctx, idx, opts), float)
+                totals[name] = st if name not in totals else totals[name] + st
+    res = MetricResults()
+    for name, entry, _ in plan:
+        value = entry.finalize(totals[name]) if name in totals else NA("no samples")
+        if entry.kind == "series":
+            if isinstance(value, NA):
+                res.na[name] = value.reason
+            else:
+                res.series[name] = value
+        else:
+            res.set(name, value)
+    return res
+
+
+def _chunk_size(value, n_s):
+    """``chunk_size``: a positive integer (None: all samples at once)."""
+    if value is None:
+        return max(1, n_s)
+    whole = isinstance(value, (int, np.integer)) or (isinstance(value, float) and value.is_integer())
+    if isinstance(value, bool) or not whole or value < 1:
+        raise MetricInputError(f"chunk_size: expected a positive integer (samples per chunk), got {value!r}")
+    return int(value)
+
+
+def _options(k_values, miss_threshold, collision_radius, step_count, rng):
+    check_option("step_count", step_count, STEP_COUNTS)
+    if miss_threshold < 0 or collision_radius < 0:
+        raise MetricInputError("miss_threshold and collision_radius must be >= 0")
+    if any(int(k) < 1 for k in k_values):
+        raise MetricInputError(f"k_values: expected positive integers, got {list(k_values)}")
+    return {"miss_threshold": float(miss_threshold), "collision_radius": float(collision_radius)}
+
+
+def trajectory_table(
+    true,
+    pred,
+    mask,
+    *,
+    rng,
+    log_probs=None,
+    joint_log_probs=None,
+    k_values=(20,),
+    miss_threshold=2.0,
+    collision_radius=0.2,
+    step_count="agent",
+    kde=True,
+    chunk_size=256,
+    singular_rtol=1e-11,
+) -> MetricResults:
+    """All trajectory metrics of METRICS.md section 3 for in-memory arrays.
+
+    ``true[N_S, N_A, N_O, 2]`` (or ``[N_S, 1, N_A, N_O, 2]``), ``pred[N_S, N_P, N_A, N_O, 2]``,
+    ``mask[N_S, N_A, N_O]``; ``log_probs[N_S, N_P + 1, N_A]`` (last column the truth) replaces the
+    KDE when given. Samples are processed ``chunk_size`` at a time (memory); the result does not depend
+    on ``chunk_size``. Names: see :func:`specs_for`; series ``displacement_by_step_{marginal,joint}``.
+    """
+    true, pred, mask = check_paths(true, pred, mask)
+    opts = _options(k_values, miss_threshold, collision_radius, step_count, rng)
+    plan = _plan(k_values, pred.shape[1], rng, kde)
+    n_s = pred.shape[0]
+    step = _chunk_size(chunk_size, n_s)
+
+    def chunks():
+        for lo in range(0, n_s, step):
+            sl = slice(lo, lo + step)
+            yield (
+                true[sl],
+                pred[sl],
+                mask[sl],
+                None if log_probs is None else np.asarray(log_probs)[sl],
+                None if joint_log_probs is None else np.asarray(joint_log_probs)[sl],
+            )
+
+    return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
+
+
+def trajectory_table_stream(
+    arrays,
+    *,
+    rng,
+    chunk_size=256,
+    true_key="Path_true",
+    pred_key="Path_pred",
+    mask_key="Pred_steps",
+    log_prob_key=None,
+    path="arrays",
+    **kwargs,
+) -> MetricResults:
+    """:func:`trajectory_table` over ``arrays`` (a mapping of array-likes, e.g. the memory maps of an .npz
+    opened by :func:`owl_eval.formats.npz.npz_arrays`; this module opens no file) in chunks of
+    ``chunk_size`` samples; ``path`` names them in errors.
+
+    Arrays (General-Framework names): ``Path_true[N_S, 1, N_A, N_O, 2]``, ``Path_pred[N_S, N_P, N_A,
+    N_O, 2]``, ``Pred_steps[N_S, N_A, N_O]``, optional log-probabilities ``[N_S, N_P + 1, N_A]`` under
+    ``log_prob_key``. Equal to the in-memory result: states are summed, and K-subsets are drawn up front.
+    """
+    for key in (true_key, pred_key, mask_key) + ((log_prob_key,) if log_prob_key else ()):
+        if key not in arrays:
+            raise MetricInputError(f"{path}: array {key!r} not found (has {sorted(arrays)})")
+    t_all, p_all, m_all = arrays[true_key], arrays[pred_key], arrays[mask_key]
+    lp_all = arrays[log_prob_key] if log_prob_key else None
+    n_s, n_p = p_all.shape[:2] if p_all.ndim == 5 else (None, None)
+    if n_s is None:
+        raise MetricInputError(f"{pred_key}: expected shape [N_S, N_P, N_A, N_O, 2], got {p_all.shape}")
+    k_values = kwargs.pop("k_values", (20,))
+    kde = kwargs.pop("kde", True)
+    step_count = kwargs.pop("step_count", "agent")
+    singular_rtol = kwargs.pop("singular_rtol", 1e-11)
+    opts = _options(k_values, kwargs.pop("miss_threshold", 2.0), kwargs.pop("collision_radius", 0.2), step_count, rng)
+    if kwargs:
+        raise MetricInputError(f"unknown options {sorted(kwargs)}")
+    plan = _plan(k_values, n_p, rng, kde)
+    step = _chunk_size(chunk_size, n_s)
+
+    def chunks():
+        for lo in range(0, n_s, step):
+            sl = slice(lo, lo + step)
+            try:
+                t, p, m = check_paths(np.array(t_all[sl]), np.array(p_all[sl]), np.array(m_all[sl]))
+            except MetricInputError as exc:  # indices are within the chunk: say which file and scenes
+                raise MetricInputError(f"{path}, scenes {lo}..{min(lo + step, n_s) - 1}: {exc}") from None
+            yield t, p, m, None if lp_all is None else np.array(lp_all[sl]), None
+
+    return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
+
+
+SPECS: list[MetricSpec] = specs_for((20, 50))
