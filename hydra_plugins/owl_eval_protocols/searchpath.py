@@ -10,7 +10,10 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 class OwlEvalProtocolConfigs(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
-        from owl_eval.paths import CONFIG_DIR, protocol_config_dirs
+        try:
+            from owl_eval.paths import CONFIG_DIR, protocol_config_dirs
+        except ImportError:  # an owl_eval older than its protocol folders first on sys.path: nothing to add
+            return
 
         ours = str(CONFIG_DIR)
         if not any(ours in str(element.path) for element in search_path.get_path()):
