@@ -1,17 +1,21 @@
 """owl-eval: a declarative, config-driven evaluation harness for open-world novelty detection, continual
 learning, trajectory prediction and lifelong RL, logged to MLflow.
 
-Layers, each importing only its own and the ones before it (``tests/test_layers.py`` reads every import):
+A protocol is a folder, ``owl_eval/protocols/<name>/``, described by one ``Protocol`` descriptor and found
+through the entry-point group ``owl_eval.protocols`` (a plugin package adds one the same way). The shared
+parts know no protocol by name. Layers, each importing only its own and the ones before it
+(``tests/test_layers.py`` reads every import):
 
-1. ``errors``, ``typed``, ``safe_paths``, ``json_input``, ``paths`` (checks of user input, where the configs are);
-2. ``api`` (what agents, domains and protocols exchange);
-3. ``metrics`` (pure functions of arrays, no file I/O) and ``formats`` (reading and writing files), apart;
-4. ``agents`` and ``domains``, apart (a domain never imports an agent);
-5. ``protocols`` (drive agents over a domain, return a record);
-6. ``sources`` (records of results produced elsewhere) and ``plots`` (draw computed values: no agent,
-   protocol or metric computation);
-7. ``evaluation`` (score a record: typed metric options -> results and figure data -> figures);
-8. ``runner`` (config, MLflow, the command line).
+1. ``errors``, ``typed``, ``safe_paths``, ``json_input`` (checks of user input);
+2. ``metrics`` (the shared metric types: results, N/A, validation) and ``formats`` (reading and writing
+   files), apart;
+3. ``domains`` (the shared data sets) and ``plots`` (figures of comparisons), apart;
+4. ``protocols`` (the descriptor, finding protocols, the driver base) and ``paths`` (where configs are);
+5. ``sources`` (what readers of results produced elsewhere return) and ``evaluation`` (what scoring
+   provides: typed metric options, results and figure data; the metric-name registry);
+6. each protocol's folder (its driver, record, metrics, evaluation, figures, agents, sources, configs): it
+   imports the shared parts, never another protocol;
+7. ``runner`` (config, MLflow, the command line): it learns of protocols through their descriptors only.
 """
 
 __version__ = "0.1.0"

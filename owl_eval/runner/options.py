@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from owl_eval.paths import group_options
 
+
 def hydra_group_options(group: str) -> list[str]:
     """The options of ``group`` on Hydra's own search path (the packaged configs, every installed protocol's
     and a user's ``--config-dir`` / ``hydra.searchpath``), nested ones as ``ond/knn_novelty``; from the config

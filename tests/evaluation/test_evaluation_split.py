@@ -12,25 +12,28 @@ import numpy as np
 import pytest
 
 from owl_eval.errors import ConfigError
-from owl_eval.evaluation import PROTOCOLS, Scored, evaluation_for
-from owl_eval.evaluation.options import OPTIONS
+from owl_eval.evaluation import Scored, evaluation_for
+from owl_eval.evaluation.options import options_class
 from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.protocols.ond.metrics import OndTrial
+
+PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
 
 def test_an_unknown_protocol_name_lists_the_four():
     with pytest.raises(ConfigError) as err:
         evaluation_for("ond2")
-    assert (
-        str(err.value) == "protocol 'ond2' has no evaluation; known protocols: ond, continual, trajectory, lifelong_rl"
-    )
+    head, _, known = str(err.value).partition("; known protocols: ")
+    assert head == "protocol 'ond2' is not installed"
+    assert {"ond", "continual", "trajectory", "lifelong_rl"} <= set(known.split(", "))
 
 
 @pytest.mark.parametrize("name", PROTOCOLS)
 def test_each_protocol_has_its_evaluation_with_its_typed_options(name):
     evaluation = evaluation_for(name)
     assert evaluation.name == name
-    assert type(evaluation.options({})) is OPTIONS[name]
+    assert type(evaluation.options({})) is options_class(name)
+    assert options_class(name).__module__ == f"owl_eval.protocols.{name}.options"
     with pytest.raises(ConfigError, match=r"^metrics.bogus: unknown key"):
         evaluation.options({"bogus": 1})
 
@@ -144,7 +147,7 @@ def test_trajectory_class_reliability_bins_by_hand():
 
 def test_lifelong_rl_log_is_evaluated_once_for_metrics_and_figures(monkeypatch):
     """The figures draw what score computed: evaluate_log runs once (the plots used to run it again)."""
-    from owl_eval.protocols.lifelong_rl.driver import evaluation as lifelong_rl
+    from owl_eval.protocols.lifelong_rl import evaluation as lifelong_rl
     from tests.metrics.test_lifelong_rl import HAND, make_log
 
     calls = []

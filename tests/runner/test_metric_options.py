@@ -10,15 +10,15 @@ import yaml
 
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.evaluation.options import OPTIONS, parse
-from owl_eval.paths import CONFIG_DIR
+from owl_eval.evaluation.options import options_class, parse
+from owl_eval.paths import config_file
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
 
 def yaml_node(protocol: str) -> dict:
     """The YAML's settings, without its ``_target_``."""
-    node = yaml.safe_load((CONFIG_DIR / "metrics" / f"{protocol}.yaml").read_text())
+    node = yaml.safe_load(config_file("metrics", protocol).read_text())
     return {k: v for k, v in node.items() if k != "_target_"}
 
 
@@ -38,13 +38,14 @@ def test_defaults_are_the_yaml_values_and_every_yaml_key_is_a_field(protocol):
 def test_the_yaml_target_is_the_protocols_options_class_and_builds_it(protocol):
     from hydra.utils import instantiate
 
-    full = yaml.safe_load((CONFIG_DIR / "metrics" / f"{protocol}.yaml").read_text())
-    assert full["_target_"] == f"owl_eval.evaluation.options.{OPTIONS[protocol].__name__}"
-    assert parse(protocol, full) == OPTIONS[protocol]()  # the node with its _target_ parses to the defaults
-    assert instantiate(full) == OPTIONS[protocol]()  # and Hydra builds the same dataclass from it
-    other = next(p for p in PROTOCOLS if p != protocol)
-    with pytest.raises(ConfigError, match=r"^metrics._target_: expected owl_eval.evaluation.options."):
-        parse(protocol, full | {"_target_": f"owl_eval.evaluation.options.{OPTIONS[other].__name__}"})
+    full = yaml.safe_load(config_file("metrics", protocol).read_text())
+    cls = options_class(protocol)
+    assert full["_target_"] == f"owl_eval.protocols.{protocol}.options.{cls.__name__}"
+    assert parse(protocol, full) == cls()  # the node with its _target_ parses to the defaults
+    assert instantiate(full) == cls()  # and Hydra builds the same dataclass from it
+    other = options_class(next(p for p in PROTOCOLS if p != protocol))
+    with pytest.raises(ConfigError, match=rf"^metrics._target_: expected owl_eval.protocols.{protocol}.options."):
+        parse(protocol, full | {"_target_": f"{other.__module__}.{other.__name__}"})
 
 
 def test_values_are_typed_as_a_careful_user_means_them():
@@ -147,7 +148,7 @@ def test_each_bad_setting_is_one_error_naming_its_key(protocol, settings, messag
 def test_every_field_has_a_check():
     import dataclasses
 
-    for cls in OPTIONS.values():
+    for cls in map(options_class, PROTOCOLS):
         assert all(callable(f.metadata.get("check")) for f in dataclasses.fields(cls)), cls
 
 

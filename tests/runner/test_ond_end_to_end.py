@@ -171,24 +171,36 @@ def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, clie
 
 
 def test_unknown_option_lists_the_valid_ones():
-    from owl_eval.runner.options import unknown_choice_message
+    from owl_eval.runner.options import unknown_option_message, unknown_sweep_choice
 
-    message = unknown_choice_message(
-        ["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"]
-    )
-    assert message.startswith("unknown agent option 'ond/nope'")
+    args = ["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"]
+    message = unknown_option_message("agent/ond/nope", args)
+    assert message.startswith("unknown agent option 'ond/nope' in 'agent=ond/closed_world,ond/nope'")
     assert "ond/knn_novelty" in message and "ond/closed_world" in message
-    assert "ond_given_detection" in unknown_choice_message(["+experiment=ond_typo"])
-    assert unknown_choice_message(["+experiment=ond_system_detection", "agent=ond/knn_novelty", "seed=1"]) is None
+    assert "ond_given_detection" in unknown_option_message("experiment/ond_typo", ["+experiment=ond_typo"])
+    assert unknown_sweep_choice(args[1:]) == message  # a sweep's list is read with Hydra's override parser
+    assert unknown_sweep_choice(["+experiment=ond_system_detection", "agent=ond/knn_novelty", "seed=1"]) is None
 
 
 def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them():
-    from owl_eval.runner.options import group_options, unknown_choice_message
+    from owl_eval.runner.options import group_options
 
     assert not [o for o in group_options("agent") if "crashing" in o]
-    assert "ond/crashing" in unknown_choice_message(["agent=ond/crashing"])
-    assert unknown_choice_message([TEST_AGENTS, "agent=ond/crashing"]) is None
-    assert "ond/nope" in unknown_choice_message([TEST_AGENTS, "agent=ond/crashing,ond/nope"])
+
+    def error(*args):
+        proc = subprocess.run(
+            [sys.executable, "-m", "owl_eval", *args, "progress=false", "tracking.uri=sqlite:///:memory:"],
+            cwd=PROJECT_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return proc.stderr.strip().splitlines()[-1] if proc.returncode else None
+
+    assert "unknown agent option 'ond/crashing'" in error("agent=ond/crashing", "--cfg", "job")
+    assert error(TEST_AGENTS, "agent=ond/crashing", "--cfg", "job") is None  # the test searchpath adds it
+    nope = error("-m", TEST_AGENTS, "agent=ond/crashing,ond/nope")
+    assert nope.startswith("error: unknown agent option 'ond/nope'") and "ond/crashing" in nope
     help_text = subprocess.run(
         [sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
     ).stdout

@@ -34,6 +34,7 @@ import numpy as np
 import pytest
 
 from owl_eval.domains.classification import DigitsDomain
+from owl_eval.paths import config_file
 from owl_eval.protocols.ond.driver import OndProtocol
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -338,7 +339,7 @@ def test_readme_agent_example_runs_and_beats_chance():
 def test_readme_names_the_commands_that_exist():
     text = README.read_text()
     for experiment in re.findall(r"\+experiment=([a-z_]+)", text):
-        assert (PROJECT_ROOT / "owl_eval" / "conf" / "experiment" / f"{experiment}.yaml").is_file(), experiment
+        assert config_file("experiment", experiment).is_file(), experiment
 
 
 def _bash_line(containing: str) -> str:

@@ -25,8 +25,9 @@ from owl_eval.protocols.lifelong_rl.syllabus import parse_syllabus
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = ROOT / "owl_eval" / "conf"
+RL_CONFIG_DIR = ROOT / "owl_eval" / "protocols" / "lifelong_rl" / "conf"
 SYLLABUS_EXPERIMENTS = sorted(
-    p.stem for p in (CONFIG_DIR / "experiment").glob("lifelong_rl_*.yaml") if not p.stem.endswith("_ste")
+    p.stem for p in (RL_CONFIG_DIR / "experiment").glob("lifelong_rl_*.yaml") if not p.stem.endswith("_ste")
 )
 # how the README's paragraph abbreviates the names it lists
 README_TOKENS = {

@@ -17,7 +17,7 @@ from owl_eval.protocols.lifelong_rl.syllabus import (
     validate_against,
 )
 
-CONF = Path(__file__).resolve().parents[2] / "owl_eval" / "conf"
+CONF = Path(__file__).resolve().parents[2] / "owl_eval" / "protocols" / "lifelong_rl" / "conf"
 
 
 def blocks(*rows):

@@ -1,10 +1,9 @@
 """The continual-learning protocol's descriptor: a task sequence and its accuracy matrix (METRICS.md section 2)."""
 
 import re
-
-from owl_eval.metrics.results import MetricSpec, count_spec
 from pathlib import Path
 
+from owl_eval.metrics.results import MetricSpec, count_spec
 from owl_eval.protocols.descriptor import Protocol
 
 PROTOCOL = Protocol(

@@ -2,10 +2,9 @@
 metrics (METRICS.md section 4)."""
 
 import re
-
-from owl_eval.metrics.results import MetricSpec, count_spec
 from pathlib import Path
 
+from owl_eval.metrics.results import MetricSpec, count_spec
 from owl_eval.protocols.descriptor import Protocol
 
 PROTOCOL = Protocol(

@@ -1,8 +1,8 @@
 """The trajectory-prediction protocol's descriptor: General-Framework's metric table (METRICS.md section 3)."""
 
-from owl_eval.metrics.results import count_spec
 from pathlib import Path
 
+from owl_eval.metrics.results import count_spec
 from owl_eval.protocols.descriptor import Protocol
 
 PROTOCOL = Protocol(

@@ -114,5 +114,3 @@ def check_trajectory(file: Path, record) -> None:
             f"{file}: array 'Class_names' has shape {record.class_names.shape}, expected "
             f"[{p_true.shape[1]}] (one per column of 'P_true')"
         )
-
-

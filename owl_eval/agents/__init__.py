@@ -1,1 +1,0 @@
-"""Baseline agents, one subpackage per protocol. User agents live anywhere importable."""
