@@ -228,7 +228,7 @@ class MlflowSweepCallback(Callback):
             raise LaunchAborted(exc) from exc
         from owl_eval.runner.options import unknown_sweep_choice
 
-        problem = unknown_sweep_choice(list(config.hydra.overrides.task))
+        problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(config.hydra.searchpath or []))
         if problem:  # before the parent run exists: a typo in a swept option leaves nothing in the store
             raise LaunchAborted(ConfigError(problem))
         run_id = start_sweep_parent(

@@ -32,12 +32,15 @@ def hydra_group_options(group: str) -> list[str]:
     return sorted(option.split("/", 1)[1] for option in walk(group))
 
 
-def unknown_option_message(missing: str, args: list[str]) -> str | None:
+def unknown_option_message(missing: str, args: list[str], options: list[str] | None = None) -> str | None:
     """Our one line for Hydra's "could not find" of a group option (``missing``: ``agent/ond/nope``), with
     every valid option of the group, nested ones included (Hydra lists only one level), and the override
-    that asked for it; None when ``missing`` is not an option of a known group."""
+    that asked for it; None when ``missing`` is not an option of a known group. ``options``: the group's
+    options when the caller knows them (default: Hydra's search path)."""
     group, _, option = missing.partition("/")
-    options = hydra_group_options(group) if option else []
+    if options is None:
+        options = hydra_group_options(group) if option else []
+    options = sorted(set(options))
     if not options:
         return None
     asked = next(
@@ -48,10 +51,13 @@ def unknown_option_message(missing: str, args: list[str]) -> str | None:
     return f"unknown {group} option {option!r}{where}. Valid options for {group}: " + ", ".join(options)
 
 
-def unknown_sweep_choice(overrides: list[str]) -> str | None:
+def unknown_sweep_choice(overrides: list[str], searchpath: list[str] = ()) -> str | None:
     """The first option of a swept group that does not exist (``agent=ond/knn_novelty,ond/nope``), as
     :func:`unknown_option_message` words it, or None. Hydra itself finds it only when it composes the jobs,
-    after the sweep's parent run exists; this reads the overrides with Hydra's own parser beforehand."""
+    after the sweep's parent run exists; this reads the overrides with Hydra's own parser beforehand.
+    ``searchpath``: the composed ``hydra.searchpath`` (folders given on the command line)."""
+    from pathlib import Path
+
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     for override in OverridesParser.create().parse_overrides(overrides):
@@ -59,6 +65,9 @@ def unknown_sweep_choice(overrides: list[str]) -> str | None:
             continue
         group = override.key_or_group
         options = hydra_group_options(group)
+        for entry in searchpath:
+            if str(entry).startswith("file://"):
+                options += group_options(group, Path(str(entry)[len("file://") :]))
         if not options:
             continue
         try:
@@ -67,7 +76,7 @@ def unknown_sweep_choice(overrides: list[str]) -> str | None:
             continue
         missing = next((v for v in values if v not in options and v != "null"), None)
         if missing is not None:
-            return unknown_option_message(f"{group}/{missing}", [override.input_line or ""])
+            return unknown_option_message(f"{group}/{missing}", [override.input_line or ""], options)
     return None
 
 

@@ -189,7 +189,7 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
 
     def error(*args):
         proc = subprocess.run(
-            [sys.executable, "-m", "owl_eval", *args, "progress=false", "tracking.uri=sqlite:///:memory:"],
+            [sys.executable, "-m", "owl_eval", "progress=false", "tracking.uri=sqlite:///:memory:", *args],
             cwd=PROJECT_ROOT,
             capture_output=True,
             text=True,

@@ -1,0 +1,5 @@
+"""owl-eval-selective: selective classification (risk-coverage, AURC, E-AURC) as an owl-eval protocol.
+
+Parts: the descriptor (protocol.py), driver, record, metric functions (metrics.py) and their declarations
+(specs.py), typed metric options, evaluation, figures, the baseline agent (agents.py) and the configs (conf/).
+"""
