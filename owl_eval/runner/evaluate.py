@@ -85,7 +85,7 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    from owl_eval.runner.options import checked_cli
+    from owl_eval.runner.entry import checked_cli
 
     checked_cli(main)
 
