@@ -112,28 +112,30 @@ def _check_protocol(protocol: str) -> None:
 
 
 @functools.cache
-def specs(protocol: str) -> dict[str, MetricSpec]:
-    """The metric declarations of one protocol, by name (its metric modules' ``SPECS`` and the names its
-    descriptor says are ``reported``)."""
+def _declared(protocol: str) -> tuple[MetricSpec, ...]:
+    """Every declaration of one protocol: its metric modules' ``SPECS`` and the names its descriptor says are
+    ``reported``, templates (``{k}`` in the name) included."""
     descriptor = get_protocol(protocol)
-    out: dict[str, MetricSpec] = {}
+    out: list[MetricSpec] = []
     for module_name in descriptor.metric_modules:
-        module = importlib.import_module(module_name)
-        out.update({s.name: s for s in getattr(module, "SPECS", [])})
-    out.update({s.name: s for s in descriptor.reported})
-    return out
+        out += getattr(importlib.import_module(module_name), "SPECS", [])
+    return (*out, *descriptor.reported)
+
+
+@functools.cache
+def specs(protocol: str) -> dict[str, MetricSpec]:
+    """The metric declarations of one protocol by name, templates left out (see :func:`_templates`)."""
+    return {s.name: s for s in _declared(protocol) if not s.is_template}
 
 
 @functools.cache
 def _templates(protocol: str) -> tuple[tuple[re.Pattern, MetricSpec], ...]:
-    """Per-K names (``min_ade_{k}_marginal``) of the protocol's table registry as patterns, for every K."""
+    """Templated names (``min_ade_{k}_marginal``) as patterns that match every whole K."""
     out = []
-    for module_name in get_protocol(protocol).metric_modules:
-        for entry in getattr(importlib.import_module(module_name), "REGISTRY", []):
-            if getattr(entry, "per_k", False):
-                name = entry.spec.name
-                head, tail = (re.escape(part) for part in name.split("{k}", 1))
-                out.append((re.compile(f"^{head}([1-9][0-9]*){tail}$"), entry.spec))
+    for spec in _declared(protocol):
+        if spec.is_template:
+            head, tail = (re.escape(part) for part in spec.name.split("{k}", 1))
+            out.append((re.compile(f"^{head}([1-9][0-9]*){tail}$"), spec))
     return tuple(out)
 
 
@@ -152,39 +154,17 @@ def _by_key(protocol: str) -> dict[str, MetricSpec]:
     return out
 
 
-@functools.cache
-def _table_series(protocol: str) -> frozenset[str]:
-    """Names the protocol's table registry computes as series (``kind="series"``)."""
-    out = set()
-    for module_name in get_protocol(protocol).metric_modules:
-        for entry in getattr(importlib.import_module(module_name), "REGISTRY", []):
-            if getattr(entry, "kind", "scalar") == "series":
-                out.add(entry.spec.name)
-    return frozenset(out)
-
-
 def _core(protocol: str, key: str) -> tuple[MetricSpec, bool] | None:
     """The declaration of an un-prefixed key (exact, a per-K name, or a series of a declared name) and
     whether the key is a series."""
     table = _by_key(protocol)
     if key in table:
         spec = table[key]
-        return spec, spec.name in get_protocol(protocol).series_names or spec.name in _table_series(protocol)
+        return spec, spec.series
     for pattern, template in _templates(protocol):
         match = pattern.match(key)
         if match:
-            k = match.group(1)
-            spec = MetricSpec(
-                template.name.format(k=k),
-                template.protocol,
-                template.higher_is_better,
-                template.bounds,
-                template.log_scale,
-                template.description.replace("K ", f"{k} "),
-                (template.latex or "").replace("{k}", k) or None,
-                template.combine,
-            )
-            return spec, template.name in _table_series(protocol)
+            return template.for_k(int(match.group(1))), template.series
     for suffix in get_protocol(protocol).series_suffixes:
         if key.endswith(suffix) and key[: -len(suffix)] in table:
             return table[key[: -len(suffix)]], True

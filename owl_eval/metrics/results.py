@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -12,9 +13,15 @@ import numpy as np
 class MetricSpec:
     """Declaration of one reported metric name.
 
+    The one way a metric is declared, for every protocol: a ``SPECS`` list of these in a module the
+    protocol's descriptor names (``metric_modules``), next to the pure functions.
+
     ``higher_is_better`` is None for metrics without a better direction (e.g. counts, diagnostics).
     ``combine`` says how results on chunks of samples combine: ``"mean"`` (weighted by ``weight`` of
     each chunk), ``"sum"``, ``"max"``, or ``"none"`` (must be computed on the whole set).
+    ``series``: the name holds one value per step (per task, per episode, per horizon step), not a summary.
+    A name holding ``{k}`` (``min_ade_{k}_marginal``) is a template: it declares the name for every whole K
+    (:meth:`for_k`).
     """
 
     name: str
@@ -25,6 +32,20 @@ class MetricSpec:
     description: str = ""
     latex: str | None = None
     combine: str = "none"
+    series: bool = False
+
+    @property
+    def is_template(self) -> bool:
+        return "{k}" in self.name
+
+    def for_k(self, k: int) -> MetricSpec:
+        """The declaration of a template's name for one K (``min_ade_{k}_marginal`` -> ``min_ade_20_marginal``)."""
+        return dataclasses.replace(
+            self,
+            name=self.name.format(k=k),
+            description=self.description.replace("K ", f"{k} "),
+            latex=(self.latex or "").replace("{k}", str(k)) or None,
+        )
 
     @property
     def direction(self) -> str:

@@ -29,15 +29,15 @@ class Protocol:
       returns a record (:class:`owl_eval.protocols.base.ProtocolDriver`).
     - ``evaluation``: the :class:`owl_eval.evaluation.Evaluation` that scores a record and draws its figures.
     - ``options``: the :class:`owl_eval.evaluation.options.MetricOptions` of its ``metrics`` config node.
-    - ``metric_modules``: modules declaring its metrics (a ``SPECS`` list, and a ``REGISTRY`` of table
-      entries with ``per_k`` / ``kind="series"`` where names are templated or series).
+    - ``metric_modules``: modules declaring its metrics: a ``SPECS`` list of
+      :class:`~owl_eval.metrics.results.MetricSpec` (name, direction, bounds, ``series``; a name holding ``{k}``
+      declares it for every K).
     - ``headline``: what users of the field look at first, in this order: logged under plain MLflow keys and
       printed at the end of a run; ``{k}`` in a name matches any K.
     - ``reported``: names the driver or the scoring report besides the metric modules (counts, series).
     - ``key_prefixes``: prefixes put before a declared name (``baseline.``, ``task/<task>/``);
       ``series_prefixes``: those of them that make the name a series (``by_task/``).
     - ``series_suffixes``: ``<name><suffix>`` is a series of the declared ``<name>``.
-    - ``series_names``: declared names that are series.
     - ``record_files``: file name of a saved record -> ``"module:function"`` reading it,
       ``function(path, *, settings, chunk_size) -> SourceData`` (``owl-eval-evaluate +source=record``).
     - ``record_folder``: a file whose presence in a folder makes the folder a record of this protocol (an
@@ -58,7 +58,6 @@ class Protocol:
     key_prefixes: tuple[KeyPrefix, ...] = ()
     series_prefixes: tuple[str, ...] = ()
     series_suffixes: tuple[str, ...] = ()
-    series_names: frozenset[str] = frozenset()
     record_files: Mapping[str, str] = field(default_factory=dict)
     record_folder: str | None = None
 

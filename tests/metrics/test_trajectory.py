@@ -379,8 +379,12 @@ def test_user_registered_metric_appears_in_table():
 def test_specs_declared_and_unique():
     names = [s.name for s in T.SPECS]
     assert len(names) == len(set(names))
-    for n in ("ade_marginal", "min_ade_20_joint", "fde_50_marginal", "kde_nll_na_count", "kde_ece_joint", "auc"):
-        assert n in names
+    for n in ("ade_marginal", "min_ade_{k}_joint", "fde_{k}_marginal", "kde_nll_na_count", "kde_ece_joint", "auc"):
+        assert n in names  # per-K names are declared once, as templates
+    concrete = [s.name for s in T.specs_for((20, 50))]
+    assert "min_ade_20_joint" in concrete and "fde_50_marginal" in concrete and "min_ade_{k}_joint" not in concrete
+    template = next(s for s in T.SPECS if s.name == "min_ade_{k}_marginal")
+    assert template.for_k(7).name == "min_ade_7_marginal" and template.for_k(7).higher_is_better is False
     assert all(s.protocol == "trajectory" for s in T.SPECS)
 
 

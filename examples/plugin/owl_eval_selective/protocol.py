@@ -18,6 +18,5 @@ PROTOCOL = Protocol(
     headline=("aurc", "excess_aurc", "risk_at_{k}_coverage", "accuracy"),
     config=str(Path(__file__).parent / "conf"),
     reported=(count_spec("num_test", "selective", "test samples scored"),),
-    series_names=frozenset({"risk_coverage"}),
     record_files={"selective_record.npz": "owl_eval_selective.record:read_saved"},
 )

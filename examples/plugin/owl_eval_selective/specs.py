@@ -1,18 +1,16 @@
 """The selective protocol's metric declarations (``SPECS``), read by owl-eval's metric registry.
 
-``risk_at_{k}_coverage`` is declared once as a template (``REGISTRY``, ``per_k``): ``k`` is a coverage of
+``risk_at_{k}_coverage`` is declared once as a template (a name holding ``{k}``): ``k`` is a coverage of
 ``metrics.coverages`` in percent (0.8 -> ``risk_at_80_coverage``), so every configured coverage resolves to
-this declaration; ``SPECS`` also lists the names of the default coverages. The formulas are in
+this declaration. The formulas are in
 :mod:`owl_eval_selective.metrics`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from owl_eval.metrics.results import MetricSpec
 
-__all__ = ["COVERAGE_TEMPLATE", "DEFAULT_COVERAGES", "REGISTRY", "SERIES", "SPECS", "coverage_name", "coverage_spec"]
+__all__ = ["COVERAGE_TEMPLATE", "DEFAULT_COVERAGES", "SERIES", "SPECS", "coverage_name", "coverage_spec"]
 
 PROTOCOL = "selective"
 DEFAULT_COVERAGES = (0.8, 0.9, 0.95)
@@ -41,17 +39,6 @@ def coverage_spec(name: str = COVERAGE_TEMPLATE) -> MetricSpec:
         latex=r"r_j = E_{k_j} / k_j,\ j = \min\{j : k_j / n \ge k/100\}",
     )
 
-
-@dataclass(frozen=True)
-class TemplateEntry:
-    """A templated name for owl-eval's registry: ``per_k`` names hold ``{k}`` (any whole number)."""
-
-    spec: MetricSpec
-    per_k: bool = True
-    kind: str = "scalar"
-
-
-REGISTRY: list[TemplateEntry] = [TemplateEntry(coverage_spec())]
 
 SPECS: list[MetricSpec] = [
     MetricSpec(
@@ -87,6 +74,7 @@ SPECS: list[MetricSpec] = [
         (0.0, 1.0),
         description="The risk-coverage curve: selective risk at each distinct confidence threshold, step = number of "
         "accepted test samples k_j (coverage k_j / num_test).",
+        series=True,
     ),
-    *(coverage_spec(coverage_name(c)) for c in DEFAULT_COVERAGES),
+    coverage_spec(),
 ]

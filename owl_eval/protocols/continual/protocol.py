@@ -24,10 +24,10 @@ PROTOCOL = Protocol(
             True,
             (0.0, 1.0),
             description="task/<i>/accuracy: accuracy on task i after each update (column i of A), a series",
+            series=True,
         ),
     ),
     key_prefixes=("by_task/", re.compile(r"^task/[^/]+/")),
     series_prefixes=("by_task/",),
-    series_names=frozenset({"accuracy"}),
     record_files={"continual_record.npz": "owl_eval.protocols.continual.sources.saved:read_saved"},
 )

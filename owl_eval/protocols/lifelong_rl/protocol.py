@@ -31,17 +31,21 @@ PROTOCOL = Protocol(
         ),
         count_spec("episodes", "lifelong_rl", "episodes in the log"),
         MetricSpec(
-            "reward", "lifelong_rl", True, description="reward per episode (the log's perf_measure column), a series"
+            "reward",
+            "lifelong_rl",
+            True,
+            description="reward per episode (the log's perf_measure column), a series",
+            series=True,
         ),
         MetricSpec(
             "reward_processed",
             "lifelong_rl",
             True,
             description="reward per episode after smoothing and normalisation, a series",
+            series=True,
         ),
     ),
     key_prefixes=(re.compile(r"^task/[^/]+/"),),
-    series_names=frozenset({"reward", "reward_processed"}),
     record_files={
         "rl_record.json": "owl_eval.protocols.lifelong_rl.sources.saved:read_saved",
         "": "owl_eval.protocols.lifelong_rl.sources.saved:read_log_directory",

@@ -83,6 +83,7 @@ def table_metric(
             description=description,
             latex=latex,
             combine=combine,
+            series=kind == "series",
         )
         REGISTRY.append(TableEntry(spec, fn, finalize, per_k, needs, kind))
         return fn
@@ -205,23 +206,7 @@ _register_builtins()
 
 def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
     """Concrete :class:`MetricSpec` list of the table for the given K values."""
-    out = []
-    for e in REGISTRY:
-        for k in k_values if e.per_k else [None]:
-            s = e.spec
-            if k is not None:
-                s = MetricSpec(
-                    s.name.format(k=k),
-                    s.protocol,
-                    s.higher_is_better,
-                    s.bounds,
-                    s.log_scale,
-                    s.description.replace("K ", f"{k} "),
-                    (s.latex or "").replace("{k}", str(k)),
-                    s.combine,
-                )
-            out.append(s)
-    return out
+    return [e.spec.for_k(k) if e.per_k else e.spec for e in REGISTRY for k in (k_values if e.per_k else [None])]
 
 
 def _plan(k_values, n_p, rng, kde):
@@ -379,4 +364,4 @@ def trajectory_table_stream(
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
 
 
-SPECS: list[MetricSpec] = specs_for((20, 50))
+SPECS: list[MetricSpec] = [e.spec for e in REGISTRY]  # per-K names as templates
