@@ -53,7 +53,8 @@ def metric_names(protocol: str):
         from owl_eval.evaluation.selection import check_names
 
         names = check_names(protocol, value)
-        twice = [n for i, n in enumerate(names or []) if n in names[:i]]
+        listed = names or []
+        twice = [n for i, n in enumerate(listed) if n in listed[:i]]
         if twice:
             raise ConfigError(f"{key}: {twice[0]!r} is listed twice")
         return names

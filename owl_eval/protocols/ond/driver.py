@@ -171,7 +171,7 @@ class OndProtocol(ProtocolDriver):
             # A trial is added only when agent and baseline both completed it: partial records stay aligned.
             finished = {role: self._run_trial(role, who, plan, data.features) for role, who in runners.items()}
             self._record.trials.append(finished["agent"])
-            if baseline is not None:
+            if self._record.baseline_trials is not None:  # a baseline runs
                 self._record.baseline_trials.append(finished["baseline"])
         return self._record
 
