@@ -20,7 +20,8 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.app import hydra_runtime, run_job
+    from owl_eval.runner.app import run_job
+    from owl_eval.runner.hydra_env import hydra_runtime
     from owl_eval.runner.summary import with_summary
 
     hc = hydra_runtime()  # a sweep's job prints one line; the sweep's end prints the comparison
@@ -28,7 +29,7 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    from owl_eval.runner.options import checked_cli
+    from owl_eval.runner.entry import checked_cli
 
     checked_cli(main)
 

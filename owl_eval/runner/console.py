@@ -103,7 +103,7 @@ def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: s
 def user_facing(job, cfg):
     """Run ``job(cfg)`` in a single (non-sweep) run: any failure ends with one ``error:`` line. In a
     sweep the exception propagates, so Hydra marks the job failed (and the parent run FAILED)."""
-    from owl_eval.runner.app import hydra_runtime
+    from owl_eval.runner.hydra_env import hydra_runtime
 
     try:
         return job(cfg)

@@ -9,14 +9,12 @@ like a live run (no half-logged runs).
 
 from __future__ import annotations
 
-import logging
 import os
-import time
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 import hydra  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.paths import CONFIG_DIR  # noqa: E402
@@ -24,30 +22,26 @@ from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
 
 register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
-log = logging.getLogger(__name__)
-
 
 def evaluate_job(cfg: DictConfig) -> dict[str, float]:
-    from threadpoolctl import threadpool_limits
+    """Score one source's results and log them, exactly as a live run is logged."""
+    from owl_eval.runner.job import execute
 
-    with threadpool_limits(limits=1):  # identical numbers on every launcher (see owl_eval.runner.app.run_job)
-        return _evaluate_job(cfg)
+    return execute(cfg, prepare_source)
 
 
-def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
+def prepare_source(cfg: DictConfig):
+    """Read and validate the whole source, type the metric settings against what it holds: any problem is one
+    error naming the file or key, before any run exists. The record step returns what was read."""
     from owl_eval.evaluation import evaluation_for
-    from owl_eval.runner.app import config_hash, find_parent_run, hydra_runtime, log_outcome
     from owl_eval.runner.build import build_part
+    from owl_eval.runner.job import PreparedJob
     from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
-    from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, flatten, git_commit
 
-    started = time.perf_counter()
     if not cfg.get("source"):
         from owl_eval.runner.options import group_options
 
         raise ConfigError("source: none chosen; add +source=<kind> (one of " + ", ".join(group_options("source")) + ")")
-    hc = hydra_runtime()
-    launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     resolved = resolve_config(cfg)
     settings = tracking_settings(cfg)
     switches = job_switches(cfg)
@@ -55,33 +49,22 @@ def _evaluate_job(cfg: DictConfig) -> dict[str, float]:
     data = source.load()  # validate everything before any run exists
     evaluation = evaluation_for(data.protocol)
     metric_options = evaluation.options(resolved.get("metrics") or {}, record=data.record)
-    read_seconds = time.perf_counter() - started
-    tags = {
-        RUN_KIND_TAG: "evaluate",
-        "protocol": data.protocol,
-        "git_commit": git_commit(launch_dir),
-        CONFIG_HASH_TAG: config_hash(cfg),
-        "experiment": str(cfg.get("experiment_name", "")),
-    }
-    tags |= data.tags
+    tags = dict(data.tags)
     run_name = f"evaluate-{tags.get('source', 'source')}-{tags.get('session', tags.get('agent', ''))}".rstrip("-")
-    run = TrackedRun.start(
-        settings,
-        run_name=run_name,
+    return PreparedJob(
+        kind="evaluate",
+        resolved=resolved,
+        settings=settings,
+        switches=switches,
+        evaluation=evaluation,
+        metric_options=metric_options,
         tags=tags,
-        parent_run_id=find_parent_run(settings, launch_dir),
-        launch_dir=launch_dir,
+        run_name=run_name,
+        record=lambda: data.record,
+        setup_key="time/read_s",
+        record_key=None,
+        resumable=False,
     )
-    with run:
-        run.log_params(flatten(resolved))
-        run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
-        timings: dict[str, float] = {}
-        results = log_outcome(
-            run, evaluation, data.record, metric_options, settings, figures=switches.figures, timings=timings
-        )
-        run.log_metrics({"time/read_s": read_seconds, **timings, "time/total_s": time.perf_counter() - started})
-    log.info("evaluated %s into MLflow run %s", tags.get("source"), run.run_id)
-    return dict(results.values)
 
 
 def evaluate(overrides=(), *, output_dir=None) -> dict[str, float]:
@@ -102,7 +85,7 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    from owl_eval.runner.options import checked_cli
+    from owl_eval.runner.entry import checked_cli
 
     checked_cli(main)
 

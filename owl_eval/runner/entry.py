@@ -1,0 +1,44 @@
+"""The command-line entry of both console scripts (``owl-eval``, ``owl-eval-evaluate``): flags checked, every
+error one ``error:`` line, a sweep that dies with its parent run closed."""
+
+from __future__ import annotations
+
+from owl_eval.runner.options import flags_first, unknown_flag_message
+
+
+def checked_cli(hydra_main) -> None:
+    """Run a Hydra entry point after checking its group choices; every error, from Hydra or from a job, is
+    one ``error:`` line on stderr (the traceback goes to the job's log file). A sweep whose launcher dies
+    (a killed worker) does not leave its parent run RUNNING."""
+    import sys
+
+    from owl_eval.runner.console import install_one_line_errors
+
+    problem = unknown_flag_message(sys.argv[1:])
+    if problem:
+        sys.exit(f"error: {problem}")
+    sys.argv[1:] = flags_first(sys.argv[1:])
+    install_one_line_errors()
+    try:
+        hydra_main()
+    except BaseException as exc:
+        _close_open_sweep(exc)
+        raise
+
+
+def _close_open_sweep(exc: BaseException) -> None:
+    """End the parent run of a sweep this process opened when Hydra's main ends abnormally (KILLED after
+    Ctrl-C, else FAILED). The one-line error handler turns the real error into ``SystemExit``: report the
+    error it carries (``__context__``), e.g. joblib's TerminatedWorkerError for a killed worker."""
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return
+    from owl_eval.runner.callbacks import abort_open_sweep
+    from owl_eval.runner.console import USER_ERRORS, one_line
+
+    cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
+    status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"
+    abort_open_sweep(
+        f"the sweep ended abnormally ({type(cause).__name__}: {one_line(cause)})"[:500],
+        status=status,
+        delete_if_empty=isinstance(cause, USER_ERRORS),
+    )
