@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_choice, as_float, as_int, check_keys
@@ -67,6 +67,10 @@ class MetricOptions:
     """Base of the per-protocol settings; ``protocol`` is the name the ``names`` are looked up under."""
 
     protocol = ""
+    if TYPE_CHECKING:  # a field of each protocol's class (its last): the selection, ``metrics.names``
+
+        @property
+        def names(self) -> list[str] | None: ...
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any] | None, where: str = "metrics"):
