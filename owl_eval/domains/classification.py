@@ -41,7 +41,15 @@ class ClassificationDomain:
 
     name: str = "classification"
 
-    def load(self) -> LabeledData:  # pragma: no cover - interface
+    def load(self) -> LabeledData:
+        """The data, read on the first call and kept: the driver's check and its run read them once."""
+        data = self.__dict__.get("_loaded")
+        if data is None:
+            data = self.__dict__["_loaded"] = self.read()
+        return data
+
+    def read(self) -> LabeledData:  # pragma: no cover - interface
+        """Read the data (what a subclass implements)."""
         raise NotImplementedError
 
 
@@ -53,7 +61,7 @@ class DigitsDomain(ClassificationDomain):
     def __init__(self, scale: float = 1.0 / 16.0):
         self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
 
-    def load(self) -> LabeledData:
+    def read(self) -> LabeledData:
         from sklearn.datasets import load_digits
 
         data = load_digits()

@@ -60,7 +60,7 @@ class HandwritingDomain(SailonDomain):
         self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
         super().__init__()
 
-    def load(self) -> LabeledData:
+    def read(self) -> LabeledData:
         pixels, labels = read_mnist_csv(self.path)
         side = self.SIDE // self.pool
         images = pixels.reshape(-1, side, self.pool, side, self.pool)
@@ -122,7 +122,7 @@ class ActivityDomain(SailonDomain):
         window_features(np.zeros((1, 2, 1)), self.statistics)  # reject unknown statistics now, not at load
         super().__init__()
 
-    def load(self) -> LabeledData:
+    def read(self) -> LabeledData:
         data = read_watch_npy(self.path)
         windows, labels = [], []
         for recording, label in zip(data["recordings"], data["labels"]):
@@ -149,7 +149,7 @@ class ImageSegmentsDomain(SailonDomain):
     package = "river"
     relative_path = "datasets/segment.csv.zip"
 
-    def load(self) -> LabeledData:
+    def read(self) -> LabeledData:
         features, categories, _ = read_segment_csv(self.path)
         class_names, labels = np.unique(categories, return_inverse=True)
         return LabeledData(

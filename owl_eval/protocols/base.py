@@ -5,16 +5,47 @@ A driver is built from config (``_target_``), then the runner calls, in order:
 ``check(domain=..., agent=..., baseline=...)`` before any run exists, then ``run(domain=..., agent=...,
 baseline=..., rng=...)`` -> a record (plain numpy arrays in a small dataclass with its own ``save(directory)``).
 Scoring the record is not the driver's job: the evaluation the protocol's descriptor names does it
-(:func:`owl_eval.evaluation.evaluation_for`). If ``run`` raises (a crashing agent), the runner asks
-``record_so_far()`` for what was completed and logs its metrics before marking the MLflow run FAILED.
+(:func:`owl_eval.evaluation.evaluation_for`). If ``run`` raises (a crashing agent), the record of
+what was completed travels on the exception (:func:`keep_partial`, :func:`partial_record`) and the runner logs its
+metrics before marking the MLflow run FAILED. A driver holds no state between calls.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+
+PARTIAL_ATTRIBUTE = "owl_eval_partial_record"
+
+
+def partial_record(exc: BaseException) -> Any | None:
+    """The record of the completed part of a ``run`` that raised ``exc`` (see :func:`keep_partial`), or None."""
+    return getattr(exc, PARTIAL_ATTRIBUTE, None)
+
+
+@contextmanager
+def keep_partial(completed: Callable[[], Any | None]) -> Iterator[None]:
+    """Around the part of a driver's ``run`` that calls agents: when it raises (a crashing agent, Ctrl-C,
+    SIGTERM), ``completed()`` (the record of what was completed, or None) travels on the exception, so the
+    runner can log its metrics before the run ends. A driver keeps no state between calls."""
+    try:
+        yield
+    except BaseException as exc:
+        if partial_record(exc) is None:
+            try:
+                part = completed()
+            except Exception:  # building the partial record must never hide the agent's own error
+                part = None
+            if part is not None:
+                try:
+                    setattr(exc, PARTIAL_ATTRIBUTE, part)
+                except (AttributeError, TypeError):  # an exception type without attributes: nothing to carry
+                    pass
+        raise
 
 
 class AgentOutputError(ValueError):
@@ -35,10 +66,6 @@ class ProtocolDriver(ABC):
         """Everything that can be checked before a run exists: the agent's (and baseline's) interface, the
         domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
 
-    def record_so_far(self) -> Any | None:
-        """The record of the completed part of an interrupted ``run`` (None if nothing completed)."""
-        return None
-
     def evaluation_context(self) -> dict[str, Any]:
         """What the protocol knows about its data before the run, for checking the metric settings
         (``num_preds``, ``class_names``, ``columns``) and drawing the figures (``plot_scenes``)."""
@@ -46,4 +73,9 @@ class ProtocolDriver(ABC):
 
     def tags(self) -> dict[str, str]:
         """Protocol-specific run tags (e.g. the OND condition)."""
+        return {}
+
+    def record_tags(self, record: Any) -> dict[str, str]:
+        """Tags the finished ``record`` tells, set after the run over :meth:`tags` (what actually happened,
+        e.g. which references were reused rather than what the store predicted)."""
         return {}

@@ -88,8 +88,7 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
         tags=tags,
         run_name=run_name,
         record=record,
-        partial=driver.record_so_far,
-        final_tags=driver.tags,
+        final_tags=lambda record: driver.tags() | driver.record_tags(record),
         parts={"protocol": driver, "domain": domain, "agent": agent, "baseline": baseline, "names": names},
     )
 

@@ -228,7 +228,8 @@ class MlflowSweepCallback(Callback):
             raise LaunchAborted(exc) from exc
         from owl_eval.runner.options import unknown_sweep_choice
 
-        problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(config.hydra.searchpath or []))
+        searchpath = OmegaConf.select(config, "hydra.searchpath") or []
+        problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(searchpath))
         if problem:  # before the parent run exists: a typo in a swept option leaves nothing in the store
             raise LaunchAborted(ConfigError(problem))
         run_id = start_sweep_parent(

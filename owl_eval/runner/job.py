@@ -8,7 +8,7 @@
 
 Both commands are this one skeleton (:func:`execute`) with a different :class:`PreparedJob`. A record step that
 fails (a crashing agent, Ctrl-C) leaves a FAILED or KILLED run holding the metrics of what was completed
-(the prepared job's ``partial``: a driver's ``record_so_far``).
+(the driver hands it over on the exception: :func:`owl_eval.protocols.base.keep_partial`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
 from owl_eval.metrics.results import MetricResults
+from owl_eval.protocols.base import partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
@@ -54,11 +55,10 @@ class PreparedJob:
     tags: dict[str, str]
     run_name: str
     record: Callable[[], Any]  # the record step
-    partial: Callable[[], Any] = lambda: None  # the completed part of a record step that failed, or None
     setup_key: str = "time/setup_s"  # what the seconds until the run starts are logged as
     record_key: str | None = "time/protocol_s"  # what the record step's seconds are logged as
     resumable: bool = True  # a resumed sweep skips a config that already has a finished run
-    final_tags: Callable[[], dict[str, str]] = dict  # tags known once the record exists
+    final_tags: Callable[[Any], dict[str, str]] = lambda record: {}  # tags the record tells
     parts: dict[str, Any] = field(default_factory=dict)  # what was built (driver, domain, agents), for tests
 
 
@@ -137,15 +137,15 @@ def _execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob]) -> d
             clock = time.perf_counter()
             try:
                 record = job.record()
-            except BaseException:
+            except BaseException as exc:
                 # A crash or Ctrl-C: what was completed is scored and logged before the run ends.
-                partial = job.partial()
+                partial = partial_record(exc)
                 if partial is not None:
                     run.set_tags({"partial_record": "true"})
                     log_outcome(run, job.evaluation, partial, job.metric_options, settings, figures=False)
                 raise
             record_seconds = time.perf_counter() - clock
-            run.set_tags(job.final_tags())  # what actually happened (e.g. which references were reused)
+            run.set_tags(job.final_tags(record))  # what actually happened (e.g. which references were reused)
             timings: dict[str, float] = {job.setup_key: setup_seconds}
             if job.record_key:
                 timings[job.record_key] = record_seconds

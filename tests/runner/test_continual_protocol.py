@@ -12,7 +12,7 @@ import pytest
 from owl_eval.domains.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.protocols.base import AgentOutputError
+from owl_eval.protocols.base import AgentOutputError, partial_record
 from owl_eval.protocols.continual.domains import ContinualTask, SplitDigits
 from owl_eval.protocols.continual.driver import ContinualProtocol
 from owl_eval.protocols.continual.metrics import SPECS
@@ -307,11 +307,11 @@ def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
     full_spy = SpyLearner()
     _, full = run(full_spy)
     proto = ContinualProtocol()
-    with pytest.raises(RuntimeError, match="spy crash at learn 2"):
+    with pytest.raises(RuntimeError, match="spy crash at learn 2") as err:
         proto.run(
             domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=2), rng=np.random.default_rng(0), progress=False
         )
-    partial = proto.record_so_far()
+    partial = partial_record(err.value)
     assert partial.num_completed == 2 and not partial.complete
     np.testing.assert_array_equal(partial.accuracy, full.accuracy[:2])  # the spy is deterministic
     np.testing.assert_array_equal(partial.init_accuracy, full.init_accuracy)
@@ -329,7 +329,7 @@ def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
 
 def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
     proto = ContinualProtocol()
-    with pytest.raises(RuntimeError, match="spy crash in predict"):
+    with pytest.raises(RuntimeError, match="spy crash in predict") as err:
         # after learning 2 tasks, while evaluating task 1: row 1 is incomplete
         proto.run(
             domain=TaggedDomain(),
@@ -337,22 +337,22 @@ def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
             rng=np.random.default_rng(0),
             progress=False,
         )
-    assert proto.record_so_far().num_completed == 1
+    assert partial_record(err.value).num_completed == 1
     proto = ContinualProtocol()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError) as err:
         proto.run(
             domain=TaggedDomain(),
             agent=SpyLearner(crash_at_predict=(0, 2)),
             rng=np.random.default_rng(0),
             progress=False,
         )
-    assert proto.record_so_far() is None
+    assert partial_record(err.value) is None
     proto = ContinualProtocol()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError) as err:
         proto.run(
             domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=0), rng=np.random.default_rng(0), progress=False
         )
-    empty = proto.record_so_far()
+    empty = partial_record(err.value)
     assert empty.num_completed == 0 and empty.init_accuracy.shape == (3,)
     results = evaluation_for("continual").evaluate(empty)
     assert results["tasks_completed"] == 0

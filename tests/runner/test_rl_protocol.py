@@ -9,7 +9,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.evaluation import evaluation_for  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
-from owl_eval.protocols.base import AgentOutputError  # noqa: E402
+from owl_eval.protocols.base import AgentOutputError, partial_record  # noqa: E402
 from owl_eval.protocols.lifelong_rl.agents import AgentHooks, QLearningAgent  # noqa: E402
 from owl_eval.protocols.lifelong_rl.domains import RLDomain  # noqa: E402
 from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol  # noqa: E402
@@ -130,9 +130,9 @@ def test_crash_keeps_the_logged_episodes(tmp_path, domain):
         "generate": {"task_variants": ["frozenlake/plain"], "cycles": 2, "train_episodes": 8, "test_episodes": 2},
     }
     p = protocol(tmp_path, syl)
-    with pytest.raises(AgentCrash):
+    with pytest.raises(AgentCrash) as err:
         p.run(domain=domain, agent=CrashingAgent(crash_at_episode=11), rng=np.random.default_rng(0), progress=False)
-    partial = p.record_so_far()
+    partial = partial_record(err.value)
     # blocks: 0 train 8, 1 test 2, 2 train 8, ...; the 11th training episode is the 3rd of block 2 and
     # crashes before it is logged: 8 + 2 + 2 rows
     assert partial.log["block_num"].tolist() == [0] * 8 + [1] * 2 + [2] * 2
@@ -259,7 +259,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
             proto.check(**(dict(domain=domain, agent=PushRight(), baseline=None) | kw))
         assert str(err.value) == message
     unknown = protocol(tmp_path, {"kind": "CL", "generate": {"task_variants": ["cartpole/heavy"], "cycles": 1}})
-    with pytest.raises(ConfigError, match=r"protocol.syllabus.blocks\[0\].variant: unknown variant 'heavy'"):
+    with pytest.raises(ConfigError, match=r"protocol.syllabus.blocks\[0\].variant: unknown variant 'heavy'") as err:
         unknown.check(domain=domain, agent=PushRight())
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.protocols.base import AgentOutputError
+from owl_eval.protocols.base import AgentOutputError, partial_record
 from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
 from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
@@ -164,9 +164,9 @@ def test_same_seed_same_record_and_partial_record_on_crash():
         return _cv(h, n_o, n_p)
 
     proto = TrajectoryProtocol(num_preds=3, batch_size=4)
-    with pytest.raises(RuntimeError, match="boom"):
+    with pytest.raises(RuntimeError, match="boom") as err:
         proto.run(domain=dom, agent=Returns(crash_second), rng=np.random.default_rng(0), progress=False)
-    assert proto.record_so_far().num_scenes == 4
+    assert partial_record(err.value).num_scenes == 4
 
 
 # ------------------------------------------------------------------------------ checks before any run

@@ -16,7 +16,7 @@ over ``task_id`` under ``by_task/<name>`` (steps 0..T-1; a separate key, because
 two different values at step 0 under one name), each task's accuracy over the sequence as
 ``task/<i>/accuracy`` (step j = A[j][i]), and ``tasks_completed``.
 
-Interrupted runs: ``record_so_far`` returns the record once the init evaluation is done, holding the rows
+Interrupted runs: the record travels on the exception once the init evaluation is done, holding the rows
 of ``A`` completed before the failure (a row counts only when every task of it was evaluated). Its
 metrics are computed on the completed prefix ``A[:k, :k]`` with ``b[:k]``, ``n[:k]``: every Renate metric at
 step ``t < k`` then equals what the full run would report at step ``t`` (each uses rows and columns
@@ -31,7 +31,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
 from owl_eval.protocols.continual.record import ContinualRecord
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.typed import as_choice
@@ -51,7 +51,6 @@ class ContinualProtocol(ProtocolDriver):
 
     def __init__(self, scenario: str = "class_incremental"):
         self.scenario = as_choice(scenario, "protocol.scenario", SCENARIOS)
-        self._record: ContinualRecord | None = None
 
     def check(self, *, domain, agent, baseline=None) -> None:
         """No baseline; the agent is a continual learner; the domain gives a task sequence."""
@@ -81,7 +80,6 @@ class ContinualProtocol(ProtocolDriver):
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> ContinualRecord:
         if baseline is not None:
             raise ValueError("the continual protocol has no baseline agent; choose baseline=none")
-        self._record = None
         # Data and learner draw from independent generators: swapping the learner never changes the tasks.
         data_rng, agent_rng = rng.spawn(2)
         num_features, num_classes = int(domain.num_features), int(domain.num_classes)
@@ -98,10 +96,10 @@ class ContinualProtocol(ProtocolDriver):
             task_classes=tuple(tuple(int(c) for c in t.classes) for t in tasks),
             domain=str(getattr(domain, "name", "")),
         )
-        self._record = record
-        for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=True):
-            agent.learn(task.task_id, task.X_train.copy(), task.y_train.copy())
-            record.add_row(self._evaluate_all(agent, tasks, num_classes, f"after learning task {task.task_id}"))
+        with keep_partial(lambda: record):
+            for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=True):
+                agent.learn(task.task_id, task.X_train.copy(), task.y_train.copy())
+                record.add_row(self._evaluate_all(agent, tasks, num_classes, f"after learning task {task.task_id}"))
         return record
 
     def _evaluate_all(self, agent, tasks, num_classes: int, when: str) -> np.ndarray:
@@ -112,9 +110,6 @@ class ContinualProtocol(ProtocolDriver):
             predicted = check_predictions(out, task, num_classes, when)
             row[task.task_id] = np.mean(predicted == task.y_test)
         return row
-
-    def record_so_far(self) -> ContinualRecord | None:
-        return self._record
 
 
 # ------------------------------------------------------------------------------------------- checks

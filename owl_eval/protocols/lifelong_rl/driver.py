@@ -20,7 +20,7 @@ import numpy as np
 
 from owl_eval.errors import ConfigError
 from owl_eval.formats.l2logger import EpisodeLog, L2LogError, L2Logger, read_log
-from owl_eval.protocols.base import ProtocolDriver
+from owl_eval.protocols.base import ProtocolDriver, keep_partial
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.protocols.lifelong_rl.episodes import run_syllabus
 from owl_eval.protocols.lifelong_rl.record import RLRecord
@@ -87,9 +87,6 @@ class RLSyllabusProtocol(ProtocolDriver):
         self.ste_seed = as_int(ste.get("seed", 0), "protocol.ste.seed", minimum=0)
         self.ste_episodes = as_int(ste.get("episodes", 100), "protocol.ste.episodes", minimum=1)
         self.ste_agent_cfg, self.ste_domain_cfg = ste.get("agent"), ste.get("domain")
-        self._scenario_dir: Path | None = None
-        self._logger: L2Logger | None = None
-        self._record: RLRecord | None = None
         self._found: dict[str, tuple[EpisodeLog, Path]] = {}
 
     # -- checks before any run exists ------------------------------------------------------------------
@@ -122,16 +119,20 @@ class RLSyllabusProtocol(ProtocolDriver):
         """Stored STE log directory of every trained (task, variant), None where missing."""
         return {f"{t}_{v}": store.find(store.identity(t, v, domain.identity(t, v))) for t, v in self.syllabus.trained}
 
+    def record_tags(self, record: RLRecord) -> dict[str, str]:
+        """After the run: what actually happened to each STE, not a prediction from the store."""
+        status = record.ste_status
+        if not status:
+            return {}
+        kinds = set(status.values())
+        return {
+            "ste": "computed" if "computed" in kinds else "missing" if "missing" in kinds else "reused",
+            "ste.reused": ",".join(k for k, v in status.items() if v == "reused") or "none",
+            "ste.not_stored": ",".join(k for k, v in status.items() if v != "reused") or "none",
+        }
+
     def tags(self) -> dict[str, str]:
         tags = {"syllabus_kind": self.syllabus.kind, "rl_mode": self.mode}
-        if self._record is not None and self._record.ste_status:
-            # After the run: what actually happened to each STE, not a prediction from the store.
-            status = self._record.ste_status
-            kinds = set(status.values())
-            tags["ste"] = "computed" if "computed" in kinds else "missing" if "missing" in kinds else "reused"
-            tags["ste.reused"] = ",".join(k for k, v in status.items() if v == "reused") or "none"
-            tags["ste.not_stored"] = ",".join(k for k, v in status.items() if v != "reused") or "none"
-            return tags
         domain = self._domain_from_config()
         if domain is None:
             return tags
@@ -225,7 +226,7 @@ class RLSyllabusProtocol(ProtocolDriver):
         t0 = time.perf_counter()
         if self.mode == "ste":
             logs, dirs, status, reasons = self._resolve_ste(domain, pristine, compute=True, progress=progress)
-            self._record = RLRecord(
+            return RLRecord(
                 log=concatenate(list(logs.values())),
                 kind=self.syllabus.kind,
                 mode="ste",
@@ -235,32 +236,32 @@ class RLSyllabusProtocol(ProtocolDriver):
                 variant_params=params,
                 timings={"ste_s": time.perf_counter() - t0},
             )
-            return self._record
         info = {"scenario_type": "custom", "syllabus_kind": self.syllabus.kind, "complexity": "", "difficulty": ""}
-        self._logger = L2Logger(self.log_dir, self.scenario_name, METRICS_COLUMNS, info)
-        self._scenario_dir = self._logger.scenario_dir
-        try:
-            run_syllabus(
-                self.syllabus.blocks,
-                agent,
-                domain,
-                self._logger,
-                rng,
-                eval_seed=self.eval_seed,
-                worker_id=self.worker_id,
-                progress=progress,
-                desc=f"{self.syllabus.kind} syllabus",
+        logger = L2Logger(self.log_dir, self.scenario_name, METRICS_COLUMNS, info)
+        scenario_dir = logger.scenario_dir
+        with keep_partial(lambda: self._logged_so_far(logger, scenario_dir)):
+            try:
+                run_syllabus(
+                    self.syllabus.blocks,
+                    agent,
+                    domain,
+                    logger,
+                    rng,
+                    eval_seed=self.eval_seed,
+                    worker_id=self.worker_id,
+                    progress=progress,
+                    desc=f"{self.syllabus.kind} syllabus",
+                )
+            finally:
+                logger.close()
+            t1 = time.perf_counter()
+            logs, dirs, status, reasons = self._resolve_ste(
+                domain, pristine, compute=self.ste_missing == "compute", progress=progress
             )
-        finally:
-            self._logger.close()
-        t1 = time.perf_counter()
-        logs, dirs, status, reasons = self._resolve_ste(
-            domain, pristine, compute=self.ste_missing == "compute", progress=progress
-        )
-        self._record = RLRecord(
-            log=read_log(self._scenario_dir),
+        return RLRecord(
+            log=read_log(scenario_dir),
             kind=self.syllabus.kind,
-            log_dir=self._scenario_dir,
+            log_dir=scenario_dir,
             ste_logs=logs,
             ste_dirs=dirs,
             ste_status=status,
@@ -268,21 +269,15 @@ class RLSyllabusProtocol(ProtocolDriver):
             variant_params=params,
             timings={"syllabus_s": t1 - t0, "ste_s": time.perf_counter() - t1},
         )
-        return self._record
 
-    def record_so_far(self) -> RLRecord | None:
+    def _logged_so_far(self, logger: L2Logger, scenario_dir: Path) -> RLRecord | None:
         """The episodes logged before a crash (read back from the log directory), without STE references."""
-        if self._record is not None:
-            return self._record
-        if self._logger is not None:
-            self._logger.close()
-        if self._scenario_dir is None:
-            return None
+        logger.close()
         try:
-            log = read_log(self._scenario_dir)
+            log = read_log(scenario_dir)
         except L2LogError:  # no episode was logged
             return None
-        return RLRecord(log=log, kind=self.syllabus.kind, log_dir=self._scenario_dir) if len(log) else None
+        return RLRecord(log=log, kind=self.syllabus.kind, log_dir=scenario_dir) if len(log) else None
 
 
 def concatenate(logs: list[EpisodeLog]) -> EpisodeLog:

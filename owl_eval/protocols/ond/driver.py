@@ -7,14 +7,12 @@ A baseline agent runs on the same trials (M3-M6). The agent never sees the strea
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from tqdm.auto import tqdm
 
 from owl_eval.domains.classification import LabeledData
 from owl_eval.errors import ConfigError
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
 from owl_eval.protocols.interfaces import Method, choices, class_name, require_interface
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.protocols.ond.metrics import OndTrial
@@ -77,14 +75,13 @@ class OndProtocol(ProtocolDriver):
         self.batch_size = as_int(batch_size, "protocol.batch_size", minimum=1)
         self.normalize = as_bool(normalize, "protocol.normalize")
         self.sum_tolerance = as_float(sum_tolerance, "protocol.sum_tolerance", minimum=0.0)
-        self._record: OndRecord | None = None
-        self._loaded: tuple[Any, LabeledData] | None = None  # (domain, its data): check() loads it once for run()
 
     # -- checks before any run exists ------------------------------------------------------------------
     def check(self, *, domain, agent, baseline=None) -> None:
         """Agent and baseline are OND agents, the domain gives labelled data, and the settings fit it
         (known classes, novel classes per trial, trial lengths, the agents' own needs through their optional
-        ``check_training_size(num_samples, role=...)``); the data are loaded once, here."""
+        ``check_training_size(num_samples, role=...)``). A ``ClassificationDomain`` keeps what it loaded, so
+        ``run`` does not read the data twice."""
         require_interface(agent, AGENT_METHODS, role="agent", kind="an OND agent", choose=choices("agent", "ond"))
         if baseline is not None:
             require_interface(
@@ -111,9 +108,7 @@ class OndProtocol(ProtocolDriver):
                 who.check_training_size(fewest, role=role)
 
     def _data(self, domain) -> LabeledData:
-        """The domain's data, loaded once per domain object (``check`` then ``run``)."""
-        if self._loaded is not None and self._loaded[0] is domain:
-            return self._loaded[1]
+        """The domain's labelled data (checked to be :class:`LabeledData`)."""
         require_interface(
             domain,
             DOMAIN_METHODS,
@@ -127,7 +122,6 @@ class OndProtocol(ProtocolDriver):
                 f"domain ({class_name(domain)}) is not an OND domain: load() returned "
                 f"{type(data).__name__}, expected owl_eval.domains.classification.LabeledData"
             )
-        self._loaded = (domain, data)
         return data
 
     def tags(self) -> dict[str, str]:
@@ -159,7 +153,7 @@ class OndProtocol(ProtocolDriver):
                 num_known=self.known_classes,
                 rng=np.random.default_rng(seed_seq),
             )
-        self._record = OndRecord(
+        record = OndRecord(
             condition=self.condition,
             known_classes=split.known_classes,
             novel_classes=split.novel_classes,
@@ -167,13 +161,14 @@ class OndProtocol(ProtocolDriver):
             trials=[],
             baseline_trials=[] if baseline is not None else None,
         )
-        for plan in tqdm(plans, desc=f"OND trials ({self.condition})", disable=not progress, leave=True):
-            # A trial is added only when agent and baseline both completed it: partial records stay aligned.
-            finished = {role: self._run_trial(role, who, plan, data.features) for role, who in runners.items()}
-            self._record.trials.append(finished["agent"])
-            if self._record.baseline_trials is not None:  # a baseline runs
-                self._record.baseline_trials.append(finished["baseline"])
-        return self._record
+        with keep_partial(lambda: record if record.trials else None):
+            for plan in tqdm(plans, desc=f"OND trials ({self.condition})", disable=not progress, leave=True):
+                # A trial is added only when agent and baseline both completed it: partial records stay aligned.
+                finished = {role: self._run_trial(role, who, plan, data.features) for role, who in runners.items()}
+                record.trials.append(finished["agent"])
+                if record.baseline_trials is not None:
+                    record.baseline_trials.append(finished["baseline"])
+        return record
 
     def batches(self, plan: TrialPlan, features: np.ndarray):
         """The mini-batches of one trial as the agent sees them (features and, if given, the red light)."""
@@ -247,8 +242,3 @@ class OndProtocol(ProtocolDriver):
                 "(set protocol.normalize=true to rescale)"
             )
         return world, scores
-
-    def record_so_far(self) -> OndRecord | None:
-        if self._record is None or not self._record.trials:
-            return None
-        return self._record

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_interface
 from owl_eval.protocols.trajectory.classes import CLASS_NAMES, class_probabilities_from_futures, turn_classes
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
@@ -54,7 +54,6 @@ class TrajectoryProtocol(ProtocolDriver):
         self.turn_degrees = as_float(turn_degrees, "protocol.turn_degrees", minimum=0.0, maximum=180.0)
         self.class_smoothing = as_float(class_smoothing, "protocol.class_smoothing", minimum=0.0)
         self.plot_scenes = as_int(plot_scenes, "protocol.plot_scenes", minimum=0)
-        self._parts: list[TrajectoryRecord] = []
 
     # -- checks before any run exists ------------------------------------------------------------------
     def check(self, *, domain, agent, baseline=None) -> None:
@@ -86,12 +85,13 @@ class TrajectoryProtocol(ProtocolDriver):
         test = splits.test
         metric_seed = int(metric_rng.integers(2**62))
         agent.fit(splits.train, rng=fit_rng)
-        self._parts = []
+        parts: list[TrajectoryRecord] = []
         starts = range(0, test.num_scenes, self.batch_size)
-        for lo in tqdm(starts, desc="trajectory batches", disable=not progress, leave=True):
-            batch = test.subset(slice(lo, lo + self.batch_size))
-            self._parts.append(self._run_batch(agent, batch, lo, predict_rng, metric_seed))
-        return TrajectoryRecord.concatenate(self._parts)
+        with keep_partial(lambda: TrajectoryRecord.concatenate(parts) if parts else None):
+            for lo in tqdm(starts, desc="trajectory batches", disable=not progress, leave=True):
+                batch = test.subset(slice(lo, lo + self.batch_size))
+                parts.append(self._run_batch(agent, batch, lo, predict_rng, metric_seed))
+        return TrajectoryRecord.concatenate(parts)
 
     def _run_batch(self, agent, batch, first_scene: int, rng, metric_seed: int) -> TrajectoryRecord:
         where = f"predictor output for scenes {first_scene}..{first_scene + batch.num_scenes - 1}"
@@ -185,6 +185,3 @@ class TrajectoryProtocol(ProtocolDriver):
         index = np.argwhere(ok)
         p_true = (true_cls[ok][:, None] == np.arange(c)).astype(float)
         return p_true, probs[ok], index
-
-    def record_so_far(self) -> TrajectoryRecord | None:
-        return TrajectoryRecord.concatenate(self._parts) if self._parts else None
