@@ -12,10 +12,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from owl_eval.evaluation.options import MetricOptions, build, options_class, parse
 from owl_eval.metrics.results import MetricResults
+
+#: the protocol's typed ``metrics`` node (its descriptor's ``options``), e.g. ``OndMetricOptions``
+OptionsT = TypeVar("OptionsT", bound=MetricOptions)
 
 
 @dataclass
@@ -26,8 +29,8 @@ class Scored:
     figure_data: dict[str, Any] = field(default_factory=dict)
 
 
-class Evaluation(ABC):
-    """The scoring of one protocol. ``context`` is what a live protocol knows about the data before the run
+class Evaluation(ABC, Generic[OptionsT]):
+    """The scoring of one protocol, ``OptionsT`` its typed ``metrics`` node. ``context`` is what a live protocol knows about the data before the run
     (``num_preds``, ``class_names``, ``columns``, and presentation settings such as ``plot_scenes``);
     a source's record tells it instead (``options(..., record=record)``)."""
 
@@ -37,17 +40,18 @@ class Evaluation(ABC):
     def __init__(self, context: Mapping[str, Any] | None = None):
         self.context = dict(context or {})
 
-    def options(self, settings: Mapping[str, Any] | None, *, record: Any = None) -> MetricOptions:
+    def options(self, settings: Mapping[str, Any] | None, *, record: Any = None) -> OptionsT:
         """The ``metrics`` node typed and checked (unknown keys, wrong types and ranges are one
         :class:`~owl_eval.errors.ConfigError` naming ``metrics.<key>``), against the data when known."""
         checks = {k: v for k, v in self.context.items() if k in ("num_preds", "class_names", "columns")}
-        return build(self.name, settings, record=record, **({} if record is not None else checks))
+        options = build(self.name, settings, record=record, **({} if record is not None else checks))
+        return cast(OptionsT, options)  # build() makes the options class registered under self.name
 
     @abstractmethod
-    def score(self, record: Any, options: MetricOptions, *, figures: bool = True) -> Scored:
+    def score(self, record: Any, options: OptionsT, *, figures: bool = True) -> Scored:
         """Every metric of the record; with ``figures`` also the values the figures draw."""
 
-    def figures(self, scored: Scored, options: MetricOptions) -> dict[str, Any]:
+    def figures(self, scored: Scored, options: OptionsT) -> dict[str, Any]:
         """``{name: matplotlib Figure}`` drawn from ``scored`` alone."""
         return {}
 
@@ -55,7 +59,7 @@ class Evaluation(ABC):
         """The results alone, for tests and scripts: ``settings`` typed (the defaults for keys not given) but not
         checked against the data, so a setting the data cannot meet scores as the metric functions do (N/A)."""
         options = settings if isinstance(settings, MetricOptions) else parse(self.name, settings)
-        return self.score(record, options, figures=False).results
+        return self.score(record, cast(OptionsT, options), figures=False).results
 
 
 def default_options(name: str) -> MetricOptions:

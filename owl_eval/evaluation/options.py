@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_choice, as_float, as_int, check_keys
@@ -53,7 +53,8 @@ def metric_names(protocol: str):
         from owl_eval.evaluation.selection import check_names
 
         names = check_names(protocol, value)
-        twice = [n for i, n in enumerate(names or []) if n in names[:i]]
+        listed = names or []
+        twice = [n for i, n in enumerate(listed) if n in listed[:i]]
         if twice:
             raise ConfigError(f"{key}: {twice[0]!r} is listed twice")
         return names
@@ -66,6 +67,10 @@ class MetricOptions:
     """Base of the per-protocol settings; ``protocol`` is the name the ``names`` are looked up under."""
 
     protocol = ""
+    if TYPE_CHECKING:  # a field of each protocol's class (its last): the selection, ``metrics.names``
+
+        @property
+        def names(self) -> list[str] | None: ...
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any] | None, where: str = "metrics"):

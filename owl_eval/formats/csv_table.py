@@ -210,7 +210,7 @@ def read_numeric_rows(
             for j, column in enumerate(table.columns[1:]):
                 values[:, j] = column.to_numpy()
             ids = np.char.strip(table.column(0).to_numpy(zero_copy_only=False).astype(str))
-    if values is not None:
+    if values is not None and ids is not None:  # set together
         return NumericTable(path=path, ids=ids, values=values, text=data, quote_char=quote_char)
     text = _decode(path, data)
     rows = read_rows(

@@ -182,7 +182,7 @@ def comparison_figure(rows, metrics: list[str] | None = None):
             if i in best:
                 bar.set_edgecolor("black")
                 bar.set_linewidth(2)
-            elif found[i] is not None and found[i].n == 0:
+            elif (r := found[i]) is not None and r.n == 0:
                 ax.text(i, 0, "N/A", ha="center", va="bottom", fontsize=7, color="tab:gray")
         ax.set_title(f"{metric}\n{ARROWS[direction]}", fontsize=8)
         ax.set_xticks(range(len(labels)))

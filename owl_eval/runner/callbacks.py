@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -40,7 +40,7 @@ from owl_eval.runner.tracking import (
 try:
     from hydra.experimental.callback import Callback
 except ImportError:  # pragma: no cover
-    Callback = object
+    Callback = object  # type: ignore[misc,assignment]  # a fallback base class for a Hydra without callbacks
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ class MlflowSweepCallback(Callback):
         os.environ[SWEPT_KEYS_ENV] = ",".join(
             swept_keys(
                 list(OmegaConf.select(config, "hydra.overrides.task") or []),
-                OmegaConf.to_container(params, resolve=True) if params else {},
+                cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},  # a DictConfig
             )
         )
         _open_sweep.update(
@@ -271,7 +271,7 @@ class MlflowSweepCallback(Callback):
                     launch_dir,
                     run_id,
                     list(config.hydra.overrides.task),
-                    sweeper_params=OmegaConf.to_container(params, resolve=True) if params else {},
+                    sweeper_params=cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},
                 )
                 print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it

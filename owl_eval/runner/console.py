@@ -73,7 +73,8 @@ def job_log_file() -> Path | None:
 
 def log_to_files(message: str, exc: BaseException) -> None:
     """The message and full traceback into the log files only (Hydra's console handler prints to stdout)."""
-    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, (type(exc), exc, exc.__traceback__))
+    # args=None (no %-arguments) is what logging itself passes; typeshed's makeRecord wants a tuple or mapping
+    record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, (type(exc), exc, exc.__traceback__))  # type: ignore[arg-type]
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler):
             handler.handle(record)

@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -66,7 +66,7 @@ def config_hash(cfg: DictConfig) -> str:
     """Hash of everything that changes a number: the config without the tracking node, interpolations
     left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
     two runs of one config look different (a re-run sweep must recognise its finished jobs)."""
-    unresolved = OmegaConf.to_container(cfg, resolve=False)
+    unresolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))  # a DictConfig gives a dict
     content = {k: v for k, v in unresolved.items() if k != "tracking"}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 

@@ -8,6 +8,8 @@ option, nested ones included, read from Hydra's own search path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from owl_eval.paths import group_options
 
 
@@ -51,7 +53,7 @@ def unknown_option_message(missing: str, args: list[str], options: list[str] | N
     return f"unknown {group} option {option!r}{where}. Valid options for {group}: " + ", ".join(options)
 
 
-def unknown_sweep_choice(overrides: list[str], searchpath: list[str] = ()) -> str | None:
+def unknown_sweep_choice(overrides: list[str], searchpath: Sequence[str] = ()) -> str | None:
     """The first option of a swept group that does not exist (``agent=ond/knn_novelty,ond/nope``), as
     :func:`unknown_option_message` words it, or None. Hydra itself finds it only when it composes the jobs,
     after the sweep's parent run exists; this reads the overrides with Hydra's own parser beforehand.

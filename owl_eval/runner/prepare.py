@@ -5,7 +5,7 @@ by the protocol and its evaluation (``Protocol.check`` and ``Evaluation.options`
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,7 +21,7 @@ def resolve_config(cfg: DictConfig) -> dict[str, Any]:
     from owl_eval.runner.console import one_line
 
     try:
-        return OmegaConf.to_container(cfg, resolve=True)
+        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig gives a dict
     except OmegaConfBaseException as exc:
         raise ConfigError(one_line(exc)) from None
 

@@ -38,7 +38,7 @@ class ThresholdSweeps:
 
     def tables(self) -> dict[str, dict[str, list]]:
         """``threshold/<name>`` -> columns (``mlflow.log_table`` data), thresholds ascending."""
-        out = {}
+        out: dict[str, dict[str, list]] = {}
         for base, points in self._points.items():
             thresholds = sorted(points)
             out[threshold_table_name(base)] = {

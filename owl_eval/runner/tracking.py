@@ -15,6 +15,10 @@ import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
@@ -82,7 +86,7 @@ def delete_run_permanently(client, run_id: str) -> None:
         hard_delete(run_id)
 
 
-def flatten(mapping: Mapping, prefix: str = "") -> dict[str, str]:
+def flatten(mapping: Mapping | list, prefix: str = "") -> dict[str, str]:
     """Flatten a nested config into ``a.b.c -> str(value)``; lists keep their index (``a.0``)."""
     out: dict[str, str] = {}
     items = mapping.items() if isinstance(mapping, Mapping) else enumerate(mapping)
@@ -305,7 +309,7 @@ class TrackedRun:
     def log_text(self, text: str, artifact_file: str) -> None:
         self.client.log_text(self.run_id, text, artifact_file)
 
-    def log_figures(self, figures: Mapping[str, object], folder: str = "plots") -> None:
+    def log_figures(self, figures: Mapping[str, Figure], folder: str = "plots") -> None:
         import matplotlib.pyplot as plt
 
         for name, fig in figures.items():
@@ -321,7 +325,7 @@ class TrackedRun:
         else:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
 
-    def log_files(self, writer, artifact_path: str) -> None:
+    def log_files(self, writer, artifact_path: str | None) -> None:
         """Call ``writer(tmpdir)`` to write files, then upload the folder under ``artifact_path``."""
         with tempfile.TemporaryDirectory() as tmp:
             writer(Path(tmp))
@@ -347,7 +351,7 @@ class TrackedRun:
     def __enter__(self) -> TrackedRun:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         if exc is None:
             self.end("FINISHED")
         else:

@@ -69,7 +69,8 @@ class RecordSource:
     """Options are kept as given and checked in :meth:`load` (owl_eval.typed), before any run exists."""
 
     def __init__(self, path: str, metrics: Mapping | None = None, chunk_size: int = 256):
-        self.path, self.given, self.chunk_size = path, metrics, chunk_size
+        self.path: Any = path  # as given (any YAML value); a Path after _options()
+        self.given, self.chunk_size = metrics, chunk_size
 
     def _options(self) -> None:
         if self.path is None or not str(self.path) or str(self.path) == "???":
@@ -122,7 +123,9 @@ class RecordSource:
             return given  # a folder of results a protocol reads whole (an l2logger log directory)
         unknown = sorted(rel for rel in files if "/" not in rel and RECORD_NAME.match(rel))
         if unknown:
-            kind = RECORD_NAME.match(unknown[0])["kind"]
+            match = RECORD_NAME.match(unknown[0])
+            assert match is not None  # unknown holds matching names only
+            kind = match["kind"]
             raise SourceFormatError(
                 f"{given / unknown[0]}: a record of an unknown protocol {kind[:60]!r}; known "
                 f"protocols: {', '.join(all_protocols())} (record files {', '.join(sorted(record_files()))})"

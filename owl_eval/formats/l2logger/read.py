@@ -262,11 +262,11 @@ def _find_files(log_dir) -> tuple[Path, dict[str, Path], list[Path]]:
     if not data:
         empty = " (the folder is empty)" if not listing else ""
         raise L2LogError(f"no {DATA_FILE} found under {root}{empty}; expected <worker>/<block>-<type>/{DATA_FILE}")
-    folders = {}
+    first_file: dict[str, Path] = {}  # folder name -> the first data file under it
     for rel, path in data.items():  # folder names become artifact paths when the log is saved
         for part in rel.split("/")[:-1]:
-            folders.setdefault(part, path)
-    for part, path in folders.items():
+            first_file.setdefault(part, path)
+    for part, path in first_file.items():
         check_name(part, what="folder name", where=str(path))
     # natural order (worker, then block number): l2logger layouts then come out already sorted by exp_num
     files = [data[rel] for rel in sorted(data, key=_natural_key)]

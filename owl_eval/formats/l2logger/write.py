@@ -12,6 +12,7 @@ import math
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -139,10 +140,10 @@ class L2Logger:
         self.scenario_dir = Path(base_dir) / _scenario_dirname(scenario_name, stamp)
         _write_info(self.scenario_dir, self.metrics_columns, scenario_info)
         self._fields: list[str] | None = None
-        self._fh = None
+        self._fh: TextIO | None = None
         self._path: Path | None = None
-        self._last_block = None
-        self._last_exp = None
+        self._last_block: int | None = None
+        self._last_exp: int | None = None
 
     def log_episode(
         self,
@@ -201,6 +202,7 @@ class L2Logger:
         path = self.scenario_dir / str(worker_id) / f"{block_num}-{block_type}" / "data-log.tsv"
         if path != self._path:
             self._open(path)
+        assert self._fh is not None  # open on self._path
         values = [record[f] for f in self._fields]
         text = "\t".join(repr(float(v)) if isinstance(v, (float, np.floating)) else _quote(str(v)) for v in values)
         self._fh.write(text + "\n")
@@ -208,6 +210,7 @@ class L2Logger:
         self._last_block, self._last_exp = int(block_num), int(exp_num)
 
     def _open(self, path: Path) -> None:
+        assert self._fields is not None  # set by the first log_episode
         if self._fh is not None:
             self._fh.close()
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ from owl_eval.protocols.continual.options import ContinualMetricOptions
 SERIES_PREFIX = "by_task/"
 
 
-class ContinualEvaluation(Evaluation):
+class ContinualEvaluation(Evaluation[ContinualMetricOptions]):
     name = "continual"
 
     def score(self, record, options: ContinualMetricOptions | None = None, *, figures: bool = True) -> Scored:

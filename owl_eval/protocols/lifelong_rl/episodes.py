@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.lifelong_rl.api import BlockInfo
+from owl_eval.protocols.lifelong_rl.domains import TaskEnv
 from owl_eval.protocols.lifelong_rl.syllabus import Block
 
 SEED_HIGH = 2**31 - 1
@@ -36,7 +37,7 @@ def run_syllabus(
     """
     env_rng, agent_rng = rng.spawn(2)
     agent.seed(agent_rng)
-    envs: dict[tuple[str, str], object] = {}
+    envs: dict[tuple[str, str], TaskEnv] = {}
     exp_num = 0
     current = None
     for index, block in enumerate(tqdm(blocks, desc=desc, disable=not progress, leave=True)):

@@ -7,6 +7,8 @@ plot the ``reward`` column (a log without one has no figures).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
@@ -18,7 +20,7 @@ from owl_eval.protocols.lifelong_rl.options import LifelongRLMetricOptions
 TRANSFER_KEYS = ("forward_transfer_ratio", "backward_transfer_ratio")
 
 
-class LifelongRLEvaluation(Evaluation):
+class LifelongRLEvaluation(Evaluation[LifelongRLMetricOptions]):
     name = "lifelong_rl"
 
     def score(self, record, options: LifelongRLMetricOptions, *, figures: bool = True) -> Scored:
@@ -27,7 +29,7 @@ class LifelongRLEvaluation(Evaluation):
         results = finish(results_from_evaluated(evaluated), record)
         if not figures or "reward" not in record.log.columns:
             return Scored(results)
-        data = {"learning_curve": learning_curve_data(record.log, evaluated, options)}
+        data: dict[str, Any] = {"learning_curve": learning_curve_data(record.log, evaluated, options)}
         if record.mode == "syllabus":
             if record.ste_logs:
                 data["agent_vs_ste"] = agent_vs_ste_data(record.log, record.ste_logs, options)

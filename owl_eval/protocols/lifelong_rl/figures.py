@@ -9,6 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.artist import Artist  # noqa: E402
 
 
 def rl_figures(data: dict) -> dict:
@@ -46,7 +47,7 @@ def learning_curve(data: dict):
         ax.plot(x, y, "o", mfc="none", mec="tab:red", ms=9, mew=2, label=None if i else "recovery")
     # one legend right of the axes (blocks by task, then the curves and markers): constrained layout makes room
     # for an axes' legend, not for a second legend added as an artist
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.4) for n in names]
+    handles: list[Artist] = [plt.Rectangle((0, 0), 1, 1, color=colors[n], alpha=0.4) for n in names]
     handles.append(plt.Rectangle((0, 0), 1, 1, fc="white", ec="0.4", hatch="//"))
     curves, labels = ax.get_legend_handles_labels()
     ax.legend(

@@ -81,7 +81,7 @@ class RLRecord:
             path = path.parent
         listing = list_files(path, what="RL record folder")  # no link anywhere in the record
         meta = _read_meta(path / RECORD_FILE) if RECORD_FILE in listing else {}
-        ste_dirs = {}
+        ste_dirs: dict[str, Path] = {}
         for rel in sorted(listing):
             parts = rel.split("/")
             if parts[0] == "ste" and len(parts) > 2:
@@ -112,6 +112,7 @@ def _check_task_names(log: EpisodeLog, where: str) -> None:
 
 def _copy_parsed(log: EpisodeLog, destination: Path) -> None:
     """Copy exactly the files the reader parsed, below a folder named like the log's (when that is safe)."""
+    assert log.source is not None  # read from disk (read_log sets it)
     name = Path(log.source).name
     copy_files(log.files, log.source, destination / (name if SAFE_NAME.match(name) and ".." not in name else "log"))
 

@@ -71,10 +71,11 @@ class Syllabus:
 
 
 def _pairs(task_variants: Sequence) -> list[tuple[str, str]]:
-    out = []
+    out: list[tuple[str, str]] = []
     for i, tv in enumerate(task_variants):
         if isinstance(tv, str) and tv.count("/") == 1:
-            out.append(tuple(tv.split("/")))
+            task, variant = tv.split("/")
+            out.append((task, variant))
         elif isinstance(tv, Sequence) and not isinstance(tv, str) and len(tv) == 2:
             out.append((str(tv[0]), str(tv[1])))
         else:

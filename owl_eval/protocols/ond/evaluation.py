@@ -3,6 +3,8 @@ metrics under ``baseline.``, and the values the OND figures draw (METRICS.md sec
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
@@ -14,14 +16,14 @@ from owl_eval.protocols.ond.options import OndMetricOptions
 TIMELINE_TRIALS = 6  # trials drawn in the detection timeline
 
 
-class OndEvaluation(Evaluation):
+class OndEvaluation(Evaluation[OndMetricOptions]):
     name = "ond"
 
     def score(self, record, options: OndMetricOptions, *, figures: bool = True) -> Scored:
         results = score_ond(record, options)
         if not figures:
             return Scored(results)
-        data = {
+        data: dict[str, Any] = {
             "threshold": options.threshold,
             "timeline": [
                 {

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,10 @@ class OndRecord:
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / RECORD_FILE
-        arrays = {"known_classes": np.asarray(self.known_classes), "novel_classes": np.asarray(self.novel_classes)}
+        arrays: dict[str, Any] = {  # Any: a **dict[str, ndarray] could fill savez_compressed's allow_pickle: bool
+            "known_classes": np.asarray(self.known_classes),
+            "novel_classes": np.asarray(self.novel_classes),
+        }
         arrays |= _pack(self.trials, "agent")
         if self.baseline_trials is not None:
             arrays |= _pack(self.baseline_trials, "baseline")

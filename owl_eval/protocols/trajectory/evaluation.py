@@ -21,7 +21,7 @@ MAX_PREDS_SHOWN = 20  # predictions drawn per agent in the example scenes
 CALIBRATION_LEVELS = np.linspace(0, 1, 201)
 
 
-class TrajectoryEvaluation(Evaluation):
+class TrajectoryEvaluation(Evaluation[TrajectoryMetricOptions]):
     name = "trajectory"
 
     def score(self, record, options: TrajectoryMetricOptions, *, figures: bool = True) -> Scored:

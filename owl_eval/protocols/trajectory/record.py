@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class TrajectoryRecord:
 
     def save(self, directory: str | Path) -> Path:
         path = Path(directory) / RECORD_FILE
-        arrays = {
+        arrays: dict[str, Any] = {  # Any: a **dict[str, ndarray] could fill savez_compressed's allow_pickle: bool
             "Path_true": self.path_true,
             "Path_pred": self.path_pred,
             "Pred_steps": self.pred_steps.astype(bool),

@@ -113,6 +113,7 @@ class LinearLearner(TaskClassMemory):
         return SoftmaxRegression(self.num_features, self.num_classes, self._rng, self.init_scale)
 
     def _fit(self, X, y, extra: ExtraSampler | None = None) -> None:
+        assert self.model is not None  # _check_learn ran
         self.model.fit(
             X,
             y,

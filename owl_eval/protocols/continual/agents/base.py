@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import overload
+
 import numpy as np
+import numpy.typing as npt
 
 from owl_eval.protocols.continual.api import ContinualLearner
 
@@ -11,6 +14,8 @@ __all__ = ["ContinualLearner", "TaskClassMemory", "check_xy"]
 
 class TaskClassMemory:
     """Remembers which classes each task holds (declared, or seen in ``learn``) and masks logits with it."""
+
+    num_classes: int  # set by the learner's setup
 
     def _reset_task_classes(self) -> None:
         self._declared: dict[int, np.ndarray] = {}
@@ -53,7 +58,11 @@ class TaskClassMemory:
             raise ValueError(f"{where}: labels must lie in 0..{self.num_classes - 1}, got {y.min()}..{y.max()}")
 
 
-def check_xy(X, y, num_features: int, num_classes: int, where: str) -> tuple[np.ndarray, np.ndarray]:
+@overload
+def check_xy(X, y: None, num_features: int, num_classes: int, where: str) -> tuple[np.ndarray, None]: ...
+@overload
+def check_xy(X, y: npt.ArrayLike, num_features: int, num_classes: int, where: str) -> tuple[np.ndarray, np.ndarray]: ...
+def check_xy(X, y, num_features: int, num_classes: int, where: str) -> tuple[np.ndarray, np.ndarray | None]:
     """X as float [n, num_features] (finite), y as int [n] in 0..num_classes-1; ValueError naming ``where``."""
     X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] != num_features:

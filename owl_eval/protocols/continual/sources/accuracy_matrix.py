@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,8 @@ class AccuracyMatrixSource:
         scenario: str = "class_incremental",
         domain: str = "",
     ):
-        self.path, self.format = path, format
+        self.path: Any = path  # as given (any YAML value); a Path after _options()
+        self.format = format
         self.init_accuracy, self.num_instances = init_accuracy, num_instances
         self.scenario, self.domain = scenario, domain
 

@@ -5,6 +5,8 @@ The interface itself (``RLAgent``, ``TaskSpec``, ``BlockInfo``) is :mod:`owl_eva
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.lifelong_rl.api import BlockInfo, TaskSpec
 from owl_eval.typed import as_float
@@ -35,10 +37,15 @@ class AgentHooks:
 # ------------------------------------------------------------------------------ constructor settings
 
 
+class _Bounds(TypedDict):
+    minimum: float
+    maximum: float
+
+
 def learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay) -> tuple[float, float, float, float, float]:
     """The Q-learners' step size (> 0), discount and exploration rates (in [0, 1]) and decay (in (0, 1]),
     typed; each bad value is one error naming ``agent.<key>``."""
-    unit = dict(minimum=0.0, maximum=1.0)
+    unit = _Bounds(minimum=0.0, maximum=1.0)
     return (
         as_float(alpha, "agent.alpha", minimum=0.0, open_minimum=True),
         as_float(gamma, "agent.gamma", **unit),
@@ -50,7 +57,7 @@ def learning_settings(alpha, gamma, epsilon, epsilon_min, epsilon_decay) -> tupl
 
 def observation_bounds(low, high, dims: int) -> tuple[list[float] | None, list[float] | None]:
     """``low``/``high`` (null = the task's own bounds): ``dims`` finite numbers each, ``high > low``."""
-    out = []
+    out: list[list[float] | None] = []
     for key, value in (("low", low), ("high", high)):
         if value is None:
             out.append(None)

@@ -75,7 +75,9 @@ class LinearQAgent(AgentHooks):
         super().start_task(spec)
         key = spec.family
         if key not in self.weights:
-            if spec.discrete:  # one-hot states: a tile coder over the state index with one tiling
+            if (
+                spec.num_observations is not None
+            ):  # spec.discrete: one-hot states: a tile coder over the state index with one tiling
                 coder = TileCoder([spec.num_observations], 1, [0.0], [float(spec.num_observations)])
             else:
                 low = spec.observation_low if self.low is None else self.low
@@ -93,6 +95,7 @@ class LinearQAgent(AgentHooks):
 
     @property
     def epsilon(self) -> float:
+        assert self.spec is not None  # start_task ran
         return max(self.epsilon_min, self.epsilon0 * self.epsilon_decay ** self.episodes[self.spec.family])
 
     def _q(self, features) -> np.ndarray:
@@ -100,13 +103,14 @@ class LinearQAgent(AgentHooks):
 
     def _features(self, observation) -> np.ndarray:
         # The protocol passes the previous step's next_observation object to act: encode it once.
-        if observation is self._cached[0]:
-            return self._cached[1]
+        cached_observation, cached = self._cached
+        if observation is cached_observation and cached is not None:
+            return cached
         f = self.coder(observation)
         self._cached = (observation, f)
         return f
 
-    _cached = (None, None)
+    _cached: tuple[object, np.ndarray | None] = (None, None)
 
     def act(self, observation) -> int:
         if self.learning and self.rng.random() < self._eps:
@@ -122,5 +126,6 @@ class LinearQAgent(AgentHooks):
             target += self.gamma * self._q(self._features(next_observation)).max()
         self.w[action, f] += self.step_size * (target - self.w[action, f].sum())
         if terminated or truncated:
+            assert self.spec is not None  # start_task ran
             self.episodes[self.spec.family] += 1
             self._eps = self.epsilon

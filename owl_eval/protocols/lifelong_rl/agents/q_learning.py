@@ -8,6 +8,9 @@ recovery), other families get their own. Exploration decays per family with its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from owl_eval.protocols.lifelong_rl.agents.base import AgentHooks, learning_settings, observation_bounds
@@ -64,7 +67,7 @@ class QLearningAgent(AgentHooks):
     def seed(self, rng: np.random.Generator) -> None:
         self.rng = rng
         self.tables: dict[str, np.ndarray] = {}
-        self.encoders: dict[str, object] = {}
+        self.encoders: dict[str, Callable[[Any], int]] = {}
         self.episodes: dict[str, int] = {}
 
     # -- hooks -------------------------------------------------------------------------------------
@@ -72,7 +75,7 @@ class QLearningAgent(AgentHooks):
         super().start_task(spec)
         key = spec.family
         if key not in self.tables:
-            if spec.discrete:
+            if spec.num_observations is not None:  # spec.discrete
                 encode, size = int, spec.num_observations
             else:
                 low = spec.observation_low if self.low is None else self.low
@@ -89,6 +92,7 @@ class QLearningAgent(AgentHooks):
 
     @property
     def epsilon(self) -> float:
+        assert self.spec is not None  # start_task ran
         return max(self.epsilon_min, self.epsilon0 * self.epsilon_decay ** self.episodes[self.spec.family])
 
     # -- acting and learning -------------------------------------------------------------------------
@@ -105,5 +109,6 @@ class QLearningAgent(AgentHooks):
         target = reward if terminated else reward + self.gamma * self.q[s2].max()
         self.q[s, action] += self.alpha * (target - self.q[s, action])
         if terminated or truncated:
+            assert self.spec is not None  # start_task ran
             self.episodes[self.spec.family] += 1
             self._eps = self.epsilon

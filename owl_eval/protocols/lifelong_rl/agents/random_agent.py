@@ -15,6 +15,7 @@ class RandomAgent(AgentHooks):
         self.rng = rng
 
     def act(self, observation) -> int:
+        assert self.spec is not None  # start_task ran
         return int(self.rng.integers(self.spec.num_actions))
 
     def observe(self, observation, action, reward, next_observation, terminated, truncated) -> None:

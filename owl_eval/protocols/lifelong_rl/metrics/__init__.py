@@ -264,7 +264,7 @@ def _task_metrics(c, p, values, bt, keep, ste_runs, learn_threshold, kw) -> dict
     tv, te = values[rows], p.exp_num[rows]
     ste_pairs = [(v, e) for v, e, _ in ste_runs]
     curves = curve_saturations([(tv, te)] + ste_pairs, **kw) if len(tv) else None
-    if len(tv):
+    if curves is not None:  # len(tv)
         sat, tts, _ = curves[0]
         out["saturation"], out["time_to_saturation"] = sat, float(tts)
         out["normalized_integral"] = float(np.mean(tv))

@@ -7,6 +7,7 @@ agent's concatenated training (wake) rows and each STE run's training rows.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def sample_efficiency(
     """
     a = as_array("task_values", task_values, ndim=1)
     e = as_array("task_exp_num", task_exp_num, ndim=1)
-    out = {
+    out: dict[str, Any] = {
         "sample_efficiency": NA("no STE run for the task"),
         "saturation_ratio": NA("no STE run for the task"),
         "time_to_saturation_ratio": NA("no STE run for the task"),
@@ -137,7 +138,8 @@ def time_to_learn(
         e = as_array("task_exp_num", task_exp_num, ndim=1)
         curves = curve_saturations([(a, e)] + list(ste_runs), fraction=fraction, max_window=max_window)
     sm_a = curves[0][2]
-    ratios, reason = [], None
+    ratios: list[float] = []
+    reason = "no STE run for the task"  # replaced by each STE run's reason
     for s_sat, _, sm_s in curves[1:]:
         level = learn_threshold * s_sat
         tol = TIE_RTOL * max(abs(level), 1.0)

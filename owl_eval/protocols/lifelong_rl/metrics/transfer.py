@@ -8,6 +8,7 @@ when several trainings fall between the same two evaluations (the later one in t
 from __future__ import annotations
 
 from itertools import permutations
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,9 @@ def transfer_values(regime_task, is_train, is_test, term_perf, tasks) -> dict:
     """
     regime_task = np.asarray(regime_task)
     tp = np.asarray(term_perf, dtype=np.float64)
-    per_t2 = {(d, k): {} for d in ("forward", "backward") for k in ("ratio", "contrast")}
+    per_t2: dict[tuple[str, str], dict[int, tuple[Any, float]]] = {
+        (d, k): {} for d in ("forward", "backward") for k in ("ratio", "contrast")
+    }
     regs = np.arange(len(regime_task))
     train_of = {t: regs[is_train & (regime_task == t)] for t in tasks}
     test_of = {t: regs[is_test & (regime_task == t)] for t in tasks}

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import inspect
 from pathlib import Path
+from typing import Literal, overload
 
 import numpy as np
 
@@ -128,6 +129,10 @@ class SailonSource:
             self._listings[key] = by_name
         return self._listings[key]
 
+    @overload
+    def _find(self, which: str, name: str, *, required: Literal[True] = True) -> Path: ...
+    @overload
+    def _find(self, which: str, name: str, *, required: bool) -> Path | None: ...
     def _find(self, which: str, name: str, *, required: bool = True) -> Path | None:
         found = self._listing(which).get(name, [])
         if len(found) > 1:
@@ -174,7 +179,8 @@ class SailonSource:
         self._check_session(session, "source.session", test_ids)
         if self.baseline_session:
             self._check_session(self.baseline_session, "source.baseline_session", test_ids)
-        trials, baseline = [], [] if self.baseline_session else None
+        trials: list[OndTrial] = []
+        baseline: list[OndTrial] | None = [] if self.baseline_session else None
         width: tuple[int, Path] | None = None  # K+1 and the file that set it
         for test_id in test_ids:
             truth = self._read_truth(test_id)
@@ -187,7 +193,7 @@ class SailonSource:
                     "every test must score the same K+1 classes"
                 )
             trials.append(trial)
-            if baseline is not None:
+            if baseline is not None and self.baseline_session:  # set together
                 base, base_path = self._read_session(self.baseline_session, test_id, truth)
                 if base.p_class.shape[1] != n_columns:
                     raise SourceFormatError(
@@ -195,6 +201,7 @@ class SailonSource:
                         f"(session {session!r}) has {n_columns}"
                     )
                 baseline.append(base)
+        assert width is not None  # test_ids() is never empty
         num_known = width[0] - 1
         record = OndRecord(
             condition=self.condition,

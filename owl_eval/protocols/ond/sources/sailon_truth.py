@@ -202,7 +202,7 @@ def red_light(truth: Truth, gt_novel: np.ndarray) -> int | None:
     column, else the first novel sample. It must be the first novel sample (None: no novelty)."""
     novel_rows = np.flatnonzero(gt_novel)
     first_novel = int(novel_rows[0]) if novel_rows.size else None
-    if truth.red_light_row is not None:
+    if truth.red_light_row is not None and truth.red_light_id is not None:  # set together
         row, told = truth.red_light_row, f"{truth.metadata_path}: red_light {truth.red_light_id[:120]!r}"
     elif truth.detection is not None and truth.detection.any():
         row = int(np.argmax(truth.detection))

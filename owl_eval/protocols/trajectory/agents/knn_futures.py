@@ -82,7 +82,7 @@ class KnnFuturesPredictor:
         self._index = NearestNeighbors().fit(feats)
 
     def predict(self, history, *, pred_len, num_preds, dt, rng):
-        if self._index is None:
+        if self._index is None or self._futures is None:  # set together by fit
             raise RuntimeError("knn_futures: predict called before fit")
         history = np.asarray(history, float)
         s, a, n_i, _ = history.shape

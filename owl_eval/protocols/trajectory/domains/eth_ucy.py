@@ -21,6 +21,7 @@ file in ``groups`` plus ``extra_train_files`` (zara03, uni_examples) is the trai
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import os
@@ -237,7 +238,8 @@ class EthUcyDomain:
 
     def _read(self) -> TrajectorySplits:
         train_files, test_files = self.files()
-        kw = dict(
+        scenes = functools.partial(
+            file_scenes,
             frame_step=self.frame_step,
             obs_len=self.obs_len,
             pred_len=self.pred_len,
@@ -246,8 +248,8 @@ class EthUcyDomain:
             windows=self.windows,
             dt=self.dt,
         )
-        train = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in train_files])
-        test = TrajectoryScenes.concatenate([file_scenes(p, **kw) for p in test_files])
+        train = TrajectoryScenes.concatenate([scenes(p) for p in train_files])
+        test = TrajectoryScenes.concatenate([scenes(p) for p in test_files])
         if test.num_scenes == 0:
             raise DataPathError(
                 f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "

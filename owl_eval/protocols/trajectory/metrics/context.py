@@ -87,12 +87,12 @@ class TrajContext:
 
     def _kde(self, joint):
         valid = self.sample_valid() if joint else self.agent_valid()
-        if self.log_probs is None and not (joint and self.joint_log_probs is not None):
+        if joint and self.joint_log_probs is not None:
+            lp = self.joint_log_probs
+        elif self.log_probs is None:
             return kde_log_probs(
                 self.true, self.pred, self.mask, joint=joint, singular_rtol=self.singular_rtol, return_overflow=True
             )
-        if joint and self.joint_log_probs is not None:
-            lp = self.joint_log_probs
         elif joint:  # joint density of independently predicted agents: sum over valid agents
             lp = np.where(self.agent_valid()[:, None, :], self.log_probs, 0.0).sum(-1)
         else:

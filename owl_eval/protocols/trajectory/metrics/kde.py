@@ -241,7 +241,7 @@ def _kde_log_probs(groups_mask, groups_true, groups_pred, singular_rtol, chunk_e
             data, truth = _gather(groups_pred, groups_true, rows, order[rows, :c], n_steps)
             pts = truth if truth_only else np.concatenate([data, truth], axis=1)
             logp, good, over = _kde_chunk(data, pts, singular_rtol)  # data is overwritten: it is our copy
-            if not truth_only:
+            if log_pred is not None:  # not truth_only
                 log_pred[rows] = logp[:, :n_p]
             log_true[rows] = logp[:, -1]
             ok[rows] = good

@@ -211,7 +211,7 @@ def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
 
 def _plan(k_values, n_p, rng, kde):
     """Entries to compute with their concrete names and K-subsets (drawn once, in registry order)."""
-    plan = []
+    plan: list[tuple[str, TableEntry, np.ndarray | None]] = []
     for e in REGISTRY:
         if e.needs == "kde" and not kde:
             continue
@@ -227,7 +227,7 @@ NEEDS_PREDICTION_DENSITIES = ("ml_", "kde_ece", "brier")  # metrics that rank pr
 
 
 def _accumulate(chunks, plan, opts, ctx_kwargs):
-    totals = {}
+    totals: dict[str, np.ndarray] = {}
     # The NLL alone needs the truth's density; with ECE/ML/Brier the full KDE is computed once and shared.
     full_kde = any(name.startswith(NEEDS_PREDICTION_DENSITIES) for name, _, _ in plan)
     for true, pred, mask, log_probs, joint_log_probs in chunks:

@@ -22,6 +22,7 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -89,7 +90,8 @@ class TrajectoriesSource:
         class_pred_key: str | None = "P_pred",
         class_names_key: str | None = "Class_names",
     ):
-        self.path, self.chunk_size, self.seed = path, chunk_size, seed
+        self.path: Any = path  # as given (any YAML value); a Path after _options()
+        self.chunk_size, self.seed = chunk_size, seed
         self.keys = {"true": true_key, "pred": pred_key, "mask": mask_key}
         self.log_probs = log_probs
         self.class_keys = {"class_true": class_true_key, "class_pred": class_pred_key, "class_names": class_names_key}
@@ -116,7 +118,7 @@ class TrajectoriesSource:
                 f"{self.path}: {exc}" if not isinstance(exc, UnsafePathError) else str(exc)
             ) from None
         arrays = self._open()
-        keys = dict(self.keys)
+        keys: dict[str, str | None] = dict(self.keys)
         lp_key = self.log_probs
         if lp_key == "auto":
             lp_key = next((k for k in ("Log_probs", "Log_prob", "log_probs") if k in arrays), None)
@@ -165,6 +167,7 @@ class TrajectoriesSource:
             raise SourceFormatError(
                 f"{self.path}: array {present[0]!r} is there but {missing!r} is not; class outputs need both"
             )
+        assert t_key is not None and p_key is not None  # both present
         p_true, p_pred = check_class_outputs(self.path, t_key, p_key, arrays[t_key], arrays[p_key], rows=n_s)
         n_c = p_true.shape[1]
         if n_key and n_key in arrays:
