@@ -206,7 +206,8 @@ _register_builtins()
 
 def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
     """Concrete :class:`MetricSpec` list of the table for the given K values."""
-    return [e.spec.for_k(k) if e.per_k else e.spec for e in REGISTRY for k in (k_values if e.per_k else [None])]
+    ks = list(k_values)
+    return [spec for e in REGISTRY for spec in ([e.spec.for_k(k) for k in ks] if e.per_k else [e.spec])]
 
 
 def _plan(k_values, n_p, rng, kde):
