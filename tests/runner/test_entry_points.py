@@ -44,3 +44,39 @@ def test_python_m_lists_the_packaged_experiments(module):
     listed = proc.stdout.split("experiment:", 1)[1].split("\n", 1)[0].replace(",", " ").split()
     assert len(shipped) == 20
     assert set(shipped) <= set(listed)  # and those of an installed plugin protocol
+
+
+def test_a_users_config_dir_adds_agents_and_experiments(tmp_path):
+    """``--config-dir ./conf``: the user's agent and experiment YAML sit beside the shipped options; a typo in a
+    group lists the user's options too, and a sweep with a typo stops before any run exists."""
+    conf = tmp_path / "conf"
+    (conf / "agent" / "ond").mkdir(parents=True)
+    (conf / "experiment").mkdir()
+    (conf / "agent" / "ond" / "mine.yaml").write_text(
+        "_target_: owl_eval.protocols.ond.agents.knn_novelty.KnnNoveltyAgent\nk_class: 3\n"
+    )
+    (conf / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /agent: ond/mine\nexperiment_name: mine\n"
+        "protocol:\n  num_trials: 2\n"
+    )
+    base = [sys.executable, "-m", "owl_eval", "--config-dir", str(conf), "progress=false", "figures=false"]
+    store = [f"tracking.store_dir={tmp_path / 'store'}", f"hydra.run.dir={tmp_path / 'h'}"]
+
+    def cli(*args):
+        return subprocess.run([*base, *store, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+
+    ok = cli("+experiment=mine")
+    assert ok.returncode == 0, ok.stderr
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}")
+    run = client.search_runs([client.get_experiment_by_name("mine").experiment_id])[0]
+    assert run.info.status == "FINISHED" and run.data.params["agent.k_class"] == "3"
+    assert run.data.tags["agent"] == "ond/mine"
+    typo = cli("+experiment=mine", "agent=ond/mien")
+    assert typo.returncode == 1 and typo.stderr.count("\n") == 1
+    assert typo.stderr.startswith("error: unknown agent option 'ond/mien' in 'agent=ond/mien'")
+    assert "ond/mine" in typo.stderr and "ond/knn_novelty" in typo.stderr
+    sweep = cli("-m", "+experiment=mine", "agent=ond/mine,ond/mien")
+    assert sweep.returncode == 1 and "unknown agent option 'ond/mien'" in sweep.stderr
+    assert len(client.search_runs([client.get_experiment_by_name("mine").experiment_id])) == 1  # no new run
