@@ -15,9 +15,18 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+
+@runtime_checkable
+class Record(Protocol):
+    """What every protocol's record is to the shared code: it saves itself (plain arrays, ``.npz``/TSV, never a
+    pickle) into a folder, returning the file or folder written; that is the run's ``record`` artifact."""
+
+    def save(self, directory: str | Path) -> Path: ...
+
 
 PARTIAL_ATTRIBUTE = "owl_eval_partial_record"
 

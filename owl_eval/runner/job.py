@@ -30,7 +30,7 @@ from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
 from owl_eval.metrics.results import MetricResults
-from owl_eval.protocols.base import partial_record
+from owl_eval.protocols.base import Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
@@ -54,7 +54,7 @@ class PreparedJob:
     metric_options: MetricOptions
     tags: dict[str, str]
     run_name: str
-    record: Callable[[], Any]  # the record step
+    record: Callable[[], Record]  # the record step
     setup_key: str = "time/setup_s"  # what the seconds until the run starts are logged as
     record_key: str | None = "time/protocol_s"  # what the record step's seconds are logged as
     resumable: bool = True  # a resumed sweep skips a config that already has a finished run
@@ -161,7 +161,7 @@ def _execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob]) -> d
 def log_outcome(
     run: TrackedRun,
     evaluation: Evaluation,
-    record: Any,
+    record: Record,
     options: MetricOptions,
     settings: TrackingSettings,
     *,

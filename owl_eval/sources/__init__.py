@@ -8,13 +8,13 @@ scores it, by name, with the record to score (:class:`SourceData`); the evaluati
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from owl_eval.errors import SourceFormatError  # noqa: F401  (re-exported: every source raises it)
+from owl_eval.protocols.base import Record
 
 
 @dataclass
 class SourceData:
     protocol: str  # the name of the protocol whose evaluation scores the record ("ond", "continual", ...)
-    record: Any  # has save(directory): what is logged as the run's record
+    record: Record  # what is logged as the run's record and scored by the protocol's evaluation
     tags: dict[str, str] = field(default_factory=dict)
