@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+
 @runtime_checkable
 class Record(Protocol):
     """What every protocol's record is to the shared code: it saves itself (plain arrays, ``.npz``/TSV, never a
