@@ -3,10 +3,12 @@ error one ``error:`` line, a sweep that dies with its parent run closed."""
 
 from __future__ import annotations
 
+import sys
+
 from owl_eval.runner.options import flags_first, unknown_flag_message
 
 
-def checked_cli(hydra_main) -> None:
+def checked_cli(hydra_main, *, config_name: str = "config") -> None:
     """Run a Hydra entry point after checking its group choices; every error, from Hydra or from a job, is
     one ``error:`` line on stderr (the traceback goes to the job's log file). A sweep whose launcher dies
     (a killed worker) does not leave its parent run RUNNING."""
@@ -17,6 +19,8 @@ def checked_cli(hydra_main) -> None:
     problem = unknown_flag_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        sys.exit(_help(sys.argv[1:], config_name))
     sys.argv[1:] = flags_first(sys.argv[1:])
     install_one_line_errors()
     try:
@@ -24,6 +28,40 @@ def checked_cli(hydra_main) -> None:
     except BaseException as exc:
         _close_open_sweep(exc)
         raise
+
+
+def _help(args: list[str], config_name: str) -> int:
+    """Print the help page (:mod:`owl_eval.runner.help`) for ``args``; a config error is one line."""
+    from pathlib import Path
+
+    from owl_eval.runner.console import one_line
+    from owl_eval.runner.help import help_page
+
+    extra, overrides, skip = [], [], False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+        elif arg in ("--config-dir", "-cd"):
+            extra.append(Path(args[i + 1]).resolve()) if i + 1 < len(args) else None
+            skip = True
+        elif arg.startswith("--config-dir="):
+            extra.append(Path(arg.split("=", 1)[1]).resolve())
+        elif not arg.startswith("-"):
+            overrides.append(arg)
+    try:
+        page = help_page(config_name, overrides, app="owl-eval", extra=tuple(extra))
+    except Exception as exc:  # an override that does not compose: the same one line as a run would print
+        from hydra.errors import MissingConfigException
+
+        from owl_eval.runner.options import unknown_option_message
+
+        message = None
+        if isinstance(exc, MissingConfigException):
+            message = unknown_option_message(str(exc.missing_cfg_file or ""), args, options=None)
+        print(f"error: {message or one_line(exc)}", file=sys.stderr)
+        return 1
+    print(page)
+    return 0
 
 
 def _close_open_sweep(exc: BaseException) -> None:

@@ -87,7 +87,7 @@ def main(cfg: DictConfig) -> dict:
 def cli() -> None:
     from owl_eval.runner.entry import checked_cli
 
-    checked_cli(main)
+    checked_cli(main, config_name="evaluate")
 
 
 if __name__ == "__main__":
