@@ -252,13 +252,10 @@ def test_metric_selection_keeps_only_listed(experiment, client, tmp_path):
 
 @pytest.mark.slow
 def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, tmp_path):
+    from tests.inprocess import run_module
+
     name = f"sweep-test-{os.getpid()}"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+    args = [
         "-m",
         "+experiment=ond_system_detection",
         TEST_AGENTS,
@@ -272,7 +269,14 @@ def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, t
         "progress=false",
         f"hydra.sweep.dir={tmp_path}/sweep",
     ]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=300,
+    )  # in the test process (tests/inprocess.py)
     assert proc.returncode != 0, "a failing job must fail the sweep command"
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id])

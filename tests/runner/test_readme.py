@@ -291,6 +291,20 @@ def _serves_health(words: list[str], env: dict, ws: Path, port: int) -> None:
         proc.wait(timeout=30)
 
 
+def run_line(words: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """One prepared line: ``owl-eval`` and ``owl-eval-evaluate`` (also spelled ``python -m owl_eval...``) run in the
+    test process through the function the console scripts call (tests/inprocess.py); a sweep on a launcher that
+    starts worker processes (joblib, Ray, submitit) and every other command run as a subprocess.
+    ``tests/runner/test_entry_points.py`` and the tests marked ``subprocess`` run the real command lines."""
+    from tests.inprocess import run_words
+
+    if any(w.startswith("hydra/launcher=") for w in words):
+        return subprocess.run(
+            words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
+    return run_words(words, cwd=cwd, env=env, timeout=600)
+
+
 def _line_id(line: str) -> str:
     return re.sub(r"[^\w=+./,-]+", "_", line.split(" #")[0])[:80]
 
@@ -305,9 +319,7 @@ def test_readme_line_runs(line, workspace, free_port):
     cwd = workspace
     if "pytest" in words[:3]:
         words, cwd = [*words, "--collect-only", "-q"], PROJECT_ROOT
-    proc = subprocess.run(
-        words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
+    proc = run_line(words, cwd, env)
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
