@@ -44,8 +44,11 @@ ENTRY_MODULES = {
     "owl_eval.runner.cli": "owl_eval.runner.cli",
     "owl_eval.runner.evaluate": "owl_eval.runner.evaluate",
 }
+COMPARE = "owl_eval.runner.compare"  # owl-eval-compare: no Hydra; its cli(argv) is the console script's function
 # console script -> ``python -m`` module (the same ``cli()``)
-SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.evaluate"}
+SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.evaluate", "owl-eval-compare": COMPARE}
+
+MODULES = {*ENTRY_MODULES, COMPARE}
 
 # What a new interpreter starts with (Python 3.11, no -W / PYTHONWARNINGS), latest-added first as in
 # warnings.filters: DeprecationWarning shown only when raised by __main__.
@@ -76,7 +79,7 @@ def run_module(
     from it: in this process unless ``in_process`` is False (default: unless ``OWL_EVAL_TEST_SUBPROCESS=1``)."""
     if in_process is None:
         in_process = not subprocess_wanted()
-    if not in_process or module not in ENTRY_MODULES:
+    if not in_process or (module not in ENTRY_MODULES and module != COMPARE):
         environ = {k: v for k, v in os.environ.items() if k not in unset} | (env or {})
         return subprocess.run(
             [sys.executable, "-m", module, *args],
@@ -87,19 +90,40 @@ def run_module(
             timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
-    main = importlib.import_module(ENTRY_MODULES[module]).main
-    from owl_eval.runner.entry import run_cli
+    if module == COMPARE:
+        entry = _compare_entry
+    else:
+        from owl_eval.runner.entry import run_cli
+
+        main = importlib.import_module(ENTRY_MODULES[module]).main
+
+        def entry(argv: list[str]) -> int:
+            return run_cli(main, argv)
 
     started = time.monotonic()
     with _isolated(cwd, env or {}, unset), _captured_fds() as out, _warnings_to_stderr(), _deadline(module, timeout):
         try:
-            code = run_cli(main, list(args))
+            code = entry(list(args))
         except Exception:  # what the interpreter does with an exception nobody caught
             traceback.print_exc()
             code = 1
     if timeout is not None and time.monotonic() - started > timeout:
         raise subprocess.TimeoutExpired([module, *args], timeout, out["stdout"], out["stderr"])
     return subprocess.CompletedProcess(["python", "-m", module, *args], code, out["stdout"], out["stderr"])
+
+
+def _compare_entry(argv: list[str]) -> int:
+    """``owl-eval-compare``'s ``cli`` on ``argv``; its exit code as the interpreter would make it."""
+    from owl_eval.runner.compare import cli
+
+    try:
+        cli(argv)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr, flush=True)
+        return 1
+    return 0
 
 
 # -- what a process exit would reset ---------------------------------------------------------------------------
@@ -252,11 +276,11 @@ def _deadline(module: str, timeout: float | None):
 
 
 def entry_of(words: list[str]) -> tuple[str, list[str]] | None:
-    """``(module, args)`` when ``words`` start one of the two console scripts (``owl-eval``, ``owl-eval-evaluate``,
-    ``python -m owl_eval`` and the like), else None."""
+    """``(module, args)`` when ``words`` start one of the console scripts (``owl-eval``, ``owl-eval-evaluate``,
+    ``owl-eval-compare``, ``python -m owl_eval`` and the like), else None."""
     if words and words[0] in SCRIPTS:
         return SCRIPTS[words[0]], words[1:]
-    if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1] == "-m" and words[2] in ENTRY_MODULES:
+    if len(words) >= 3 and Path(words[0]).name.startswith("python") and words[1] == "-m" and words[2] in MODULES:
         return words[2], words[3:]
     return None
 

@@ -384,7 +384,8 @@ def _run(words: list[str], env: dict, ws: Path, free_port) -> subprocess.Complet
         return None
     cwd = ws
     if "pytest" in words[:3]:  # the suite does not run itself: the line's tests are collected
-        words, cwd = [*words, "--collect-only", "-q"], PROJECT_ROOT
+        # -n 0: collected in one process (pyproject's addopts would start pytest-xdist workers to collect)
+        words, cwd = [*words, "--collect-only", "-q", "-n", "0"], PROJECT_ROOT
     proc = run_line(words, cwd, env)
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
