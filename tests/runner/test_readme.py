@@ -309,7 +309,6 @@ def _line_id(line: str) -> str:
     return re.sub(r"[^\w=+./,-]+", "_", line.split(" #")[0])[:80]
 
 
-@pytest.mark.slow
 def distinct(lines: list[str]) -> list[str]:
     """The lines without repeats: a command the README shows twice (comments aside) runs once."""
     seen: set[tuple[str, ...]] = set()
@@ -322,6 +321,7 @@ def distinct(lines: list[str]) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line", distinct(bash_lines()), ids=_line_id)
 def test_readme_line_runs(line, workspace, free_port):
     words, env = _prepared(line, workspace)
