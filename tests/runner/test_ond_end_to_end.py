@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -187,13 +185,11 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
 
     assert not [o for o in group_options("agent") if "crashing" in o]
 
+    from tests.inprocess import run_module  # python -m owl_eval, in the test process
+
     def error(*args):
-        proc = subprocess.run(
-            [sys.executable, "-m", "owl_eval", "progress=false", "tracking.uri=sqlite:///:memory:", *args],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = run_module(
+            "owl_eval", ["progress=false", "tracking.uri=sqlite:///:memory:", *args], cwd=PROJECT_ROOT, timeout=120
         )
         return proc.stderr.strip().splitlines()[-1] if proc.returncode else None
 
@@ -201,20 +197,14 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
     assert error(TEST_AGENTS, "agent=ond/crashing", "--cfg", "job") is None  # the test searchpath adds it
     nope = error("-m", TEST_AGENTS, "agent=ond/crashing,ond/nope")
     assert nope.startswith("error: unknown agent option 'ond/nope'") and "ond/crashing" in nope
-    help_text = subprocess.run(
-        [sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
-    ).stdout
+    help_text = run_module("owl_eval", ["--help"], cwd=PROJECT_ROOT, timeout=120).stdout
     assert "agent/ond: closed_world, knn_novelty" in help_text and "crashing" not in help_text
 
 
 def test_cli_rejects_unknown_option_with_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "owl_eval", "domain=imagenet"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    from tests.inprocess import run_module  # python -m owl_eval, in the test process
+
+    proc = run_module("owl_eval", ["domain=imagenet"], cwd=PROJECT_ROOT, timeout=60)
     assert proc.returncode != 0
     assert "unknown domain option 'imagenet'" in proc.stderr and "digits" in proc.stderr
     assert "Traceback" not in proc.stderr
