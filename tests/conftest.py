@@ -114,7 +114,8 @@ def start_background(tmp_path):
 
 
 # -- the fast set (`python -m pytest -m "not slow"`) -------------------------------------------------------
-# The reliability catalogue spawns one CLI per case (~2-4 s each). Its first case in each file stays in the
+# The reliability catalogue runs the CLI once per case (in-process, tests/inprocess.py: ~0.5 s; a case marked
+# `subprocess` starts a new interpreter: ~5 s). Its first case in each file stays in the
 # fast set (one CLI failure of every kind: config, command line, each source format), and so does the crashing
 # agent (a job that fails mid-run); every other catalogue case is marked slow here.
 CATALOGUE_DIR = Path(__file__).resolve().parent / "reliability"

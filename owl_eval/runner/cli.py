@@ -29,9 +29,11 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    from owl_eval.runner.entry import checked_cli
+    import sys
 
-    checked_cli(main)
+    from owl_eval.runner.entry import run_cli
+
+    sys.exit(run_cli(main))
 
 
 if __name__ == "__main__":

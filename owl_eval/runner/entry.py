@@ -8,6 +8,28 @@ import sys
 from owl_eval.runner.options import flags_first, unknown_flag_message
 
 
+def run_cli(hydra_main, argv: list[str] | None = None, *, config_name: str = "config") -> int:
+    """A console script's whole run, returning its exit code: ``checked_cli(hydra_main)`` on the command line
+    ``argv`` (default: this process's ``sys.argv[1:]``). A ``SystemExit`` ends it as the interpreter would end the
+    process: ``None`` is 0, a message is printed on stderr and is 1. ``cli()`` of ``owl_eval.runner.cli`` and
+    ``owl_eval.runner.evaluate`` call it; the tests call it in-process with their own ``argv``."""
+    import sys
+
+    saved_argv = sys.argv
+    if argv is not None:
+        sys.argv = [saved_argv[0] if saved_argv else "owl-eval", *argv]
+    try:
+        checked_cli(hydra_main, config_name=config_name)
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr, flush=True)
+        return 1
+    finally:
+        sys.argv = saved_argv
+    return 0
+
+
 def checked_cli(hydra_main, *, config_name: str = "config") -> None:
     """Run a Hydra entry point after checking its group choices; every error, from Hydra or from a job, is
     one ``error:`` line on stderr (the traceback goes to the job's log file). A sweep whose launcher dies

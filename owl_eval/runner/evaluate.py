@@ -85,9 +85,11 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    from owl_eval.runner.entry import checked_cli
+    import sys
 
-    checked_cli(main, config_name="evaluate")
+    from owl_eval.runner.entry import run_cli
+
+    sys.exit(run_cli(main, config_name="evaluate"))
 
 
 if __name__ == "__main__":

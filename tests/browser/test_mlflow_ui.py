@@ -7,9 +7,6 @@ Screenshots land in the test's tmp dir and in outputs/test-artifacts/ (mlflow_ui
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import urllib.parse
 import uuid
 from pathlib import Path
@@ -22,12 +19,10 @@ TIMEOUT_MS = 90_000
 
 
 def small_sweep(store: dict, name: str, sweep_dir: Path) -> None:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+    """``python -m owl_eval -m ...``, in the test process (tests/inprocess.py)."""
+    from tests.inprocess import run_module
+
+    args = [
         "-m",
         "+experiment=ond_system_detection",
         "agent=ond/knn_novelty,ond/closed_world",
@@ -40,7 +35,14 @@ def small_sweep(store: dict, name: str, sweep_dir: Path) -> None:
         f"experiment_name={name}",
         f"hydra.sweep.dir={sweep_dir}",
     ]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
 
 

@@ -125,20 +125,15 @@ def test_sampled_constant_velocity_over_five_seeds_equals_the_reference_cvm_s(te
 @pytest.mark.slow
 def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client, tmp_path):
     """The README's line: one sweep over the five test groups, read back from the store."""
-    import os
-    import subprocess
-    import sys
     import uuid
 
     from tests.conftest import PROJECT_ROOT, SHARED_DIR
+    from tests.inprocess import run_module
 
     if not SHARED_DIR.is_dir():
         pytest.skip(f"the shared folder {SHARED_DIR} is absent (it sits beside the clone in CI only)")
     name = f"cvm-table-{uuid.uuid4().hex[:8]}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+    args = [
         "-m",
         "+experiment=trajectory_eth_ucy",
         f"domain.path={SHARED_DIR / 'data' / 'eth_ucy'}",
@@ -154,8 +149,8 @@ def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client,
         f"experiment_name={name}",
         f"hydra.sweep.dir={tmp_path / 'sweep'}",
     ]
-    env = {k: v for k, v in os.environ.items() if k != "OWL_EVAL_PARENT_RUN_ID"}
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    # python -m owl_eval, in the test process (tests/inprocess.py)
+    proc = run_module("owl_eval", args, cwd=PROJECT_ROOT, unset=("OWL_EVAL_PARENT_RUN_ID",), timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id], filter_string="tags.windows = 'cvm'")

@@ -170,17 +170,17 @@ def test_check_reads_every_file_once_and_load_reuses_it(tiny_dir, monkeypatch):
     "content, message",
     [
         (b"\x1f\x8b\x08garbage", "a.txt.gz: not a readable gzip file"),
-        (gzip.compress(b"0\t1\t0.0\t\xff\n"), "a.txt.gz: not UTF-8 text (byte 0xff at offset 8)"),
+        (gzip.compress(b"0\t1\t0.0\t\xff\n", mtime=0), "a.txt.gz: not UTF-8 text (byte 0xff at offset 8)"),
         (
-            gzip.compress(b"# only a comment\n\n"),
+            gzip.compress(b"# only a comment\n\n", mtime=0),
             "a.txt.gz: no rows (expected tab-separated frame, pedestrian_id, x, y)",
         ),
         (
-            gzip.compress(b"0\t1\t0.0\t0.0\n10\t1\tnan\t0.0\n"),
+            gzip.compress(b"0\t1\t0.0\t0.0\n10\t1\tnan\t0.0\n", mtime=0),
             "a.txt.gz: data row 2, column x: expected a finite number, got nan",
         ),
         (
-            gzip.compress(b"0\t1\t0.0\t0.0\n1e15\t1\t1.0\t0.0\n"),
+            gzip.compress(b"0\t1\t0.0\t0.0\n1e15\t1\t1.0\t0.0\n", mtime=0),
             "100000000000001 time steps x 1 pedestrians is too large",
         ),
     ],

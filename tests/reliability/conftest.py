@@ -24,8 +24,10 @@ def store_template(tmp_path_factory) -> Path:
 
 
 @pytest.fixture()
-def workspace(tmp_path, store_template) -> Workspace:
+def workspace(tmp_path, store_template, request) -> Workspace:
+    """A workspace with its own copy of the store; a test marked ``subprocess`` runs the real ``python -m``."""
     store = tmp_path / "store"
     store.mkdir()
     shutil.copy(store_template, store / "mlflow.db")
-    return Workspace(root=tmp_path, store=store)
+    real = request.node.get_closest_marker("subprocess") is not None
+    return Workspace(root=tmp_path, store=store, in_process=False if real else None)

@@ -1,5 +1,8 @@
 """The reliability catalogue's harness: run the real command line on bad input and check that it fails
-the way a user can trust.
+the way a user can trust. The command line runs in the test process through the function the console scripts
+call (``tests/inprocess.py``: the same code path, without a new interpreter's start-up per case);
+``OWL_EVAL_TEST_SUBPROCESS=1`` runs every case as a real ``python -m`` subprocess instead, and the cases marked
+``subprocess`` always do.
 
 Every case asserts (``assert_clean_failure``): exit code != 0; exactly one stderr line, starting
 ``error:``, that names what is wrong (the file / row / column or the config key the case expects); no
@@ -11,10 +14,10 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.inprocess import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,6 +28,7 @@ class Workspace:
 
     root: Path
     store: Path
+    in_process: bool | None = None  # False: every run_cli here is a real subprocess (the `subprocess` marker)
 
     @property
     def db(self) -> Path:
@@ -66,22 +70,28 @@ class CliResult:
     changed_outside_store: list[str]
 
 
-def run_cli(module: str, args: list[str], ws: Workspace, *, env: dict | None = None, timeout: float = 120) -> CliResult:
-    """``python -m <module> <args> <workspace overrides>`` launched from the workspace root."""
+def run_cli(
+    module: str,
+    args: list[str],
+    ws: Workspace,
+    *,
+    env: dict | None = None,
+    timeout: float = 120,
+    in_process: bool | None = None,
+) -> CliResult:
+    """``python -m <module> <args> <workspace overrides>`` launched from the workspace root: in this process,
+    through the function the console scripts call (``tests/inprocess.py``), unless ``in_process`` is False or
+    ``OWL_EVAL_TEST_SUBPROCESS=1`` is set (then a real ``python -m``)."""
     before = ws.snapshot()
     runs_before = ws.run_count()
-    environ = {
-        k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR")
-    }
-    environ |= {"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)} | (env or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *ws.overrides(), *args],
+    proc = run_module(
+        module,
+        [*ws.overrides(), *args],
         cwd=ws.root,
-        env=environ,
-        capture_output=True,
-        text=True,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)} | (env or {}),
+        unset=("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR"),
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        in_process=ws.in_process if in_process is None else in_process,
     )
     after = ws.snapshot()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))

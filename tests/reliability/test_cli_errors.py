@@ -37,11 +37,19 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("module,args,mentions", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+# The catalogue runs the CLI in-process (tests/inprocess.py); these cases run the real `python -m` command line.
+REAL_COMMAND_LINE = {"typo-key", "evaluate-no-source"}
+
+
+@pytest.mark.parametrize(
+    "module,args,mentions",
+    [pytest.param(*c[1:], id=c[0], marks=[pytest.mark.subprocess] if c[0] in REAL_COMMAND_LINE else []) for c in CASES],
+)
 def test_cli_error_is_one_line_and_creates_no_run(workspace, module, args, mentions):
     assert_clean_failure(run_cli(module, [*FAST, *args] if module == "runner" else args, workspace), *mentions)
 
 
+@pytest.mark.subprocess
 def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
     # The sweep's parent run exists before its jobs; when every job stops on a config error it is removed.
     result = run_cli("runner", ["-m", OND, *FAST, "protocol.batch_size=2.5,3.5"], workspace)
@@ -49,6 +57,7 @@ def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
     assert "overrides" in line  # names the sweep job that failed
 
 
+@pytest.mark.subprocess
 def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspace):
     from mlflow.tracking import MlflowClient
 

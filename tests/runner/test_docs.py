@@ -39,6 +39,7 @@ from tests.runner.test_readme import (
     _prepared,
     _serves_health,
     make_workspace,
+    run_line,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -353,9 +354,7 @@ def _sweep_parent(ws: Path) -> str:
         if parents:
             return parents[0].info.run_id
     words = ["python", "-m", "owl_eval", "-m", "+experiment=ond_system_detection", "seed=0,1", *OND_SMALL]
-    proc = subprocess.run(
-        [*words, "progress=false", "figures=false"], cwd=ws, env=_environment(ws), capture_output=True, text=True
-    )
+    proc = run_line([*words, "progress=false", "figures=false"], ws, _environment(ws))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return _sweep_parent(ws)
 
@@ -385,10 +384,9 @@ def _run(words: list[str], env: dict, ws: Path, free_port) -> subprocess.Complet
         return None
     cwd = ws
     if "pytest" in words[:3]:  # the suite does not run itself: the line's tests are collected
-        words, cwd = [*words, "--collect-only", "-q"], PROJECT_ROOT
-    proc = subprocess.run(
-        words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
+        # -n 0: collected in one process (pyproject's addopts would start pytest-xdist workers to collect)
+        words, cwd = [*words, "--collect-only", "-q", "-n", "0"], PROJECT_ROOT
+    proc = run_line(words, cwd, env)
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     return proc

@@ -59,11 +59,13 @@ def test_a_users_config_dir_adds_agents_and_experiments(tmp_path):
         "# @package _global_\ndefaults:\n  - override /agent: ond/mine\nexperiment_name: mine\n"
         "protocol:\n  num_trials: 2\n"
     )
-    base = [sys.executable, "-m", "owl_eval", "--config-dir", str(conf), "progress=false", "figures=false"]
+    from tests.inprocess import run_module
+
+    base = ["--config-dir", str(conf), "progress=false", "figures=false"]
     store = [f"tracking.store_dir={tmp_path / 'store'}", f"hydra.run.dir={tmp_path / 'h'}"]
 
-    def cli(*args):
-        return subprocess.run([*base, *store, *args], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    def cli(*args):  # python -m owl_eval, in the test process (the --help tests above start the real one)
+        return run_module("owl_eval", [*base, *store, *args], cwd=tmp_path, timeout=300)
 
     ok = cli("+experiment=mine")
     assert ok.returncode == 0, ok.stderr

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -121,14 +119,11 @@ def test_generic_sailon_experiment_takes_the_chosen_domain(experiment, client, t
 @pytest.mark.slow
 @needs("image_segments")
 def test_sweep_config_runs_as_a_multirun(mlflow_store, client, tmp_path):
+    from tests.inprocess import run_module
+
     name = f"sailon-sweep-{os.getpid()}"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
     # narrowed to 1 domain x 2 conditions x 1 agent x 1 seed = 2 jobs (no -m: the config sets hydra.mode)
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+    args = [
         "+experiment=ond_all_domains",
         "hydra.sweeper.params.domain=image_segments",
         "hydra.sweeper.params.agent=ond/closed_world",
@@ -141,7 +136,14 @@ def test_sweep_config_runs_as_a_multirun(mlflow_store, client, tmp_path):
         "progress=false",
         f"hydra.sweep.dir={tmp_path}/sweep",
     ]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=300,
+    )  # in the test process (tests/inprocess.py)
     assert proc.returncode == 0, proc.stderr[-2000:]
     runs = client.search_runs([client.get_experiment_by_name(name).experiment_id])
     parents = [r for r in runs if r.data.tags.get("owl_eval.kind") == "sweep"]

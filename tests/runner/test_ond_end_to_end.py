@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -187,13 +185,11 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
 
     assert not [o for o in group_options("agent") if "crashing" in o]
 
+    from tests.inprocess import run_module  # python -m owl_eval, in the test process
+
     def error(*args):
-        proc = subprocess.run(
-            [sys.executable, "-m", "owl_eval", "progress=false", "tracking.uri=sqlite:///:memory:", *args],
-            cwd=PROJECT_ROOT,
-            capture_output=True,
-            text=True,
-            timeout=120,
+        proc = run_module(
+            "owl_eval", ["progress=false", "tracking.uri=sqlite:///:memory:", *args], cwd=PROJECT_ROOT, timeout=120
         )
         return proc.stderr.strip().splitlines()[-1] if proc.returncode else None
 
@@ -201,20 +197,14 @@ def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them
     assert error(TEST_AGENTS, "agent=ond/crashing", "--cfg", "job") is None  # the test searchpath adds it
     nope = error("-m", TEST_AGENTS, "agent=ond/crashing,ond/nope")
     assert nope.startswith("error: unknown agent option 'ond/nope'") and "ond/crashing" in nope
-    help_text = subprocess.run(
-        [sys.executable, "-m", "owl_eval", "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120
-    ).stdout
+    help_text = run_module("owl_eval", ["--help"], cwd=PROJECT_ROOT, timeout=120).stdout
     assert "agent/ond: closed_world, knn_novelty" in help_text and "crashing" not in help_text
 
 
 def test_cli_rejects_unknown_option_with_one_line():
-    proc = subprocess.run(
-        [sys.executable, "-m", "owl_eval", "domain=imagenet"],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    from tests.inprocess import run_module  # python -m owl_eval, in the test process
+
+    proc = run_module("owl_eval", ["domain=imagenet"], cwd=PROJECT_ROOT, timeout=60)
     assert proc.returncode != 0
     assert "unknown domain option 'imagenet'" in proc.stderr and "digits" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -252,13 +242,10 @@ def test_metric_selection_keeps_only_listed(experiment, client, tmp_path):
 
 @pytest.mark.slow
 def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, tmp_path):
+    from tests.inprocess import run_module
+
     name = f"sweep-test-{os.getpid()}"
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+    args = [
         "-m",
         "+experiment=ond_system_detection",
         TEST_AGENTS,
@@ -272,7 +259,14 @@ def test_multirun_parent_children_and_failed_propagation(mlflow_store, client, t
         "progress=false",
         f"hydra.sweep.dir={tmp_path}/sweep",
     ]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=300,
+    )  # in the test process (tests/inprocess.py)
     assert proc.returncode != 0, "a failing job must fail the sweep command"
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id])

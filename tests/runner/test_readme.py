@@ -291,12 +291,38 @@ def _serves_health(words: list[str], env: dict, ws: Path, port: int) -> None:
         proc.wait(timeout=30)
 
 
+def run_line(words: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """One prepared line: ``owl-eval`` and ``owl-eval-evaluate`` (also spelled ``python -m owl_eval...``) run in the
+    test process through the function the console scripts call (tests/inprocess.py); a sweep on a launcher that
+    starts worker processes (joblib, Ray, submitit) and every other command run as a subprocess.
+    ``tests/runner/test_entry_points.py`` and the tests marked ``subprocess`` run the real command lines."""
+    from tests.inprocess import run_words
+
+    if any(w.startswith("hydra/launcher=") for w in words):
+        return subprocess.run(
+            words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
+        )
+    return run_words(words, cwd=cwd, env=env, timeout=600)
+
+
 def _line_id(line: str) -> str:
     return re.sub(r"[^\w=+./,-]+", "_", line.split(" #")[0])[:80]
 
 
+def distinct(lines: list[str]) -> list[str]:
+    """The lines without repeats: a command the README shows twice (comments aside) runs once."""
+    seen: set[tuple[str, ...]] = set()
+    out = []
+    for line in lines:
+        words = tuple(shlex.split(line, comments=True))
+        if words not in seen:
+            seen.add(words)
+            out.append(line)
+    return out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("line", bash_lines(), ids=_line_id)
+@pytest.mark.parametrize("line", distinct(bash_lines()), ids=_line_id)
 def test_readme_line_runs(line, workspace, free_port):
     words, env = _prepared(line, workspace)
     if words[:2] == ["mlflow", "ui"]:
@@ -304,10 +330,9 @@ def test_readme_line_runs(line, workspace, free_port):
         return
     cwd = workspace
     if "pytest" in words[:3]:
-        words, cwd = [*words, "--collect-only", "-q"], PROJECT_ROOT
-    proc = subprocess.run(
-        words, cwd=cwd, env=env, capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL
-    )
+        # -n 0: collected in one process (pyproject's addopts would start pytest-xdist workers to collect)
+        words, cwd = [*words, "--collect-only", "-q", "-n", "0"], PROJECT_ROOT
+    proc = run_line(words, cwd, env)
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
@@ -386,9 +411,7 @@ def test_readme_artifact_download_line_fetches_the_record_and_leaves_no_stray_st
     assert not (tmp_path / "mlflow.db").exists()
     # ... and the README's next line re-scores the downloaded record at another threshold.
     rescore = _bash_line("source.path=downloaded/record").split(" #")[0]
-    proc = subprocess.run(
-        ["bash", "-c", rescore + " progress=false"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-    )
+    proc = run_line([*shlex.split(rescore, comments=True), "progress=false"], tmp_path, env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'outputs' / 'mlflow.db'}")
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])

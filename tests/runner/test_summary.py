@@ -1,15 +1,14 @@
-"""What a user sees at the end of a run and what lands in MLflow: the CLI in a subprocess against a real SQLite
-store, the printed table and command checked against what MlflowClient reads back."""
+"""What a user sees at the end of a run and what lands in MLflow: the CLI (in-process, through the function the
+console scripts call) against a real SQLite store, the printed table and command checked against what MlflowClient
+reads back."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +24,17 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR")}
-    env |= {"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
-    return subprocess.run(
-        [sys.executable, "-m", module, *args, f"hydra.run.dir={cwd}/hydra"],
+    """``python -m <module> <args>``, in the test process through the function the console scripts call
+    (tests/inprocess.py; ``OWL_EVAL_TEST_SUBPROCESS=1``: a real subprocess)."""
+    from tests.inprocess import run_module
+
+    return run_module(
+        module,
+        [*args, f"hydra.run.dir={cwd}/hydra"],
         cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
+        env={"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"),
         timeout=300,
-        stdin=subprocess.DEVNULL,
-        check=False,
     )
 
 

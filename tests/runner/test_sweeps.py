@@ -7,10 +7,8 @@ The store is read back with plain sqlite3 (not MlflowClient) so that what is cou
 from __future__ import annotations
 
 import math
-import os
 import sqlite3
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -21,13 +19,14 @@ AGENTS = ("ond/knn_novelty", "ond/closed_world")
 SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 
 
-def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
-    env.pop("OWL_EVAL_PARENT_RUN_ID", None)
-    cmd = [
-        sys.executable,
-        "-m",
-        "owl_eval",
+def sweep(
+    store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True, in_process: bool | None = None
+) -> subprocess.CompletedProcess:
+    """``python -m owl_eval -m ...``: in the test process (tests/inprocess.py) unless ``in_process`` is False or
+    a launcher that starts worker processes is chosen (the launching process is then a real one too)."""
+    from tests.inprocess import run_module
+
+    args = [
         "-m",
         "+experiment=ond_system_detection",
         f"tracking.uri={store['uri']}",
@@ -36,7 +35,17 @@ def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = Tr
         f"hydra.sweep.dir={sweep_dir}",
         *extra,
     ]
-    proc = subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if any(a.startswith("hydra/launcher=") for a in extra):
+        in_process = False
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=600,
+        in_process=in_process,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
@@ -146,7 +155,8 @@ def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
 def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, client, tmp_path):
     name = f"resume-{uuid.uuid4().hex[:8]}"
     args = [f"agent={','.join(AGENTS)}", "seed=0,1,2", *SMALL]
-    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args)
+    # a real process: the re-run below must find the process of the interrupted run gone
+    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args, in_process=False)
     first = snapshot(mlflow_store, name)
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
