@@ -31,7 +31,7 @@ def hydra_group_options(group: str) -> list[str]:
             found += walk(f"{path}/{sub}")
         return found
 
-    return sorted(option.split("/", 1)[1] for option in walk(group))
+    return sorted(option[len(group) + 1 :] for option in walk(group))
 
 
 def unknown_option_message(missing: str, args: list[str], options: list[str] | None = None) -> str | None:
@@ -40,6 +40,9 @@ def unknown_option_message(missing: str, args: list[str], options: list[str] | N
     that asked for it; None when ``missing`` is not an option of a known group. ``options``: the group's
     options when the caller knows them (default: Hydra's search path)."""
     group, _, option = missing.partition("/")
+    if group == "hydra" and "/" in option:  # Hydra's own groups: hydra/launcher=nope
+        sub, _, option = option.partition("/")
+        group = f"hydra/{sub}"
     if options is None:
         options = hydra_group_options(group) if option else []
     options = sorted(set(options))
