@@ -17,7 +17,7 @@ from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.job import PreparedJob, config_hash, execute, find_parent_run, log_outcome  # noqa: F401
 from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
 
-__all__ = ["config_hash", "find_parent_run", "log_outcome", "prepare_job", "prepare_live", "run", "run_job"]
+__all__ = ["config_hash", "find_parent_run", "log_outcome", "prepare_live", "run", "run_job"]
 
 
 def choice_name(cfg: DictConfig, group: str) -> str:
@@ -91,24 +91,6 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
         final_tags=lambda record: driver.tags() | driver.record_tags(record),
         parts={"protocol": driver, "domain": domain, "agent": agent, "baseline": baseline, "names": names},
     )
-
-
-class _Parts:
-    """What :func:`prepare_job` built, by attribute (``job.agent``, ``job.names``), for scripts and tests."""
-
-    def __init__(self, job: PreparedJob):
-        self.job = job
-
-    def __getattr__(self, name: str) -> Any:
-        parts = self.job.parts
-        if name in parts:
-            return parts[name]
-        return getattr(self.job, name)
-
-
-def prepare_job(cfg: DictConfig) -> Any:
-    """:func:`prepare_live` with the built parts as attributes (``job.agent``, ``job.evaluation``)."""
-    return _Parts(prepare_live(cfg))
 
 
 def run(

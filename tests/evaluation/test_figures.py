@@ -108,13 +108,13 @@ def test_a_live_job_hands_the_agent_name_to_the_figures():
     from hydra import compose, initialize_config_dir
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.app import prepare_job
+    from owl_eval.runner.app import prepare_live
     from owl_eval.runner.resolvers import register_resolvers
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose("config", overrides=["+experiment=trajectory_crowd", "agent=trajectory/constant_velocity"])
-    job = prepare_job(cfg)
+    job = prepare_live(cfg)
     # outside a Hydra launch the agent is named by its class (inside one: the option, trajectory/constant_velocity)
-    assert job.names["agent"] == type(job.agent).__name__ == "ConstantVelocityPredictor"
+    assert job.parts["names"]["agent"] == type(job.parts["agent"]).__name__ == "ConstantVelocityPredictor"
     assert job.evaluation.context["agent"] == "ConstantVelocityPredictor"

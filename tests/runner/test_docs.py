@@ -309,7 +309,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.app import prepare_job
+    from owl_eval.runner.app import prepare_live
     from owl_eval.runner.resolvers import register_resolvers
 
     path = re.match(r"#\s*owl_eval/conf/(\S+)\.yaml$", block.first_line)[1]
@@ -326,12 +326,13 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     package = re.search(r"#\s*@package\s+(\S+)", block.text)
     node = OmegaConf.select(cfg, package[1] if package else group)
     assert OmegaConf.to_container(node) == OmegaConf.to_container(OmegaConf.create(block.text))
-    job = prepare_job(cfg)  # types every value, builds the parts, checks the agent for the protocol's methods
+    job = prepare_live(cfg)  # types every value, builds the parts, checks the agent for the protocol's methods
+    agent = job.parts["agent"]
     if group == "agent":
-        assert type(job.agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
+        assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
             if key != "_target_":
-                assert getattr(job.agent, key) == value
+                assert getattr(agent, key) == value
 
 
 # -- shell lines of the docs --------------------------------------------------------------------------------
