@@ -26,6 +26,14 @@ class UnsafePathError(ValueError):
     """A name from user data is not a safe file name, or a user folder holds a symbolic link."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm sends on preemption or time-out, and ``docker stop`` and Kubernetes send): handled
+    as Ctrl-C is (what was completed is logged, the run ends KILLED), but the command exits 143, not 130."""
+
+    def __str__(self) -> str:
+        return "terminated (SIGTERM)"
+
+
 class LaunchAborted(BaseException):
     """Stops a launch from inside a Hydra callback, carrying the user's error (a ``ValueError``). Hydra turns
     an ``Exception`` raised in a callback into a warning and goes on; this one reaches the CLI, which

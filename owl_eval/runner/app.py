@@ -101,7 +101,8 @@ def run(
     ``run(["+experiment=ond_given_detection", "seed=3"])`` is ``python -m owl_eval +experiment=... seed=3``
     without a subprocess (no sweep; use the CLI with ``-m`` for that).
     """
-    return run_composed("config", overrides, run_job, output_dir=output_dir)
+    # in this process: a notebook's kernel must not be forked (owl_eval.runner.worker)
+    return run_composed("config", overrides, lambda cfg: execute(cfg, prepare_live, in_process=True), output_dir=output_dir)
 
 
 def run_composed(config_name: str, overrides, job, *, output_dir=None):

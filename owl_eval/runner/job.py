@@ -17,6 +17,8 @@ import hashlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,11 +32,12 @@ from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
 from owl_eval.metrics.results import MetricResults
-from owl_eval.protocols.base import Record, partial_record
+from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
-from owl_eval.runner.prepare import JobSwitches
+from owl_eval.runner.prepare import JobSwitches, tracking_settings
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
+from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +65,35 @@ class PreparedJob:
     parts: dict[str, Any] = field(default_factory=dict)  # what was built (driver, domain, agents), for tests
 
 
+@dataclass(frozen=True)
+class JobHeader:
+    """What the MLflow side needs of a prepared job: plain values, handed over from the job's process."""
+
+    kind: str
+    protocol: str
+    resolved: dict
+    tags: dict[str, str]
+    run_name: str
+    setup_key: str
+    resumable: bool
+
+
+def job_header(job: PreparedJob) -> JobHeader:
+    return JobHeader(job.kind, job.evaluation.name, job.resolved, job.tags, job.run_name, job.setup_key, job.resumable)
+
+
+@dataclass
+class Outcome:
+    """A scored record ready to log: its metrics, the seconds its steps took, the folders holding the saved
+    record and the figures' PNG files, and the tags the record tells."""
+
+    results: MetricResults
+    timings: dict[str, float]
+    record_dir: Path | None = None
+    figure_dir: Path | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
 def config_hash(cfg: DictConfig) -> str:
     """Hash of everything that changes a number: the config without the tracking node, interpolations
     left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
@@ -84,28 +116,48 @@ def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     return find_sweep_parent(settings, launch_dir, str(Path(hc.sweep.dir).resolve()))
 
 
-def execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob]) -> dict[str, float]:
+def execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob], *, in_process: bool = False) -> dict[str, float]:
     """Prepare, record, score and log one job; returns the scalar metrics (for sweepers).
 
-    BLAS is held to one thread for the whole job: parallel launchers (joblib, Ray) limit threads in
-    their workers anyway, and a different thread count may change the last bits of a matrix product,
-    so pinning it keeps the numbers identical on every launcher.
+    The prepare, record and score steps run in a child process (:mod:`owl_eval.runner.worker`; in this one
+    with ``in_process``, or where forking is not wanted), the MLflow run is owned by this process, so a job
+    whose agent dies (``os._exit``, a segfault, the OOM killer) still ends its run FAILED with the reason.
+
+    BLAS is held to one thread for the record and score steps: parallel launchers (joblib, Ray) limit threads in
+    their workers anyway, and a different thread count may change the last bits of a matrix product, so
+    pinning it keeps the numbers identical on every launcher.
     """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1):
-        return _execute(cfg, prepare)
-
-
-def _execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob]) -> dict[str, float]:
     started = time.perf_counter()
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
-    job = prepare(cfg)
-    settings = job.settings
+    settings = tracking_settings(cfg)  # a bad tracking node or interpolation is reported before any work starts
+    scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
+    steps = {
+        "prepare": lambda: _no_exit(prepare, cfg),
+        "finish": lambda job: record_and_score(job, scratch),
+        "header": job_header,
+        "carried": lambda job, exc: _scored_partial(job, exc, scratch / "partial"),
+    }
+    kind = ForkedWorker if fork_wanted(in_process=in_process) else InlineWorker
+    if kind is ForkedWorker:
+        # a resumed sweep may find the job done: its record step waits until the run exists; else it goes ahead
+        steps["wait_for_go"] = skip_enabled(settings, multirun=is_multirun(hc))
+    worker = kind(**steps)
+    try:
+        if kind is ForkedWorker:
+            warm_tracking(settings.resolved_uri(launch_dir))  # while the child builds the agents
+        return _execute(cfg, worker, settings, started, launch_dir)
+    finally:
+        worker.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float, launch_dir: str) -> dict[str, float]:
+    hc = hydra_runtime()
+    header: JobHeader = worker.prepared()
     multirun = is_multirun(hc)
     parent_run_id = find_parent_run(settings, launch_dir)
-    skip = job.resumable and skip_enabled(settings, multirun=multirun)
+    skip = header.resumable and skip_enabled(settings, multirun=multirun)
     job_label = " ".join(hc.overrides.task) if hc is not None else "job"
     digest = config_hash(cfg)
     if skip:
@@ -114,82 +166,131 @@ def _execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob]) -> d
         if reused is not None:
             return reused
     tags = {
-        RUN_KIND_TAG: job.kind,
-        "protocol": job.evaluation.name,
+        RUN_KIND_TAG: header.kind,
+        "protocol": header.protocol,
         "experiment": str(cfg.get("experiment_name", "")),
         "git_commit": git_commit(launch_dir),
         CONFIG_HASH_TAG: digest,
-    } | job.tags
+    } | header.tags
     run = TrackedRun.start(
-        settings, run_name=job.run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir
+        settings, run_name=header.run_name, tags=tags, parent_run_id=parent_run_id, launch_dir=launch_dir
     )
     if skip:
         earlier = yield_to_earlier_claim(settings, launch_dir, run.run_id, digest, job_label=job_label)
         if earlier is not None:
             log.info("skipped %s: the same config is already running in MLflow run %s", job_label, earlier)
             return {}
-    log.info("MLflow run %s (%s) in %s", run.run_id, job.run_name, settings.resolved_uri(launch_dir))
+    log.info("MLflow run %s (%s) in %s", run.run_id, header.run_name, settings.resolved_uri(launch_dir))
     setup_seconds = time.perf_counter() - started
     with run:
         try:
-            run.log_params(flatten(job.resolved))
+            run.log_params(flatten(header.resolved))
             run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
-            clock = time.perf_counter()
             try:
-                record = job.record()
+                outcome: Outcome = worker.result()
             except BaseException as exc:
-                # A crash or Ctrl-C: what was completed is scored and logged before the run ends.
-                partial = partial_record(exc)
+                # A crash or Ctrl-C: what was completed was scored, and is logged before the run ends.
+                partial = carried_by(exc)
                 if partial is not None:
                     run.set_tags({"partial_record": "true"})
-                    log_outcome(run, job.evaluation, partial, job.metric_options, settings, figures=False)
+                    log_outcome(run, partial)
                 raise
-            record_seconds = time.perf_counter() - clock
-            run.set_tags(job.final_tags(record))  # what actually happened (e.g. which references were reused)
-            timings: dict[str, float] = {job.setup_key: setup_seconds}
-            if job.record_key:
-                timings[job.record_key] = record_seconds
-            results = log_outcome(
-                run, job.evaluation, record, job.metric_options, settings, figures=job.switches.figures, timings=timings
-            )
+            run.set_tags(outcome.tags)  # what actually happened (e.g. which references were reused)
+            timings = {header.setup_key: setup_seconds} | outcome.timings
+            log_outcome(run, outcome, timings)
             run.log_metrics({**timings, "time/total_s": time.perf_counter() - started})
         finally:
             _attach_job_log(run)
-    return dict(results.values)
+    return dict(outcome.results.values)
 
 
-def log_outcome(
-    run: TrackedRun,
-    evaluation: Evaluation,
-    record: Record,
-    options: MetricOptions,
-    settings: TrackingSettings,
-    *,
-    figures: bool,
-    timings: dict[str, float] | None = None,
-) -> MetricResults:
-    """Metrics (and figures and the record) of a complete or partial record, scored by the protocol's
-    ``evaluation`` with its checked ``options``; ``timings`` gets the seconds spent on metrics, figures and
-    MLflow logging."""
-    timings = {} if timings is None else timings
+def warm_tracking(uri: str) -> None:
+    """Import MLflow's SQL store (~0.9 s) if ``uri`` needs it, so that it loads while the job's process works."""
+    if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql", "mssql"):
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+        import mlflow.tracking  # noqa: F401
+
+
+def _no_exit(step: Callable[..., Any], *args: Any) -> Any:
+    """``step(*args)``; a ``SystemExit`` from inside (an agent calling ``sys.exit``) is the agent's crash."""
+    try:
+        return step(*args)
+    except SystemExit as exc:
+        error = AgentExit(
+            f"the agent ended the job with sys.exit({exc.code!r}); an agent returns its output or raises an error"
+        )
+        partial = partial_record(exc)
+        if partial is not None:
+            setattr(error, PARTIAL_ATTRIBUTE, partial)
+        raise error from exc
+
+
+class AgentExit(RuntimeError):
+    """An agent (or a library it called) called ``sys.exit()`` during the job."""
+
+
+def record_and_score(job: PreparedJob, scratch: Path) -> Outcome:
+    """The record step, then its scoring: the metrics, the record saved and the figures drawn into ``scratch``."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        clock = time.perf_counter()
+        record = _no_exit(job.record)
+        record_seconds = time.perf_counter() - clock
+        outcome = score_record(job, record, scratch, figures=job.switches.figures)
+    outcome.tags = job.final_tags(record)
+    if job.record_key:
+        outcome.timings = {job.record_key: record_seconds} | outcome.timings
+    return outcome
+
+
+def _scored_partial(job: PreparedJob, exc: BaseException, scratch: Path) -> Outcome | None:
+    """The completed part of a record step that raised ``exc``, scored (no figures), or None."""
+    partial = partial_record(exc)
+    return None if partial is None else score_record(job, partial, scratch, figures=False)
+
+
+def score_record(job: PreparedJob, record: Record, scratch: Path, *, figures: bool) -> Outcome:
+    """A complete or partial record scored by the job's evaluation with its checked options; the record saved
+    (``tracking.log_record``) and the figures drawn as PNG files under ``scratch``, ready for MLflow."""
+    timings: dict[str, float] = {}
     clock = time.perf_counter()
-    scored = evaluation.score(record, options, figures=figures)
-    results = select(finite_only(scored.results), evaluation.name, options.names)
+    scored = job.evaluation.score(record, job.metric_options, figures=figures)
+    results = select(finite_only(scored.results), job.evaluation.name, job.metric_options.names)
     timings["time/metrics_s"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    run.log_results(results)
-    if settings.log_record:
-        run.log_files(record.save, "record")
-    logging_seconds = time.perf_counter() - clock
+    record_dir = figure_dir = None
+    if job.settings.log_record:
+        record_dir = scratch / "record"
+        record_dir.mkdir(parents=True, exist_ok=True)
+        record.save(record_dir)
     if figures:
         clock = time.perf_counter()
-        made = evaluation.figures(Scored(results, scored.figure_data), options)
+        made = job.evaluation.figures(Scored(results, scored.figure_data), job.metric_options)
+        figure_dir = scratch / "plots"
+        figure_dir.mkdir(parents=True, exist_ok=True)
+        import matplotlib.pyplot as plt
+
+        for name, fig in made.items():
+            try:
+                fig.savefig(figure_dir / f"{name}.png")
+            finally:
+                plt.close(fig)
         timings["time/figures_s"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        run.log_figures(made)
-        logging_seconds += time.perf_counter() - clock
-    timings["time/mlflow_logging_s"] = logging_seconds
-    return results
+    return Outcome(results, timings, record_dir, figure_dir)
+
+
+def log_outcome(run: TrackedRun, outcome: Outcome, timings: dict[str, float] | None = None) -> None:
+    """Metrics, the record and the figures of a scored record into ``run``; ``timings`` gets the seconds the
+    scoring took and those spent logging to MLflow."""
+    clock = time.perf_counter()
+    run.log_results(outcome.results)
+    if outcome.record_dir is not None:
+        run.log_artifact(outcome.record_dir, "record")
+    if outcome.figure_dir is not None:
+        run.log_artifact(outcome.figure_dir, "plots")
+    if timings is not None:
+        timings.update(outcome.timings)
+        timings["time/mlflow_logging_s"] = time.perf_counter() - clock
 
 
 def finite_only(results: MetricResults) -> MetricResults:

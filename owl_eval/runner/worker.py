@@ -1,0 +1,328 @@
+"""A job's work in a process of its own; its MLflow run in the process that launched it.
+
+The work (build the agents and the data, run them, score the record, draw the figures) runs in a child process
+forked for the job, while this process owns the MLflow run (:func:`owl_eval.runner.job.execute`). Two things
+follow:
+
+- **A run is never left behind by its agent.** An agent that calls ``os._exit``, crashes below Python (a
+  segfault in native code) or is killed (the kernel's out-of-memory killer, ``kill -9``) ends the child, not the
+  run's owner: the run ends FAILED with the reason as its ``error`` tag and the command exits 1.
+  ``sys.exit()`` inside an agent is the agent's crash, not success. Ctrl-C (SIGINT) and SIGTERM (what Slurm,
+  ``docker stop`` and Kubernetes send) are passed to the child, which scores what was completed; this process
+  logs it and ends the run KILLED (exit 130 and 143).
+- **The two halves overlap.** MLflow's SQL store costs ~0.9 s to import and the agents' libraries (scikit-learn,
+  SciPy, matplotlib) more; with two cores they load at once.
+
+Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.app.run`: a
+notebook's kernel must not be forked), and with ``OWL_EVAL_JOB_PROCESS=inline`` (to step through an agent in a
+debugger), the work runs in this process. The child writes to the same stdout, stderr and job log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from owl_eval.errors import ConfigError, Terminated
+
+JOB_PROCESS_ENV = "OWL_EVAL_JOB_PROCESS"
+CARRIED_ATTRIBUTE = "owl_eval_carried"
+POLL_SECONDS = 0.05
+_EXITING = threading.Event()  # set in a job's process once its work is over
+
+# what a signal that ended the job's process usually means, for the one-line reason
+SIGNAL_HINTS = {
+    "SIGSEGV": "a crash in native code",
+    "SIGBUS": "a crash in native code",
+    "SIGABRT": "aborted in native code",
+    "SIGFPE": "a crash in native code",
+    "SIGILL": "a crash in native code",
+    "SIGKILL": "the kernel's out-of-memory killer or kill -9",
+}
+
+
+class JobProcessDied(RuntimeError):
+    """The job's process ended without handing over its result (os._exit, a native crash, a kill)."""
+
+
+def fork_wanted(*, in_process: bool = False) -> bool:
+    """Whether this job's work runs in a forked child (see the module docstring)."""
+    mode = os.environ.get(JOB_PROCESS_ENV, "fork").strip().lower() or "fork"
+    if mode not in ("fork", "inline"):
+        raise ConfigError(f"{JOB_PROCESS_ENV}={mode!r}: expected 'fork' (the default) or 'inline'")
+    return not in_process and mode == "fork" and sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def death_reason(status: int) -> str:
+    """One line for a wait status of a job process that ended without its result."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            name = signal.Signals(number).name
+        except ValueError:
+            name = f"signal {number}"
+        hint = SIGNAL_HINTS.get(name)
+        return f"the job's process was killed by signal {number} ({name}{': ' + hint if hint else ''})"
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    return (
+        f"the job's process exited with code {code} before handing over its result "
+        "(os._exit or an exit from native code inside the agent)"
+    )
+
+
+def carried_by(exc: BaseException) -> Any | None:
+    """What the failed step's ``carried(prepared, exc)`` kept (e.g. the scored partial record), or None."""
+    return getattr(exc, CARRIED_ATTRIBUTE, None)
+
+
+def _carry(exc: BaseException, extra: Any) -> None:
+    if extra is not None:
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(exc, CARRIED_ATTRIBUTE, extra)
+
+
+class InlineWorker:
+    """The work in this process: :meth:`prepared` and :meth:`result` call the two steps directly."""
+
+    def __init__(
+        self,
+        prepare: Callable[[], Any],
+        finish: Callable[[Any], Any],
+        *,
+        header: Callable[[Any], Any],
+        carried: Callable[[Any, BaseException], Any] = lambda prepared, exc: None,
+    ):
+        self._prepare, self._finish, self._header, self._carried = prepare, finish, header, carried
+        self._prepared: Any = None
+
+    def prepared(self) -> Any:
+        self._prepared = self._prepare()
+        return self._header(self._prepared)
+
+    def result(self) -> Any:
+        try:
+            return self._finish(self._prepared)
+        except BaseException as exc:
+            _carry(exc, _safely(self._carried, self._prepared, exc, portable=False))
+            raise
+
+    def close(self) -> None:
+        pass
+
+
+class ForkedWorker:
+    """The work in a forked child. The child runs ``prepare()``, hands over ``header(prepared)``, runs
+    ``finish(prepared)`` and hands over what it returns; with ``wait_for_go`` it waits for :meth:`result` before
+    ``finish`` (a resumed sweep may find the job done already), else it goes on while this process opens the MLflow
+    run. An exception in either step is raised here with the child's traceback as a note, carrying what
+    ``carried(prepared, exc)`` kept of it (:func:`carried_by`).
+
+    While the child lives, SIGINT and SIGTERM sent to this process are passed on to it (it stops and hands over
+    what it completed; this process then logs that and raises KeyboardInterrupt or :class:`Terminated`); a second
+    one kills the child. Signal handlers can only be set in the main thread: elsewhere nothing changes."""
+
+    def __init__(
+        self,
+        prepare: Callable[[], Any],
+        finish: Callable[[Any], Any],
+        *,
+        header: Callable[[Any], Any],
+        carried: Callable[[Any, BaseException], Any] = lambda prepared, exc: None,
+        wait_for_go: bool = False,
+    ):
+        import multiprocessing.connection
+
+        _flush()  # else the child would write this process's buffered text a second time
+        ours, theirs = multiprocessing.connection.Pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: whatever happens, it ends here and never returns into the caller's code
+            code = 1
+            try:
+                try:
+                    ours.close()
+                    code = _child(theirs, prepare, finish, header, carried, wait_for_go)
+                finally:
+                    _EXITING.set()  # from here on a signal raises nothing (see _stop_on_first_signal)
+            except BaseException:  # noqa: BLE001, S110 - a signal that came just before
+                pass
+            _flush()
+            os._exit(code)
+        theirs.close()
+        self.pid = pid
+        self.conn = ours
+        self.wait_for_go = wait_for_go
+        self.status: int | None = None
+        self.stopped_by: list[int] = []  # the signals passed on to the child
+        self._previous_handlers = self._pass_signals_on()
+
+    def prepared(self) -> Any:
+        return self._expect("prepared")
+
+    def result(self) -> Any:
+        try:
+            if self.wait_for_go:
+                self.conn.send("go")
+            return self._expect("done")
+        finally:
+            self._restore_signals()  # the child is done: a signal now stops this process as usual
+
+    def close(self) -> None:
+        """Stop the child if it still runs (a job skipped or failed here), then reap it."""
+        self._restore_signals()
+        if self.status is None and not self._wait(0.5):
+            with contextlib.suppress(OSError):
+                self.conn.send("stop")
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGTERM)
+            if not self._wait(5.0):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self._wait(None)
+        self.conn.close()
+
+    # -- this process's side of the exchange ----------------------------------------------------------------
+    def _expect(self, what: str) -> Any:
+        message = self._receive()
+        if message[0] == what:
+            return message[1]
+        _, error, child_traceback, extra = message
+        error.add_note(f"raised in the job's process (pid {self.pid}):\n{child_traceback.rstrip()}")
+        _carry(error, extra)
+        raise error
+
+    def _receive(self) -> tuple:
+        while True:
+            if self.conn.poll(POLL_SECONDS):
+                try:
+                    return self.conn.recv()
+                except EOFError:
+                    pass
+            if self.status is not None or self._wait(0):
+                if self.conn.poll(0):  # sent just before it ended
+                    with contextlib.suppress(EOFError):
+                        return self.conn.recv()
+                break
+        if self.stopped_by:
+            raise Terminated() if signal.SIGTERM in self.stopped_by else KeyboardInterrupt()
+        raise JobProcessDied(death_reason(self.status if self.status is not None else 0))
+
+    def _wait(self, timeout: float | None) -> bool:
+        """Reap the child within ``timeout`` seconds (None: until it ends); whether it has ended."""
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                self.status = self.status if self.status is not None else 0
+                return True
+            if pid:
+                self.status = status
+                return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(POLL_SECONDS)
+
+    def _pass_signals_on(self) -> dict | None:
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def pass_on(signum, frame):
+            kill = signal.SIGKILL if self.stopped_by else signum
+            self.stopped_by.append(signum)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, kill)
+
+        return {s: signal.signal(s, pass_on) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def _restore_signals(self) -> None:
+        if self._previous_handlers:
+            for s, handler in self._previous_handlers.items():
+                signal.signal(s, handler)
+            self._previous_handlers = None
+
+
+# -- the child's side ----------------------------------------------------------------------------------------
+def _child(conn, prepare, finish, header, carried, wait_for_go: bool) -> int:
+    _stop_on_first_signal()
+    # a warning goes to this process's stderr at once (a recorder set up by the caller would die with the copy)
+    warnings.showwarning = _print_warning
+    prepared = None
+    try:
+        prepared = prepare()
+        conn.send(("prepared", header(prepared)))
+        if wait_for_go and conn.recv() != "go":
+            return 0
+        result = finish(prepared)
+    except BaseException as exc:  # noqa: BLE001 - every way out is handed to the parent
+        _flush()
+        extra = _safely(carried, prepared, exc)  # before _portable drops what the exception carries
+        conn.send(("error", *_portable(exc), extra))
+        return 1
+    _flush()
+    conn.send(("done", result))
+    return 0
+
+
+def _stop_on_first_signal() -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`, once: while the child scores what was
+    completed, a second signal (the terminal's Ctrl-C also reaches the parent, which passes it on) is ignored."""
+
+    def stop(signum, frame):
+        if _EXITING.is_set():
+            return
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+    sys.stderr.flush()
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+
+
+def _safely(carried: Callable[[Any, BaseException], Any], prepared: Any, exc: BaseException, *, portable=True) -> Any:
+    if prepared is None:
+        return None
+    try:
+        extra = carried(prepared, exc)
+        if portable:
+            pickle.dumps(extra)
+        return extra
+    except BaseException:  # noqa: BLE001 - what was completed must never hide the error itself
+        return None
+
+
+def _portable(exc: BaseException) -> tuple[BaseException, str]:
+    """``exc`` as it can cross to the parent (an exception that does not pickle becomes one of its nearest
+    standard kind with the same message) and its traceback text."""
+    text = "".join(traceback.format_exception(exc))
+    from owl_eval.protocols.base import PARTIAL_ATTRIBUTE
+
+    vars(exc).pop(PARTIAL_ATTRIBUTE, None) if hasattr(exc, "__dict__") else None
+    try:
+        copy = pickle.loads(pickle.dumps(exc))
+        if type(copy) is type(exc) and str(copy) == str(exc):
+            return exc, text
+    except Exception:  # noqa: BLE001 - user exception classes need not pickle
+        pass
+    kind = next((k for k in (ValueError, OSError, KeyboardInterrupt) if isinstance(exc, k)), RuntimeError)
+    return kind(f"{type(exc).__name__}: {exc}" if kind is RuntimeError else str(exc)), text
