@@ -102,7 +102,9 @@ def run(
     without a subprocess (no sweep; use the CLI with ``-m`` for that).
     """
     # in this process: a notebook's kernel must not be forked (owl_eval.runner.worker)
-    return run_composed("config", overrides, lambda cfg: execute(cfg, prepare_live, in_process=True), output_dir=output_dir)
+    return run_composed(
+        "config", overrides, lambda cfg: execute(cfg, prepare_live, in_process=True), output_dir=output_dir
+    )
 
 
 def run_composed(config_name: str, overrides, job, *, output_dir=None):

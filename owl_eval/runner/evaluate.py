@@ -72,7 +72,9 @@ def evaluate(overrides=(), *, output_dir=None) -> dict[str, float]:
     from owl_eval.runner.app import run_composed
     from owl_eval.runner.job import execute
 
-    return run_composed("evaluate", overrides, lambda cfg: execute(cfg, prepare_source, in_process=True), output_dir=output_dir)
+    return run_composed(
+        "evaluate", overrides, lambda cfg: execute(cfg, prepare_source, in_process=True), output_dir=output_dir
+    )
 
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="evaluate", version_base="1.3")

@@ -116,7 +116,9 @@ def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     return find_sweep_parent(settings, launch_dir, str(Path(hc.sweep.dir).resolve()))
 
 
-def execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob], *, in_process: bool = False) -> dict[str, float]:
+def execute(
+    cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob], *, in_process: bool = False
+) -> dict[str, float]:
     """Prepare, record, score and log one job; returns the scalar metrics (for sweepers).
 
     The prepare, record and score steps run in a child process (:mod:`owl_eval.runner.worker`; in this one
@@ -132,19 +134,27 @@ def execute(cfg: DictConfig, prepare: Callable[[DictConfig], PreparedJob], *, in
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     settings = tracking_settings(cfg)  # a bad tracking node or interpolation is reported before any work starts
     scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
-    steps = {
-        "prepare": lambda: _no_exit(prepare, cfg),
-        "finish": lambda job: record_and_score(job, scratch),
-        "header": job_header,
-        "carried": lambda job, exc: _scored_partial(job, exc, scratch / "partial"),
-    }
-    kind = ForkedWorker if fork_wanted(in_process=in_process) else InlineWorker
-    if kind is ForkedWorker:
+
+    def carried(job: PreparedJob, exc: BaseException) -> Outcome | None:
+        return _scored_partial(job, exc, scratch / "partial")
+
+    worker: ForkedWorker | InlineWorker
+    if fork_wanted(in_process=in_process):
         # a resumed sweep may find the job done: its record step waits until the run exists; else it goes ahead
-        steps["wait_for_go"] = skip_enabled(settings, multirun=is_multirun(hc))
-    worker = kind(**steps)
+        wait = skip_enabled(settings, multirun=is_multirun(hc))
+        worker = ForkedWorker(
+            lambda: _no_exit(prepare, cfg),
+            lambda job: record_and_score(job, scratch),
+            header=job_header,
+            carried=carried,
+            wait_for_go=wait,
+        )
+    else:
+        worker = InlineWorker(
+            lambda: _no_exit(prepare, cfg), lambda job: record_and_score(job, scratch), header=job_header, carried=carried
+        )
     try:
-        if kind is ForkedWorker:
+        if isinstance(worker, ForkedWorker):
             warm_tracking(settings.resolved_uri(launch_dir))  # while the child builds the agents
         return _execute(cfg, worker, settings, started, launch_dir)
     finally:

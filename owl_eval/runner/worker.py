@@ -28,7 +28,7 @@ import sys
 import threading
 import traceback
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from owl_eval.errors import ConfigError, Terminated
