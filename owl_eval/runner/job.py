@@ -151,7 +151,10 @@ def execute(
         )
     else:
         worker = InlineWorker(
-            lambda: _no_exit(prepare, cfg), lambda job: record_and_score(job, scratch), header=job_header, carried=carried
+            lambda: _no_exit(prepare, cfg),
+            lambda job: record_and_score(job, scratch),
+            header=job_header,
+            carried=carried,
         )
     try:
         if isinstance(worker, ForkedWorker):
