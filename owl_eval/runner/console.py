@@ -17,7 +17,7 @@ from pathlib import Path
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf.errors import OmegaConfBaseException
 
-from owl_eval.errors import LaunchAborted
+from owl_eval.errors import LaunchAborted, Terminated
 
 log = logging.getLogger("runner")
 
@@ -41,6 +41,8 @@ def full_errors_wanted() -> bool:
 
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several)."""
+    if isinstance(exc, Terminated):
+        return str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
     if isinstance(exc, RecursionError):
@@ -91,13 +93,13 @@ def save_traceback(exc: BaseException) -> Path:
 
 
 def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: str | None = None) -> None:
-    """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, else 1); ``job`` names the sweep
-    job that failed."""
+    """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, 143 after SIGTERM, else 1); ``job`` names
+    the sweep job that failed."""
     message = one_line(exc) if job is None else f"{job}: {one_line(exc)}"
     if where_traceback and not isinstance(exc, USER_ERRORS + (KeyboardInterrupt,)):
         message += f" (traceback in {where_traceback})"
     print(f"error: {message}", file=sys.stderr, flush=True)
-    raise SystemExit(130 if isinstance(exc, KeyboardInterrupt) else 1)
+    raise SystemExit(143 if isinstance(exc, Terminated) else 130 if isinstance(exc, KeyboardInterrupt) else 1)
 
 
 def user_facing(job, cfg):

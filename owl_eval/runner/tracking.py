@@ -338,11 +338,16 @@ class TrackedRun:
             self._ended = True
 
     def fail(self, exc: BaseException) -> None:
-        """End the run after ``exc``: KILLED for Ctrl-C (KeyboardInterrupt), FAILED for anything else; the
+        """End the run after ``exc``: KILLED for Ctrl-C and SIGTERM (KeyboardInterrupt), FAILED for anything else; the
         error as a tag and the traceback as ``error.txt`` either way."""
+        from owl_eval.errors import Terminated
+
         interrupted = isinstance(exc, KeyboardInterrupt)
         try:
-            error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, Terminated):
+                error = str(exc)
+            else:
+                error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
             self.set_tags({"error": error[:5000]})
             self.log_text("".join(traceback.format_exception(exc)), "error.txt")
         finally:

@@ -253,6 +253,7 @@ class ForkedWorker:
 
 # -- the child's side ----------------------------------------------------------------------------------------
 def _child(conn, prepare, finish, header, carried, wait_for_go: bool) -> int:
+    _die_with_parent()
     _stop_on_first_signal()
     # a warning goes to this process's stderr at once (a recorder set up by the caller would die with the copy)
     warnings.showwarning = _print_warning
@@ -271,6 +272,21 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool) -> int:
     _flush()
     conn.send(("done", result))
     return 0
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this process when its parent dies (``kill -9`` of the command, a lost launcher):
+    nobody would log what it computes, and it must not go on using the machine."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_DEATHSIG = 1
+    except (OSError, AttributeError):  # not Linux's libc: the child ends when it finds the pipe closed
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _stop_on_first_signal() -> None:
