@@ -35,9 +35,10 @@ from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches, tracking_settings
+from owl_eval.typed import as_float
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
-from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted
+from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
 
 log = logging.getLogger(__name__)
 
@@ -94,12 +95,19 @@ class Outcome:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+def agent_timeout(cfg: DictConfig) -> float | None:
+    """``agent_timeout``: seconds the record step (the agents' work, then its scoring) may take, or null (off)."""
+    value = cfg.get("agent_timeout")
+    return None if value is None else as_float(value, "agent_timeout", minimum=0, open_minimum=True)
+
+
 def config_hash(cfg: DictConfig) -> str:
     """Hash of everything that changes a number: the config without the tracking node, interpolations
     left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
     two runs of one config look different (a re-run sweep must recognise its finished jobs)."""
     unresolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))  # a DictConfig gives a dict
-    content = {k: v for k, v in unresolved.items() if k != "tracking"}
+    # agent_timeout changes no number (and was added after stores full of hashes existed)
+    content = {k: v for k, v in unresolved.items() if k not in ("tracking", "agent_timeout")}
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -133,6 +141,7 @@ def execute(
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     settings = tracking_settings(cfg)  # a bad tracking node or interpolation is reported before any work starts
+    agent_timeout(cfg)
     scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
 
     def carried(job: PreparedJob, exc: BaseException) -> Outcome | None:
@@ -148,8 +157,11 @@ def execute(
             header=job_header,
             carried=carried,
             wait_for_go=wait,
+            timeout=agent_timeout(cfg),
         )
     else:
+        if agent_timeout(cfg) is not None:
+            log.warning("agent_timeout is not enforced: the job runs in the launching process (%s)", inline_reason(in_process=in_process))
         worker = InlineWorker(
             lambda: _no_exit(prepare, cfg),
             lambda job: record_and_score(job, scratch),

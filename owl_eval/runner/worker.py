@@ -53,12 +53,29 @@ class JobProcessDied(RuntimeError):
     """The job's process ended without handing over its result (os._exit, a native crash, a kill)."""
 
 
+class AgentTimeout(RuntimeError):
+    """The record step ran past ``agent_timeout``: raised in the job's process (SIGUSR1), so what was completed
+    is kept, or here when it did not stop within :data:`STOP_GRACE_SECONDS`."""
+
+
+STOP_GRACE_SECONDS = 10.0
+
+
 def fork_wanted(*, in_process: bool = False) -> bool:
     """Whether this job's work runs in a forked child (see the module docstring)."""
     mode = os.environ.get(JOB_PROCESS_ENV, "fork").strip().lower() or "fork"
     if mode not in ("fork", "inline"):
         raise ConfigError(f"{JOB_PROCESS_ENV}={mode!r}: expected 'fork' (the default) or 'inline'")
     return not in_process and mode == "fork" and sys.platform.startswith("linux") and hasattr(os, "fork")
+
+
+def inline_reason(*, in_process: bool = False) -> str:
+    """Why a job's work runs in the launching process."""
+    if in_process:
+        return "the Python API runs jobs in its own process"
+    if os.environ.get(JOB_PROCESS_ENV, "").strip().lower() == "inline":
+        return f"{JOB_PROCESS_ENV}=inline"
+    return f"forking a job's process is done on Linux only, not on {sys.platform}"
 
 
 def death_reason(status: int) -> str:
@@ -137,6 +154,7 @@ class ForkedWorker:
         header: Callable[[Any], Any],
         carried: Callable[[Any, BaseException], Any] = lambda prepared, exc: None,
         wait_for_go: bool = False,
+        timeout: float | None = None,
     ):
         import multiprocessing.connection
 
@@ -148,7 +166,7 @@ class ForkedWorker:
             try:
                 try:
                     ours.close()
-                    code = _child(theirs, prepare, finish, header, carried, wait_for_go)
+                    code = _child(theirs, prepare, finish, header, carried, wait_for_go, timeout)
                 finally:
                     _EXITING.set()  # from here on a signal raises nothing (see _stop_on_first_signal)
             except BaseException:  # noqa: BLE001, S110 - a signal that came just before
@@ -159,6 +177,7 @@ class ForkedWorker:
         self.pid = pid
         self.conn = ours
         self.wait_for_go = wait_for_go
+        self.timeout = timeout
         self.status: int | None = None
         self.stopped_by: list[int] = []  # the signals passed on to the child
         self._previous_handlers = self._pass_signals_on()
@@ -167,10 +186,13 @@ class ForkedWorker:
         return self._expect("prepared")
 
     def result(self) -> Any:
+        """What ``finish`` returned. With a ``timeout`` (seconds from now), a child still working then is asked to
+        stop (:class:`AgentTimeout` raised in it, so what it completed is handed over), and killed if it has not
+        stopped :data:`STOP_GRACE_SECONDS` later."""
         try:
             if self.wait_for_go:
                 self.conn.send("go")
-            return self._expect("done")
+            return self._expect("done", timeout=self.timeout)
         finally:
             self._restore_signals()  # the child is done: a signal now stops this process as usual
 
@@ -189,8 +211,8 @@ class ForkedWorker:
         self.conn.close()
 
     # -- this process's side of the exchange ----------------------------------------------------------------
-    def _expect(self, what: str) -> Any:
-        message = self._receive()
+    def _expect(self, what: str, *, timeout: float | None = None) -> Any:
+        message = self._receive(timeout)
         if message[0] == what:
             return message[1]
         _, error, child_traceback, extra = message
@@ -198,8 +220,24 @@ class ForkedWorker:
         _carry(error, extra)
         raise error
 
-    def _receive(self) -> tuple:
+    def _receive(self, timeout: float | None = None) -> tuple:
+        import time
+
+        deadline = None if timeout is None else time.monotonic() + timeout
+        asked_to_stop = False
         while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                if asked_to_stop:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pid, signal.SIGKILL)
+                    self._wait(None)
+                    raise AgentTimeout(
+                        f"the agent did not finish within agent_timeout={timeout:g} s, nor stop "
+                        f"{STOP_GRACE_SECONDS:g} s after being asked; its process was killed"
+                    )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGUSR1)
+                asked_to_stop, deadline = True, time.monotonic() + STOP_GRACE_SECONDS
             if self.conn.poll(POLL_SECONDS):
                 try:
                     return self.conn.recv()
@@ -252,9 +290,9 @@ class ForkedWorker:
 
 
 # -- the child's side ----------------------------------------------------------------------------------------
-def _child(conn, prepare, finish, header, carried, wait_for_go: bool) -> int:
+def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: float | None) -> int:
     _die_with_parent()
-    _stop_on_first_signal()
+    _stop_on_first_signal(timeout)
     # a warning goes to this process's stderr at once (a recorder set up by the caller would die with the copy)
     warnings.showwarning = _print_warning
     prepared = None
@@ -289,9 +327,10 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _stop_on_first_signal() -> None:
+def _stop_on_first_signal(timeout: float | None) -> None:
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`, once: while the child scores what was
-    completed, a second signal (the terminal's Ctrl-C also reaches the parent, which passes it on) is ignored."""
+    completed, a second signal (the terminal's Ctrl-C also reaches the parent, which passes it on) is ignored.
+    SIGUSR1 (the parent's ``agent_timeout``) raises :class:`AgentTimeout`."""
 
     def stop(signum, frame):
         if _EXITING.is_set():
@@ -300,8 +339,15 @@ def _stop_on_first_signal() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
+    def time_out(signum, frame):
+        if _EXITING.is_set():
+            return
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        raise AgentTimeout(f"the agent did not finish within agent_timeout={timeout:g} s; stopped")
+
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGUSR1, time_out)
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -160,3 +160,43 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
         timeout=180,
     )
     assert wrong.returncode == 1 and "OWL_EVAL_JOB_PROCESS='threads': expected 'fork'" in wrong.stderr
+
+
+def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experiment, client):
+    """Two jobs: one agent hangs at trial 2, the other never does; ``agent_timeout=3``. The hung one ends FAILED
+    with the reason and its two completed trials; the other finishes; the command exits 1 (a job failed)."""
+    started = time.monotonic()
+    result = subprocess.run(
+        runner_cmd(
+            experiment, "-m", *DYING, "agent.how=hang", "agent.at_trial=2,99", "agent_timeout=3", "progress=false"
+        ),
+        cwd=PROJECT_ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "AgentTimeout: the agent did not finish within agent_timeout=3 s; stopped" in error_line(result)
+    runs = client.search_runs([client.get_experiment_by_name(experiment["name"]).experiment_id])
+    jobs = {r.data.params["agent.at_trial"]: r for r in runs if r.data.tags.get("owl_eval.kind") == "job"}
+    assert jobs["99"].info.status == "FINISHED"
+    hung = jobs["2"]
+    assert hung.info.status == "FAILED"
+    assert hung.data.tags["error"] == "AgentTimeout: the agent did not finish within agent_timeout=3 s; stopped"
+    assert hung.data.tags["partial_record"] == "true" and "top1" in hung.data.metrics
+    assert time.monotonic() - started < 120  # nothing waited for the hang beyond the limit
+
+
+def test_agent_timeout_must_be_a_positive_number(experiment):
+    result = subprocess.run(
+        runner_cmd(experiment, "+experiment=ond_given_detection", "agent_timeout=0"),
+        cwd=PROJECT_ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip() == "error: agent_timeout: expected a number > 0, got 0"
