@@ -35,10 +35,10 @@ from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches, tracking_settings
-from owl_eval.typed import as_float
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
+from owl_eval.typed import as_float
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +161,10 @@ def execute(
         )
     else:
         if agent_timeout(cfg) is not None:
-            log.warning("agent_timeout is not enforced: the job runs in the launching process (%s)", inline_reason(in_process=in_process))
+            log.warning(
+                "agent_timeout is not enforced: the job runs in the launching process (%s)",
+                inline_reason(in_process=in_process),
+            )
         worker = InlineWorker(
             lambda: _no_exit(prepare, cfg),
             lambda job: record_and_score(job, scratch),
