@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from owl_eval.errors import ConfigError, LaunchAborted
 from owl_eval.runner.compare import summarize_sweep, swept_keys
@@ -232,10 +233,14 @@ class MlflowSweepCallback(Callback):
         problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(searchpath))
         if problem:  # before the parent run exists: a typo in a swept option leaves nothing in the store
             raise LaunchAborted(ConfigError(problem))
+        try:
+            sweep_dir = _sweep_dir(config)
+        except OmegaConfBaseException as exc:  # e.g. experiment_name=../.. refused by ${owl_eval.folder:}
+            raise LaunchAborted(exc) from exc
         run_id = start_sweep_parent(
             settings,
             str(config.hydra.runtime.cwd),
-            _sweep_dir(config),
+            sweep_dir,
             experiment=str(config.get("experiment_name", "")),
             overrides=list(config.hydra.overrides.task),
         )

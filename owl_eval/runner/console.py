@@ -17,7 +17,7 @@ from pathlib import Path
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf.errors import OmegaConfBaseException
 
-from owl_eval.errors import LaunchAborted, Terminated
+from owl_eval.errors import ConfigError, LaunchAborted, Terminated
 
 log = logging.getLogger("runner")
 
@@ -39,12 +39,28 @@ def full_errors_wanted() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
+def _own_error_inside(exc: BaseException) -> ConfigError | None:
+    """The ConfigError a resolver raised, from the chain OmegaConf wraps it in, or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConfigError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several)."""
     if isinstance(exc, Terminated):
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
+    if isinstance(exc, OmegaConfBaseException):
+        inner = _own_error_inside(exc)
+        if inner is not None:
+            return one_line(inner)  # our own check inside a resolver: its message is the whole story
     if isinstance(exc, RecursionError):
         return f"input nested too deeply to read ({exc})"
     text = str(exc).strip() or type(exc).__name__

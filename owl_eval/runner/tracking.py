@@ -59,7 +59,10 @@ def filter_literal(value: str, *, what: str) -> str:
 def make_client(uri: str):
     from mlflow.tracking import MlflowClient
 
-    return MlflowClient(tracking_uri=uri)
+    from owl_eval.runner.tracking_settings import no_stray_folders
+
+    with no_stray_folders(uri):
+        return MlflowClient(tracking_uri=uri)
 
 
 def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:

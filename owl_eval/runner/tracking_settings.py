@@ -3,13 +3,78 @@ against the launch directory so every launcher's workers write to one store."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from owl_eval.errors import ConfigError
+
+# An artifact location with a URI scheme goes to MLflow's artifact repository for it; these need a library.
+# scheme -> (module to import, what to pip install)
+ARTIFACT_LIBRARIES = {
+    "s3": ("boto3", "boto3"),
+    "gs": ("google.cloud.storage", "google-cloud-storage"),
+    "wasbs": ("azure.storage.blob", "azure-storage-blob"),
+    "abfss": ("azure.storage.filedatalake", "azure-storage-file-datalake"),
+    "hdfs": ("pyarrow", "pyarrow"),
+    "viewfs": ("pyarrow", "pyarrow"),
+    "oss": ("oss2", "oss2"),
+    "sftp": ("pysftp", "pysftp"),
+}
+ARTIFACT_SCHEMES_WITHOUT_LIBRARY = ("file", "ftp", "mlflow-artifacts", "http", "https", "dbfs", "runs", "models")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: C:\ is a Windows drive
+
+
+def sqlite_uri(database: Path) -> str:
+    """The SQLite URI of the file ``database``: ``%`` and ``?`` percent-encoded, since SQLAlchemy reads a ``?`` as
+    the start of query options (a launch folder named ``a?b`` would put the store in ``a``) and decodes the
+    database part (spaces, ``#`` and non-ASCII letters pass as they are)."""
+    text = str(database).replace("%", "%25").replace("?", "%3F")
+    return f"sqlite:///{text}"
+
+
+@contextlib.contextmanager
+def no_stray_folders(uri: str) -> Iterator[None]:
+    """MLflow makes the parent folders of a SQLite database from the URI's text, escapes and all: a store in
+    ``a?b/outputs`` would leave an empty ``a%3Fb/outputs`` beside it. Folders it made that way are removed
+    afterwards (empty ones only)."""
+    if not uri.startswith("sqlite:///") or "%" not in uri:
+        yield
+        return
+    literal = Path(uri[len("sqlite:///") :]).parent
+    first_new = None
+    for folder in [literal, *literal.parents]:
+        if folder.exists():
+            break
+        first_new = folder
+    try:
+        yield
+    finally:
+        if first_new is not None and first_new.is_dir() and first_new != sqlite_path(uri).parent:
+            for folder in [literal, *literal.parents]:  # innermost first; stops at a folder that holds anything
+                try:
+                    folder.rmdir()
+                except OSError:
+                    break
+                if folder == first_new:
+                    break
+
+
+def sqlite_path(uri: str) -> Path:
+    """The database file of a ``sqlite:///`` URI, as SQLAlchemy reads it (percent-escapes decoded)."""
+    from urllib.parse import unquote
+
+    return Path(unquote(uri[len("sqlite:///") :])).expanduser()
+
+
+def artifact_scheme(location: str) -> str | None:
+    """The URI scheme of an artifact location (``s3``, ``file``), or None for a plain path."""
+    match = _SCHEME.match(location)
+    return match.group(1).lower() if match else None
+
 
 _KNOWN_URI = re.compile(
     r"^(sqlite:///.+|file:.+|https?://[^/\s]+.*|databricks(-uc)?(://.*)?|(postgresql|mysql)(\+\w+)?://.+)$"
@@ -87,7 +152,12 @@ class TrackingSettings:
             if not _KNOWN_URI.match(self.uri):
                 raise ConfigError(f"tracking.uri: {self.uri!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}")
             if self.uri.startswith("sqlite:///"):
-                db = Path(self.uri[len("sqlite:///") :]).expanduser()
+                if "?" in self.uri:
+                    raise ConfigError(
+                        f"tracking.uri: {self.uri!r} holds '?', which SQLAlchemy reads as the start of query options "
+                        "(the store would go elsewhere); write a '?' of the path as %3F"
+                    )
+                db = sqlite_path(self.uri)
                 if db.is_dir():
                     raise ConfigError(f"tracking.uri: {db} is a directory, expected the SQLite database file")
                 if not db.parent.is_dir():
@@ -107,6 +177,8 @@ class TrackingSettings:
             not isinstance(self.artifact_location, (str, os.PathLike)) or not str(self.artifact_location).strip()
         ):
             bad("artifact_location", self.artifact_location, "a path, a URI or null")
+        if self.artifact_location is not None:
+            self._check_artifact_location(str(self.artifact_location))
         if not isinstance(self.log_record, bool):
             bad("log_record", self.log_record, "true or false")
         points = self.max_series_points
@@ -114,6 +186,30 @@ class TrackingSettings:
             bad("max_series_points", points, "a positive integer or null")
         if self.skip_finished is not None and not isinstance(self.skip_finished, bool):
             bad("skip_finished", self.skip_finished, "true, false or null")
+
+    def _check_artifact_location(self, location: str) -> None:
+        """A URI's scheme must be one MLflow stores artifacts with, and the library it needs importable."""
+        import importlib.util
+
+        scheme = artifact_scheme(location)
+        if scheme is None or scheme in ARTIFACT_SCHEMES_WITHOUT_LIBRARY:
+            return
+        if scheme not in ARTIFACT_LIBRARIES:
+            known = ", ".join(sorted({*ARTIFACT_LIBRARIES, "file"}))
+            raise ConfigError(
+                f"tracking.artifact_location: {location!r} has the scheme {scheme}://, which MLflow has no artifact "
+                f"store for; expected a path or one of {known}"
+            )
+        module, package = ARTIFACT_LIBRARIES[scheme]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a parent package missing (google.cloud without storage)
+            found = False
+        if not found:
+            raise ConfigError(
+                f"tracking.artifact_location: {location!r} needs {package} to store artifacts in {scheme}://, and it "
+                f"is not installed (pip install {package})"
+            )
 
     def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
 
@@ -126,11 +222,17 @@ class TrackingSettings:
             store.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # e.g. the default <launch dir>/outputs is a file
             raise ConfigError(f"tracking.store_dir: cannot create {store}: {exc.strerror or exc}") from exc
-        return f"sqlite:///{store / 'mlflow.db'}"
+        return sqlite_uri(store / "mlflow.db")
 
     def resolved_artifact_location(self, uri: str) -> str | None:
+        """Where the experiment's artifacts go: a URI (``s3://``, ``file:///abs``) as given, a path made absolute
+        (``file://`` URI, so Ray or Slurm workers write to the same place); by default ``mlartifacts`` beside a
+        SQLite store, else the tracking server's choice."""
         if self.artifact_location:
-            return Path(self.artifact_location).expanduser().resolve().as_uri()
+            location = str(self.artifact_location)
+            if artifact_scheme(location) is not None:
+                return location
+            return Path(location).expanduser().resolve().as_uri()
         if uri.startswith("sqlite:///"):
-            return (Path(uri[len("sqlite:///") :]).parent / "mlartifacts").resolve().as_uri()
+            return (sqlite_path(uri).parent / "mlartifacts").resolve().as_uri()
         return None  # a tracking server chooses its own artifact store
