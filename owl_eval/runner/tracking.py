@@ -7,7 +7,9 @@ nested child per job. Everything is sent in batches through ``MlflowClient.log_b
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -33,11 +35,15 @@ from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F40
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAGS_PER_BATCH = 100
-MAX_PARAM_LENGTH = 6000
+# A param value's limit is MLflow's own, mlflow.utils.validation.MAX_PARAM_VAL_LENGTH (6000 characters in MLflow 3),
+# read in TrackedRun.log_params (importing MLflow here would cost every import of this module ~1.5 s).
 
 SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
+TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
+
+log = logging.getLogger(__name__)
 
 
 def filter_literal(value: str, *, what: str) -> str:
@@ -97,9 +103,13 @@ def flatten(mapping: Mapping | list, prefix: str = "") -> dict[str, str]:
         ):
             out.update(flatten(value, name + "."))
         else:
-            text = "null" if value is None else str(value)
-            out[name] = text[:MAX_PARAM_LENGTH]
+            out[name] = "null" if value is None else str(value)
     return out
+
+
+def param_file_name(key: str) -> str:
+    """``key`` as a file name: characters other than letters, digits and ``. _ -`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
 def git_commit(directory: str | os.PathLike | None = None) -> str:
@@ -194,11 +204,46 @@ class TrackedRun:
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
+        """Log ``params``; a value longer than MLflow's limit is logged as its beginning and a marker naming the
+        artifact ``params/<key>.txt`` that holds it whole, the run's tag ``owl_eval.truncated_params`` lists
+        such keys, and one warning names them."""
         from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
-        items = [Param(k, str(v)) for k, v in params.items()]
+        items = []
+        whole: dict[str, str] = {}  # artifact path -> full value
+        truncated: dict[str, tuple[int, str]] = {}  # key -> (length, artifact path)
+        for key, value in params.items():
+            text = str(value)
+            if len(text) > MAX_PARAM_VAL_LENGTH:
+                name = param_file_name(key)
+                path, n = f"params/{name}.txt", 2
+                while path in whole:  # two keys alike but for unsafe characters
+                    path, n = f"params/{name}-{n}.txt", n + 1
+                marker = f"... [truncated: {len(text)} characters; full value in {path}]"
+                whole[path] = text
+                truncated[key] = (len(text), path)
+                text = text[: max(MAX_PARAM_VAL_LENGTH - len(marker), 0)] + marker
+            items.append(Param(key, text))
+        if whole:
+
+            def write(folder: Path) -> None:
+                (folder / "params").mkdir()
+                for path, full in whole.items():
+                    (folder / path).write_text(full, encoding="utf-8", errors="surrogateescape")
+
+            self.log_files(write, None)
         for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=chunk)
+        if truncated:
+            earlier = self.client.get_run(self.run_id).data.tags.get(TRUNCATED_PARAMS_TAG, "")
+            keys = [k for k in earlier.split(",") if k and k not in truncated] + list(truncated)
+            self.set_tags({TRUNCATED_PARAMS_TAG: ",".join(keys)})
+            log.warning(
+                "parameters longer than MLflow's limit of %d characters logged truncated: %s",
+                MAX_PARAM_VAL_LENGTH,
+                ", ".join(f"{k} ({n} characters, whole in artifact {path})" for k, (n, path) in truncated.items()),
+            )
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag

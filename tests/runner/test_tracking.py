@@ -74,6 +74,7 @@ def test_metric_keys_and_flattening():
     assert metric_key("m2_cdt_pct@0.175") == "m2_cdt_pct_at_0.175"
     assert metric_key("task/cartpole_default/saturation") == "task/cartpole_default/saturation"
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None}) == {"a.b": "1", "a.c": "[1, 2]", "d": "null"}
+    assert flatten({"long": "x" * 20_000}) == {"long": "x" * 20_000}  # kept whole: log_params deals with the limit
 
 
 def test_failed_run_keeps_what_was_logged(experiment, client):
@@ -197,3 +198,45 @@ def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
         TrackingSettings.from_config({"uri": None, "bogus": 1, "_target_": "x"})
     with pytest.raises(ConfigError, match=r"^tracking.stor_dir: unknown key \(did you mean tracking.store_dir\?\)"):
         TrackingSettings.from_config({"stor_dir": "x"})
+
+
+def test_a_param_over_mlflows_limit_is_cut_with_a_marker_and_kept_whole_in_an_artifact(
+    experiment, client, tmp_path, caplog
+):
+    import logging
+
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    assert MAX_PARAM_VAL_LENGTH == 6000  # MLflow 3.x; the test below reads the constant either way
+    # Distinct characters all along (a run of one letter would hide an off-by-one), a non-ASCII one among them.
+    long_value = "".join(f"{i:05d}é" for i in range(4000))[:20_000]
+    assert len(long_value) == 20_000
+    key = "agent.prompt/with spaces"
+    with caplog.at_level(logging.WARNING, logger="owl_eval.runner.tracking"):
+        with TrackedRun.start(_settings(experiment), run_name="long param") as run:
+            run.log_params({key: long_value, "agent.k": "3"})
+    data = client.get_run(run.run_id).data
+
+    marker = "... [truncated: 20000 characters; full value in params/agent.prompt_with_spaces.txt]"
+    assert data.params[key] == long_value[: MAX_PARAM_VAL_LENGTH - len(marker)] + marker
+    assert len(data.params[key]) <= MAX_PARAM_VAL_LENGTH
+    assert data.params["agent.k"] == "3"
+    local = client.download_artifacts(run.run_id, "params/agent.prompt_with_spaces.txt", str(tmp_path))
+    with open(local, encoding="utf-8", newline="") as handle:
+        assert handle.read() == long_value
+    assert data.tags["owl_eval.truncated_params"] == key
+    warnings = [r for r in caplog.records if r.name == "owl_eval.runner.tracking" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert key in warnings[0].getMessage() and "20000 characters" in warnings[0].getMessage()
+
+
+def test_params_within_the_limit_are_logged_as_they_are(experiment, client):
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    exact = "y" * MAX_PARAM_VAL_LENGTH
+    with TrackedRun.start(_settings(experiment), run_name="short params") as run:
+        run.log_params({"a": exact, "b": "null"})
+    data = client.get_run(run.run_id).data
+    assert data.params == {"a": exact, "b": "null"}
+    assert "owl_eval.truncated_params" not in data.tags
+    assert not client.list_artifacts(run.run_id, "params")
