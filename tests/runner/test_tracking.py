@@ -240,3 +240,106 @@ def test_params_within_the_limit_are_logged_as_they_are(experiment, client):
     assert data.params == {"a": exact, "b": "null"}
     assert "owl_eval.truncated_params" not in data.tags
     assert not client.list_artifacts(run.run_id, "params")
+
+
+# -- the tracking server must answer before the first client ----------------------------------------------
+
+
+def test_no_server_at_an_http_uri_is_one_config_error_within_15_s(free_port):
+    import time
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.tracking import make_client
+
+    uri = f"http://127.0.0.1:{free_port}"
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        make_client(uri)
+    assert time.monotonic() - start < 15
+    assert str(caught.value) == (
+        f"tracking.uri: no MLflow server answers at {uri} (connection refused); start one "
+        f"(mlflow server --host 127.0.0.1 --port {free_port}) or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
+    )
+
+
+def test_a_server_that_accepts_but_never_answers_is_a_time_out(monkeypatch):
+    import socket
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner import tracking
+
+    monkeypatch.setattr(tracking, "SERVER_CHECK_TIMEOUT", 0.3)
+    monkeypatch.setattr(tracking, "SERVER_CHECK_PAUSE", 0.1)
+    with socket.socket() as silent:  # listening: the kernel completes the connection, nobody ever reads it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=r"no MLflow server answers at .* \(timed out after 0.3 s\); start one"):
+            tracking.make_client(uri)
+
+
+def test_any_http_answer_counts_and_is_checked_once_per_process():
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from mlflow.tracking import MlflowClient
+
+    from owl_eval.runner.tracking import make_client
+
+    paths: list[str] = []
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):
+            paths.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        assert isinstance(make_client(uri), MlflowClient)
+        assert isinstance(make_client(uri), MlflowClient)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert paths == ["/"]
+
+
+@pytest.mark.subprocess
+def test_the_command_line_with_no_server_at_its_uri_exits_with_one_error_line(free_port, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri = f"http://127.0.0.1:{free_port}"
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "owl_eval",
+            "+experiment=ond_given_detection",
+            "protocol.num_trials=2",
+            "figures=false",
+            "progress=false",
+            f"tracking.uri={uri}",
+        ],
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": "/work/wt-track", "MLFLOW_DISABLE_TELEMETRY": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - start
+    assert done.returncode == 1, done.stderr
+    assert elapsed < 60, elapsed
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert uri in errors[0] and "no MLflow server answers" in errors[0], errors[0]
+    assert "Traceback" not in done.stderr + done.stdout
