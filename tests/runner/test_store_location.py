@@ -130,3 +130,14 @@ def test_a_raw_question_mark_in_a_sqlite_uri_is_refused(tmp_path):
     assert result.returncode == 1
     assert "holds '?', which SQLAlchemy reads as the start of query options" in result.stderr
     assert everything_under(tmp_path) == set()
+
+
+def test_a_sweep_with_no_server_at_its_uri_is_one_error_line_and_starts_no_job(tmp_path, free_port):
+    uri = f"http://127.0.0.1:{free_port}"
+    result = run_module("owl_eval", ["-m", *SMALL, "seed=1,2", f"tracking.uri={uri}"], cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.strip() == (
+        f"error: tracking.uri: no MLflow server answers at {uri} (connection refused); start one "
+        f"(mlflow server --host 127.0.0.1 --port {free_port}) or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
+    )
+    assert "Launching" not in result.stdout  # no job started
