@@ -78,11 +78,11 @@ def make_client(uri: str):
     answers there (:func:`check_server`): without one, MLflow would retry every request for minutes in silence."""
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.tracking_settings import no_stray_folders
+    from owl_eval.runner.tracking_settings import no_stray_folders, sqlite_creation_lock
 
     if uri.lower().startswith(("http://", "https://")):
         check_server(uri)
-    with no_stray_folders(uri):
+    with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
 
 
