@@ -55,6 +55,11 @@ class Evaluation(ABC, Generic[OptionsT]):
         """``{name: matplotlib Figure}`` drawn from ``scored`` alone."""
         return {}
 
+    def run_tags(self, record: Any, options: OptionsT, *, record_logged: bool = True) -> dict[str, str]:
+        """Tags the run gets for what the scoring of ``record`` left out of its metrics (and where it is
+        instead); ``record_logged``: whether the record is logged (``tracking.log_record``)."""
+        return {}
+
     def evaluate(self, record: Any, settings: Mapping[str, Any] | None = None) -> MetricResults:
         """The results alone, for tests and scripts: ``settings`` typed (the defaults for keys not given) but not
         checked against the data, so a setting the data cannot meet scores as the metric functions do (N/A)."""

@@ -7,7 +7,8 @@ line breaks; a UTF-8 byte-order mark, CRLF or CR line ends and blank lines, trai
   files whose columns are not all numbers (ground truth, headers, labels);
 * :func:`read_numeric_rows`: one string column (sample ids) then numbers, parsed column-wise by
   ``pyarrow.csv`` (hundreds of score columns per row, thousands of rows); on anything it does not accept
-  it falls back to :func:`read_rows` and :func:`numeric`, which either read the file or name the culprit.
+  it falls back to :func:`read_rows` and :func:`numeric`, which either read the file or name the culprit;
+* :func:`float_rows`: a file of numbers only, column-wise by ``pyarrow.csv``, or None (the caller falls back).
 
 Row numbers in messages are 1-based physical lines of the file as an editor shows them (a header, blank
 lines and the line breaks inside quoted fields counted; a row that spans lines is named by its first), so
@@ -234,6 +235,30 @@ def read_numeric_rows(
         quote_char=quote_char,
         _lines=rows.line_numbers,
     )
+
+
+def float_rows(data: bytes, *, width: int, skip_rows: int = 0) -> np.ndarray | None:
+    """``float64 [rows, width]`` of ``data`` (CSV bytes, ``skip_rows`` lines skipped first) read column-wise by
+    ``pyarrow.csv``, without a Python object per value; None when pyarrow does not read every field of it as a
+    number (a ragged or whitespace-only row, an empty field, ``1_0``): the caller then reads it with
+    :func:`read_rows` and :func:`numeric`, which name what is wrong. Whatever both read, both read alike
+    (correctly rounded); NaN and inf are left in the values (the caller decides)."""
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(autogenerate_column_names=True, skip_rows=skip_rows, block_size=_BLOCK_SIZE),
+            convert_options=pacsv.ConvertOptions(
+                column_types={f"f{j}": pa.float64() for j in range(width)}, **_NO_NULLS
+            ),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+    if table.num_columns != width or not all(pa.types.is_float64(t) for t in table.schema.types):
+        return None
+    values = np.empty((table.num_rows, width), np.float64)
+    for j, column in enumerate(table.columns):
+        values[:, j] = column.to_numpy()
+    return values
 
 
 def _decode(path: Path, data: bytes) -> str:

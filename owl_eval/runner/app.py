@@ -88,7 +88,11 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
         tags=tags,
         run_name=run_name,
         record=record,
-        final_tags=lambda record: driver.tags() | driver.record_tags(record),
+        final_tags=lambda record: (
+            driver.tags()
+            | driver.record_tags(record)
+            | evaluation.run_tags(record, metric_options, record_logged=settings.log_record)
+        ),
         parts={"protocol": driver, "domain": domain, "agent": agent, "baseline": baseline, "names": names},
     )
 

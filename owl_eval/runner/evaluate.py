@@ -61,6 +61,7 @@ def prepare_source(cfg: DictConfig):
         tags=tags,
         run_name=run_name,
         record=lambda: data.record,
+        final_tags=lambda record: evaluation.run_tags(record, metric_options, record_logged=settings.log_record),
         setup_key="time/read_s",
         record_key=None,
         resumable=False,

@@ -69,7 +69,7 @@ def test_values_are_typed_as_a_careful_user_means_them():
             "metrics.treshold: unknown key (did you mean metrics.threshold?); valid keys: "
             "threshold, asymptotic_width, nrp_window, threshold_grid, names",
         ),
-        ("continual", {"threshold": 0.5}, "metrics.threshold: unknown key; valid keys: names"),
+        ("continual", {"threshold": 0.5}, "metrics.threshold: unknown key; valid keys: max_task_series, names"),
         ("ond", [0.5], "metrics: expected a mapping of metric settings"),
         # OND
         ("ond", {"threshold": "high"}, "metrics.threshold: expected a number, got 'high'"),

@@ -14,7 +14,8 @@ Order of calls on the learner (``owl_eval.protocols.continual.agents.base.Contin
 Logged metrics: each Renate (and Avalanche-style) metric's final value under its name (step 0), its series
 over ``task_id`` under ``by_task/<name>`` (steps 0..T-1; a separate key, because MLflow would otherwise hold
 two different values at step 0 under one name), each task's accuracy over the sequence as
-``task/<i>/accuracy`` (step j = A[j][i]), and ``tasks_completed``.
+``task/<i>/accuracy`` (step j = A[j][i]; for at most ``metrics.max_task_series`` tasks, evenly spread: the whole
+matrix is in the record), and ``tasks_completed``.
 
 Interrupted runs: the record travels on the exception once the init evaluation is done, holding the rows
 of ``A`` completed before the failure (a row counts only when every task of it was evaluated). Its

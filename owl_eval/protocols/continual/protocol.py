@@ -23,7 +23,8 @@ PROTOCOL = Protocol(
             "continual",
             True,
             (0.0, 1.0),
-            description="task/<i>/accuracy: accuracy on task i after each update (column i of A), a series",
+            description="task/<i>/accuracy: accuracy on task i after each update (column i of A), a series; "
+            "for at most metrics.max_task_series tasks (evenly spread), the whole matrix being in the record",
             series=True,
         ),
     ),

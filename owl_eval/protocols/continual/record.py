@@ -7,6 +7,10 @@ Saved three ways into one folder (no pickle):
   [[b_0, ..., b_{T-1}]], "num_instances": [n_0, ...]}``;
 - ``accuracy_matrix.csv``: ``after_task,task_0,...,task_{T-1}`` with one line per completed row of ``A``.
 
+The two text copies (Renate's dict and the CSV, about 20 bytes per value each at full precision: 19 MB each for
+1,000 tasks) are written for sequences of up to :data:`TEXT_COPY_MAX_TASKS` tasks; ``continual_record.npz``
+(float64, exact, 8 bytes per value at most) always holds the whole matrix: ``np.load(path)["accuracy"]``.
+
 A record of an interrupted run holds only the rows completed before the failure: ``accuracy`` is then
 ``[k, T]`` with ``k < T`` (``b``, ``n`` and the task classes are always complete).
 """
@@ -27,6 +31,7 @@ RENATE_FILE = "renate_results.json"
 MATRIX_FILE = "accuracy_matrix.csv"
 FORMAT = "owl-eval/continual-record/1"
 SCENARIOS = ("class_incremental", "task_incremental")
+TEXT_COPY_MAX_TASKS = 200  # renate_results.json and accuracy_matrix.csv up to here; continual_record.npz always
 
 
 @dataclass
@@ -50,6 +55,11 @@ class ContinualRecord:
     @property
     def complete(self) -> bool:
         return self.num_completed == self.num_tasks
+
+    @property
+    def text_copies(self) -> bool:
+        """Whether :meth:`save` writes the text copies of the matrix (Renate's dict and the CSV)."""
+        return self.num_tasks <= TEXT_COPY_MAX_TASKS
 
     def add_row(self, row: np.ndarray) -> None:
         self.accuracy = np.vstack([self.accuracy, np.asarray(row, dtype=np.float64)[None, :]])
@@ -78,8 +88,9 @@ class ContinualRecord:
             task_class_counts=counts,
             meta_json=np.array(json.dumps(meta)),
         )
-        (directory / RENATE_FILE).write_text(json.dumps(self.renate_results()))
-        self._write_csv(directory / MATRIX_FILE)
+        if self.text_copies:
+            (directory / RENATE_FILE).write_text(json.dumps(self.renate_results()))
+            self._write_csv(directory / MATRIX_FILE)
         return path
 
     def _write_csv(self, path: Path) -> None:
