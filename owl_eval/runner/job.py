@@ -222,7 +222,7 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
                 # A crash or Ctrl-C: what was completed was scored, and is logged before the run ends.
                 partial = carried_by(exc)
                 if partial is not None:
-                    run.set_tags({"partial_record": "true"})
+                    run.set_tags({"partial_record": "true"} | partial.tags)
                     log_outcome(run, partial)
                 raise
             run.set_tags(outcome.tags)  # what actually happened (e.g. which references were reused)
@@ -277,7 +277,11 @@ def record_and_score(job: PreparedJob, scratch: Path) -> Outcome:
 def _scored_partial(job: PreparedJob, exc: BaseException, scratch: Path) -> Outcome | None:
     """The completed part of a record step that raised ``exc``, scored (no figures), or None."""
     partial = partial_record(exc)
-    return None if partial is None else score_record(job, partial, scratch, figures=False)
+    if partial is None:
+        return None
+    outcome = score_record(job, partial, scratch, figures=False)
+    outcome.tags = job.final_tags(partial)  # what the completed part tells (e.g. which task series were logged)
+    return outcome
 
 
 def score_record(job: PreparedJob, record: Record, scratch: Path, *, figures: bool) -> Outcome:
