@@ -237,13 +237,16 @@ class MlflowSweepCallback(Callback):
             sweep_dir = _sweep_dir(config)
         except OmegaConfBaseException as exc:  # e.g. experiment_name=../.. refused by ${owl_eval.folder:}
             raise LaunchAborted(exc) from exc
-        run_id = start_sweep_parent(
-            settings,
-            str(config.hydra.runtime.cwd),
-            sweep_dir,
-            experiment=str(config.get("experiment_name", "")),
-            overrides=list(config.hydra.overrides.task),
-        )
+        try:
+            run_id = start_sweep_parent(
+                settings,
+                str(config.hydra.runtime.cwd),
+                sweep_dir,
+                experiment=str(config.get("experiment_name", "")),
+                overrides=list(config.hydra.overrides.task),
+            )
+        except ValueError as exc:  # e.g. no server answers at the tracking URI: one error, no job started
+            raise LaunchAborted(exc) from exc
         os.environ[self.env_var] = run_id
         params = OmegaConf.select(config, "hydra.sweeper.params")
         os.environ[SWEPT_KEYS_ENV] = ",".join(

@@ -68,11 +68,15 @@ def sweep_runs(client, parent_run_id: str) -> list:
     """The FINISHED job runs of a sweep: its children plus the finished runs a resumed sweep reused."""
     parent = _get_run(client, parent_run_id, "--sweep")
     parent_id = filter_literal(parent_run_id, what="--sweep")
-    children = _search(
-        client,
-        [parent.info.experiment_id],
-        f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'",
-    )
+    children = [
+        r
+        for r in _search(
+            client,
+            [parent.info.experiment_id],
+            f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'",
+        )
+        if r.data.tags.get(RUN_KIND_TAG) != "reused"  # stands for a reused run, counted below as the original
+    ]
     reused = [
         _get_run(client, k[len(REUSED_TAG_PREFIX) :], f"sweep {parent_run_id} tag {k}")
         for k in parent.data.tags

@@ -45,8 +45,11 @@ def checked_cli(hydra_main, *, config_name: str = "config") -> None:
         sys.exit(_help(sys.argv[1:], config_name))
     sys.argv[1:] = flags_first(sys.argv[1:])
     install_one_line_errors()
+    from owl_eval.runner.termination import terminate_as_interrupt
+
     try:
-        hydra_main()
+        with terminate_as_interrupt():  # SIGTERM stops the command (and a sweep's jobs) as Ctrl-C does
+            hydra_main()
     except BaseException as exc:
         _close_open_sweep(exc)
         raise

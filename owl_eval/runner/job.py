@@ -190,7 +190,9 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
     digest = config_hash(cfg)
     if skip:
         # Resuming a sweep: a config that already has a FINISHED (or running) run is not run again.
-        reused = reuse_finished(settings, launch_dir, digest, parent_run_id=parent_run_id, job_label=job_label)
+        reused = reuse_finished(
+            settings, launch_dir, digest, parent_run_id=parent_run_id, job_label=job_label, run_name=header.run_name
+        )
         if reused is not None:
             return reused
     tags = {

@@ -16,6 +16,7 @@ itself. Order of claims: start time, then run id.
 from __future__ import annotations
 
 import logging
+import time
 
 from owl_eval.runner.compare import REUSED_TAG_PREFIX
 from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
@@ -76,16 +77,59 @@ def find_claim(client, experiment_id: str, config_hash: str):
     return running[0] if running else None
 
 
+REUSED_KIND = "reused"  # owl_eval.kind of a run standing for a reused one under a resumed sweep's parent
+REUSED_RUN_TAG = "owl_eval.reused_run"
+
+
 def _record_on_parent(client, parent_run_id: str | None, run_id: str, job_label: str) -> None:
     if parent_run_id:
         client.set_tag(parent_run_id, f"{REUSED_TAG_PREFIX}{run_id}", job_label)
 
 
+def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -> str | None:
+    """A FINISHED run under the resumed sweep's parent standing for the reused run ``found``, so the parent lists
+    every job of the sweep in the MLflow UI: its params, tags and final metric values (step 0) copied, kind
+    ``reused`` and ``owl_eval.reused_run`` naming the original (where its series and artifacts are). Comparisons
+    count the original once (``owl_eval.runner.compare.sweep_runs`` skips these). Returns its id, or None."""
+    if not parent_run_id or found.info.status != "FINISHED":
+        return None
+    from mlflow.entities import Metric, Param, RunTag
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+    kept = {k: v for k, v in found.data.tags.items() if not k.startswith("mlflow.") and k != RUN_KIND_TAG}
+    tags = kept | {
+        RUN_KIND_TAG: REUSED_KIND,
+        REUSED_RUN_TAG: found.info.run_id,
+        MLFLOW_PARENT_RUN_ID: parent_run_id,
+        "mlflow.note.content": f"Reused: this config had finished in run {found.info.run_id}; its series and "
+        "artifacts are there.",
+    }
+    run = client.create_run(found.info.experiment_id, run_name=run_name, tags=tags)
+    run_id = run.info.run_id
+    now = int(time.time() * 1000)
+    params = [Param(k, v) for k, v in found.data.params.items()]
+    metrics = [Metric(k, float(v), now, 0) for k, v in found.data.metrics.items()]
+    for start in range(0, len(params), 100):
+        client.log_batch(run_id, params=params[start : start + 100])
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start : start + 1000])
+    client.log_batch(run_id, tags=[RunTag(MLFLOW_RUN_NAME, run_name)])
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
 def reuse_finished(
-    settings: TrackingSettings, launch_dir: str, config_hash: str, *, parent_run_id: str | None, job_label: str
+    settings: TrackingSettings,
+    launch_dir: str,
+    config_hash: str,
+    *,
+    parent_run_id: str | None,
+    job_label: str,
+    run_name: str | None = None,
 ) -> dict[str, float] | None:
     """The metrics of the run that already has this config (FINISHED, or RUNNING in a live process: then
-    its metrics so far, possibly none), noted on the parent; None to run the job."""
+    its metrics so far, possibly none), noted on the parent (and, FINISHED, shown under it as ``run_name``:
+    :func:`show_under_parent`); None to run the job."""
     client = make_client(settings.resolved_uri(launch_dir))
     exp = client.get_experiment_by_name(settings.experiment_name)
     found = find_claim(client, exp.experiment_id, config_hash) if exp is not None else None
@@ -112,6 +156,8 @@ def reuse_finished(
             tags.get(HOST_TAG, "?"),
         )
     _record_on_parent(client, parent_run_id, found.info.run_id, job_label)
+    if run_name is not None:
+        show_under_parent(client, found, parent_run_id, run_name)
     return dict(found.data.metrics)
 
 

@@ -7,11 +7,19 @@ nested child per job. Everything is sent in batches through ``MlflowClient.log_b
 
 from __future__ import annotations
 
+import http.client
+import logging
 import os
+import re
+import socket
+import ssl
 import subprocess
 import tempfile
 import time
 import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +41,20 @@ from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F40
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAGS_PER_BATCH = 100
-MAX_PARAM_LENGTH = 6000
+# A param value's limit is MLflow's own, mlflow.utils.validation.MAX_PARAM_VAL_LENGTH (6000 characters in MLflow 3),
+# read in TrackedRun.log_params (importing MLflow here would cost every import of this module ~1.5 s).
 
 SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
+TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
+
+# Before the first client of an http(s) tracking URI: one GET of the URI, 2 attempts 1 s apart (see check_server).
+SERVER_CHECK_TIMEOUT = 5.0
+SERVER_CHECK_ATTEMPTS = 2
+SERVER_CHECK_PAUSE = 1.0
+
+log = logging.getLogger(__name__)
 
 
 def filter_literal(value: str, *, what: str) -> str:
@@ -57,12 +74,83 @@ def filter_literal(value: str, *, what: str) -> str:
 
 
 def make_client(uri: str):
+    """An ``MlflowClient`` for ``uri``. For an http(s) URI, the first call of this process checks that a server
+    answers there (:func:`check_server`): without one, MLflow would retry every request for minutes in silence."""
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.tracking_settings import no_stray_folders
+    from owl_eval.runner.tracking_settings import no_stray_folders, sqlite_creation_lock
 
-    with no_stray_folders(uri):
+    if uri.lower().startswith(("http://", "https://")):
+        check_server(uri)
+    with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
+
+
+# The http(s) tracking URIs a server has answered at in this process: each is checked once.
+_ANSWERING_SERVERS: set[str] = set()
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer too: not followed, it surfaces as an ``HTTPError`` with its 3xx status."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def _why_unreachable(error: BaseException, timeout: float) -> str | None:
+    """Why nothing answered, for a failed request's error; None when the error shows that something did answer."""
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(error, urllib.error.HTTPError) or isinstance(reason, ssl.SSLError):
+        # Any HTTP status is an answer; a TLS error means a server answered, and MLflow has its own TLS
+        # settings (MLFLOW_TRACKING_INSECURE_TLS, MLFLOW_TRACKING_SERVER_CERT_PATH) for it.
+        return None
+    if isinstance(reason, TimeoutError):
+        return f"timed out after {timeout:g} s"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(reason, socket.gaierror):
+        return f"host name not resolved: {reason.strerror or reason}"
+    if isinstance(reason, OSError):
+        return reason.strerror or str(reason) or type(reason).__name__
+    if isinstance(error, http.client.HTTPException):
+        return f"something listens there but does not answer HTTP ({type(error).__name__}: {error})"
+    return str(reason) or type(error).__name__
+
+
+def check_server(uri: str) -> None:
+    """Check that something answers HTTP at ``uri`` (any status, 404 or 401 included), once per process and URI:
+    a GET of the URI with a :data:`SERVER_CHECK_TIMEOUT` s timeout, :data:`SERVER_CHECK_ATTEMPTS` attempts
+    :data:`SERVER_CHECK_PAUSE` s apart. Nothing answering (connection refused, unknown host, time-out) is one
+    :class:`~owl_eval.errors.ConfigError` saying what to do. MLflow's own retries are left as they are: they
+    let a sweep ride out a server restarted mid-run."""
+    from owl_eval.errors import ConfigError
+
+    if uri in _ANSWERING_SERVERS:
+        return
+    opener = urllib.request.build_opener(_NoRedirect)
+    why = ""
+    for attempt in range(SERVER_CHECK_ATTEMPTS):
+        if attempt:
+            time.sleep(SERVER_CHECK_PAUSE)
+        try:
+            with opener.open(urllib.request.Request(uri, method="GET"), timeout=SERVER_CHECK_TIMEOUT):
+                pass
+            unreachable = None
+        except (ValueError, http.client.InvalidURL):
+            unreachable = None  # a URI urllib cannot read (MLflow may): no check, MLflow reports its own errors
+        except (OSError, http.client.HTTPException) as exc:  # URLError and HTTPError are OSErrors
+            unreachable = _why_unreachable(exc, SERVER_CHECK_TIMEOUT)
+        if unreachable is None:
+            _ANSWERING_SERVERS.add(uri)
+            return
+        why = unreachable
+    parts = urllib.parse.urlsplit(uri)  # urllib read the URI above, so its port is a number
+    port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    raise ConfigError(
+        f"tracking.uri: no MLflow server answers at {uri} ({why}); start one "
+        f"(mlflow server --host {parts.hostname or '127.0.0.1'} --port {port}) "
+        "or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
+    )
 
 
 def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
@@ -100,9 +188,13 @@ def flatten(mapping: Mapping | list, prefix: str = "") -> dict[str, str]:
         ):
             out.update(flatten(value, name + "."))
         else:
-            text = "null" if value is None else str(value)
-            out[name] = text[:MAX_PARAM_LENGTH]
+            out[name] = "null" if value is None else str(value)
     return out
+
+
+def param_file_name(key: str) -> str:
+    """``key`` as a file name: characters other than letters, digits and ``. _ -`` become ``_``."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", key)
 
 
 def git_commit(directory: str | os.PathLike | None = None) -> str:
@@ -197,11 +289,46 @@ class TrackedRun:
 
     # -- logging -------------------------------------------------------------------------------------
     def log_params(self, params: Mapping[str, str]) -> None:
+        """Log ``params``; a value longer than MLflow's limit is logged as its beginning and a marker naming the
+        artifact ``params/<key>.txt`` that holds it whole, the run's tag ``owl_eval.truncated_params`` lists
+        such keys, and one warning names them."""
         from mlflow.entities import Param
+        from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
 
-        items = [Param(k, str(v)) for k, v in params.items()]
+        items = []
+        whole: dict[str, str] = {}  # artifact path -> full value
+        truncated: dict[str, tuple[int, str]] = {}  # key -> (length, artifact path)
+        for key, value in params.items():
+            text = str(value)
+            if len(text) > MAX_PARAM_VAL_LENGTH:
+                name = param_file_name(key)
+                path, n = f"params/{name}.txt", 2
+                while path in whole:  # two keys alike but for unsafe characters
+                    path, n = f"params/{name}-{n}.txt", n + 1
+                marker = f"... [truncated: {len(text)} characters; full value in {path}]"
+                whole[path] = text
+                truncated[key] = (len(text), path)
+                text = text[: max(MAX_PARAM_VAL_LENGTH - len(marker), 0)] + marker
+            items.append(Param(key, text))
+        if whole:
+
+            def write(folder: Path) -> None:
+                (folder / "params").mkdir()
+                for path, full in whole.items():
+                    (folder / path).write_text(full, encoding="utf-8", errors="surrogateescape")
+
+            self.log_files(write, None)
         for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=chunk)
+        if truncated:
+            earlier = self.client.get_run(self.run_id).data.tags.get(TRUNCATED_PARAMS_TAG, "")
+            keys = [k for k in earlier.split(",") if k and k not in truncated] + list(truncated)
+            self.set_tags({TRUNCATED_PARAMS_TAG: ",".join(keys)})
+            log.warning(
+                "parameters longer than MLflow's limit of %d characters logged truncated: %s",
+                MAX_PARAM_VAL_LENGTH,
+                ", ".join(f"{k} ({n} characters, whole in artifact {path})" for k, (n, path) in truncated.items()),
+            )
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag

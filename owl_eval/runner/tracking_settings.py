@@ -37,6 +37,31 @@ def sqlite_uri(database: Path) -> str:
 
 
 @contextlib.contextmanager
+def sqlite_creation_lock(uri: str) -> Iterator[None]:
+    """While a SQLite store is opened (and, the first time, created: MLflow's ~50 schema migrations), hold an
+    exclusive lock on a file beside it, so that jobs started at once on a store that does not exist yet take
+    turns: without it, 8 parallel first runs all failed (``table _alembic_tmp_latest_metrics already exists``,
+    ``Online migration expected to match one row``) and left the store half migrated. Other URIs: no lock."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    database = sqlite_path(uri)
+    try:
+        import fcntl
+
+        database.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(database.parent / f".{database.name}.owl-eval-lock", "a")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):  # no fcntl (Windows) or a read-only folder: open it unlocked, as MLflow does
+        yield
+        return
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        handle.close()  # releases the lock
+
+
+@contextlib.contextmanager
 def no_stray_folders(uri: str) -> Iterator[None]:
     """MLflow makes the parent folders of a SQLite database from the URI's text, escapes and all: a store in
     ``a?b/outputs`` would leave an empty ``a%3Fb/outputs`` beside it. Folders it made that way are removed

@@ -54,11 +54,13 @@ RAY_LAUNCHER = importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is n
 # Shell lines of the docs that are not run here, by pattern, with the reason.
 SKIP = {
     r"^pip install\b": "installs packages; the test runs in the environment they would install",
-    r"^python -m venv \.venv-ray\b": "creates and activates a separate environment for Ray (SWEEPS.md explains why)",
-    r"^RAY_AUTH_MODE=token ray start\b": "starts a Ray cluster that outlives the command; "
-    "tests/runner/test_sweeps_ray.py runs this recipe in the Ray environment",
-    r"^RAY_AUTH_MODE=token python -m owl_eval .*ray\.init\.address=": "needs the cluster of the `ray start` line; "
-    "tests/runner/test_sweeps_ray.py runs a sweep on such a cluster",
+    r"^\.ci/ray$": "installs the Ray environment (.venv-ray) and runs tests/runner/test_sweeps_ray.py: CI's own step",
+    r"^ray get-auth-token --generate$": "writes a token to ~/.ray; tests/runner/test_sweeps_ray.py passes a fresh "
+    "one in RAY_AUTH_TOKEN instead",
+    r"^RAY_AUTH_MODE=token RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start\b": "starts a Ray cluster that outlives "
+    "the command; tests/runner/test_sweeps_ray.py runs this recipe in the Ray environment",
+    r"^RAY_AUTH_MODE=token RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 python -m owl_eval .*ray\.init\.address=": "needs "
+    "the cluster of the `ray start` line; tests/runner/test_sweeps_ray.py runs a sweep on such a cluster",
     r"hydra/launcher=submitit_slurm": "needs a Slurm cluster and a tracking server on it",
 }
 # Skipped only where the condition holds (the line runs elsewhere).

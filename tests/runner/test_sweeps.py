@@ -212,6 +212,19 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
     assert new_parent["metrics"]["ond.knn_novelty/top1/mean"][0][1] == pytest.approx(sum(values) / 4, rel=1e-12)
     assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
+    # Every job of the resumed sweep is listed under its parent: the 3 that ran and 5 FINISHED stand-ins for the
+    # reused runs, each naming its original and holding its final values (the comparison above counted each once).
+    under = [r for r in second.values() if r["tags"].get("mlflow.parentRunId") == new_parent_id]
+    standins = [r for r in under if r["tags"]["owl_eval.kind"] == "reused"]
+    assert len(under) == 8 and len(standins) == 5
+    for standin in standins:
+        original = second[standin["tags"]["owl_eval.reused_run"]]
+        assert standin["status"] == "FINISHED" and original["status"] == "FINISHED"
+        assert standin["metrics"]["top1"][0][1] == original["metrics"]["top1"][-1][1]
+        assert (standin["tags"]["agent"], standin["tags"]["seed"]) == (
+            original["tags"]["agent"],
+            original["tags"]["seed"],
+        )
     # The interrupted run's process (the first sweep) is gone: the re-run ended it KILLED and reports it.
     assert second[interrupted["id"]]["status"] == "KILLED"
     assert new_parent["tags"]["owl_eval.reaped"] == interrupted["id"]

@@ -74,6 +74,7 @@ def test_metric_keys_and_flattening():
     assert metric_key("m2_cdt_pct@0.175") == "m2_cdt_pct_at_0.175"
     assert metric_key("task/cartpole_default/saturation") == "task/cartpole_default/saturation"
     assert flatten({"a": {"b": 1, "c": [1, 2]}, "d": None}) == {"a.b": "1", "a.c": "[1, 2]", "d": "null"}
+    assert flatten({"long": "x" * 20_000}) == {"long": "x" * 20_000}  # kept whole: log_params deals with the limit
 
 
 def test_failed_run_keeps_what_was_logged(experiment, client):
@@ -197,3 +198,148 @@ def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
         TrackingSettings.from_config({"uri": None, "bogus": 1, "_target_": "x"})
     with pytest.raises(ConfigError, match=r"^tracking.stor_dir: unknown key \(did you mean tracking.store_dir\?\)"):
         TrackingSettings.from_config({"stor_dir": "x"})
+
+
+def test_a_param_over_mlflows_limit_is_cut_with_a_marker_and_kept_whole_in_an_artifact(
+    experiment, client, tmp_path, caplog
+):
+    import logging
+
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    assert MAX_PARAM_VAL_LENGTH == 6000  # MLflow 3.x; the test below reads the constant either way
+    # Distinct characters all along (a run of one letter would hide an off-by-one), a non-ASCII one among them.
+    long_value = "".join(f"{i:05d}é" for i in range(4000))[:20_000]
+    assert len(long_value) == 20_000
+    key = "agent.prompt/with spaces"
+    with caplog.at_level(logging.WARNING, logger="owl_eval.runner.tracking"):
+        with TrackedRun.start(_settings(experiment), run_name="long param") as run:
+            run.log_params({key: long_value, "agent.k": "3"})
+    data = client.get_run(run.run_id).data
+
+    marker = "... [truncated: 20000 characters; full value in params/agent.prompt_with_spaces.txt]"
+    assert data.params[key] == long_value[: MAX_PARAM_VAL_LENGTH - len(marker)] + marker
+    assert len(data.params[key]) <= MAX_PARAM_VAL_LENGTH
+    assert data.params["agent.k"] == "3"
+    local = client.download_artifacts(run.run_id, "params/agent.prompt_with_spaces.txt", str(tmp_path))
+    with open(local, encoding="utf-8", newline="") as handle:
+        assert handle.read() == long_value
+    assert data.tags["owl_eval.truncated_params"] == key
+    warnings = [r for r in caplog.records if r.name == "owl_eval.runner.tracking" and r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert key in warnings[0].getMessage() and "20000 characters" in warnings[0].getMessage()
+
+
+def test_params_within_the_limit_are_logged_as_they_are(experiment, client):
+    from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH
+
+    exact = "y" * MAX_PARAM_VAL_LENGTH
+    with TrackedRun.start(_settings(experiment), run_name="short params") as run:
+        run.log_params({"a": exact, "b": "null"})
+    data = client.get_run(run.run_id).data
+    assert data.params == {"a": exact, "b": "null"}
+    assert "owl_eval.truncated_params" not in data.tags
+    assert not client.list_artifacts(run.run_id, "params")
+
+
+# -- the tracking server must answer before the first client ----------------------------------------------
+
+
+def test_no_server_at_an_http_uri_is_one_config_error_within_15_s(free_port):
+    import time
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.tracking import make_client
+
+    uri = f"http://127.0.0.1:{free_port}"
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        make_client(uri)
+    assert time.monotonic() - start < 15
+    assert str(caught.value) == (
+        f"tracking.uri: no MLflow server answers at {uri} (connection refused); start one "
+        f"(mlflow server --host 127.0.0.1 --port {free_port}) or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
+    )
+
+
+def test_a_server_that_accepts_but_never_answers_is_a_time_out(monkeypatch):
+    import socket
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner import tracking
+
+    monkeypatch.setattr(tracking, "SERVER_CHECK_TIMEOUT", 0.3)
+    monkeypatch.setattr(tracking, "SERVER_CHECK_PAUSE", 0.1)
+    with socket.socket() as silent:  # listening: the kernel completes the connection, nobody ever reads it
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        with pytest.raises(ConfigError, match=r"no MLflow server answers at .* \(timed out after 0.3 s\); start one"):
+            tracking.make_client(uri)
+
+
+def test_any_http_answer_counts_and_is_checked_once_per_process():
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from mlflow.tracking import MlflowClient
+
+    from owl_eval.runner.tracking import make_client
+
+    paths: list[str] = []
+
+    class NotFound(BaseHTTPRequestHandler):
+        def do_GET(self):
+            paths.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        assert isinstance(make_client(uri), MlflowClient)
+        assert isinstance(make_client(uri), MlflowClient)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    assert paths == ["/"]
+
+
+@pytest.mark.subprocess
+def test_the_command_line_with_no_server_at_its_uri_exits_with_one_error_line(free_port, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    uri = f"http://127.0.0.1:{free_port}"
+    start = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "owl_eval",
+            "+experiment=ond_given_detection",
+            "protocol.num_trials=2",
+            "figures=false",
+            "progress=false",
+            f"tracking.uri={uri}",
+        ],
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": "/work/wt-track", "MLFLOW_DISABLE_TELEMETRY": "true"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - start
+    assert done.returncode == 1, done.stderr
+    assert elapsed < 60, elapsed
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr
+    assert uri in errors[0] and "no MLflow server answers" in errors[0], errors[0]
+    assert "Traceback" not in done.stderr + done.stdout
