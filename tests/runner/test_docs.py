@@ -7,6 +7,8 @@
   lines are (test_readme.py: small sizes appended, inputs written, ``<run_id>`` filled in), with the docs' own
   placeholders filled from the workspace (``<parent run id>``, ``/abs/path``). Lines that cannot run here are
   in ``SKIP`` with the reason; the one block that needs a tracking server is run whole, against a real one.
+  The blocks of docs/TEAM.md that need PostgreSQL are in ``RUN_ELSEWHERE``: integration/test_team_store.py runs
+  them against a throwaway PostgreSQL cluster (``.ci/team-store``).
 - ```yaml blocks are config files: the first line names ``owl_eval/conf/<group>/<option>.yaml``; the test
   composes the packaged config with the block in a search path, checks that the group's node is the block's
   content, and prepares a job from it (type checks, the agent built and checked for the protocol's methods).
@@ -14,7 +16,7 @@
   ``SKIPPED_BLOCKS`` with the reason).
 
 A block in any other language, an untagged block, a new shell line that is neither run nor in ``SKIP``, or a
-stale ``SKIP``/``SKIPPED_BLOCKS`` entry fails ``test_every_code_block_is_run_or_listed``.
+stale ``SKIP``/``SKIPPED_BLOCKS``/``RUN_ELSEWHERE`` entry fails ``test_every_code_block_is_run_or_listed``.
 """
 
 from __future__ import annotations
@@ -74,8 +76,17 @@ SKIPPED_BLOCKS = {
     ("FORMATS.md", "<base>/<scenario_name>-<timestamp>/"): "a directory layout with placeholders, not a command; "
     "our writer's output is checked against it in tests/metrics/test_l2_log.py (round trip and layout)",
 }
+# Whole shell blocks run by another test, by (document, start of the first line), with the reason.
+_TEAM_STORE = "needs PostgreSQL: integration/test_team_store.py runs it on a throwaway cluster (.ci/team-store)"
+RUN_ELSEWHERE = {
+    ("TEAM.md", "sudo -u postgres createuser"): "administers the lab's PostgreSQL server; "
+    "integration/test_team_store.py makes its throwaway cluster with initdb and createdb instead",
+    ("TEAM.md", "mlflow server --backend-store-uri postgresql://"): _TEAM_STORE,
+    ("TEAM.md", "export MLFLOW_TRACKING_URI="): _TEAM_STORE + ", the sweep sent to that server",
+    ("TEAM.md", "python -m owl_eval -m "): _TEAM_STORE + ", the sweep sent straight to the database",
+}
 # The block the test runs whole: a tracking server, the environment that points at it, a sweep sent to it.
-SERVER_BLOCK = "mlflow server --backend-store-uri"
+SERVER_BLOCK = "mlflow server --backend-store-uri sqlite:"
 
 
 @dataclass(frozen=True)
@@ -119,8 +130,14 @@ def commands(block: Block) -> list[str]:
     return [re.sub(r"\s+", " ", line.strip()) for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
+def _run_elsewhere(block: Block) -> bool:
+    return any(block.document == doc and block.first_line.startswith(start) for doc, start in RUN_ELSEWHERE)
+
+
 def _tested_elsewhere(block: Block) -> bool:
-    return block.document == "README.md" and block.language == "bash"  # test_readme.py runs every line
+    if block.document == "README.md" and block.language == "bash":  # test_readme.py runs every line
+        return True
+    return block.language in SHELL and _run_elsewhere(block)
 
 
 def shell_lines() -> list[tuple[Block, str]]:
@@ -161,6 +178,9 @@ def test_every_code_block_is_run_or_listed():
     keys = {(b.document, b.first_line) for b in blocks}
     for key in SKIPPED_BLOCKS:
         assert key in keys, f"SKIPPED_BLOCKS entry {key} matches no block any more"
+    for doc, start in RUN_ELSEWHERE:
+        starting = [b for b in blocks if b.document == doc and b.language in SHELL and b.first_line.startswith(start)]
+        assert len(starting) == 1, f"RUN_ELSEWHERE entry {(doc, start)} matches {len(starting)} shell blocks, not one"
     lines = [line for _, line in shell_lines()]
     for pattern in [*SKIP, *SKIP_UNLESS]:
         assert any(re.search(pattern, line) for line in lines), f"SKIP pattern {pattern!r} matches no docs line"
