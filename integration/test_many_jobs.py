@@ -33,7 +33,7 @@ def test_two_hundred_job_joblib_sweep_loses_nothing_and_doubles_nothing(tmp_path
             "progress=false",
             "tracking.log_record=false",
             "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=4",
+            "hydra.launcher.n_jobs=2",
         ],
         cwd=tmp_path,
         env=env,
