@@ -257,8 +257,10 @@ def test_sweep_straight_to_postgresql_without_a_server(postgres, reference, tmp_
 
     artifacts = tmp_path / "artifacts"
     (direct,) = team_block("python -m owl_eval -m ")
+    # a password in the URI (trust authentication ignores it) must reach no run
+    password = f"pw-{uuid.uuid4().hex[:8]}"
     values = {
-        "tracking.uri": postgres["uri"],
+        "tracking.uri": postgres["uri"].replace("postgres@", f"postgres:{password}@", 1),
         "tracking.artifact_location": str(artifacts),
         "seed": seeds(SEEDS_DIRECT),
     }
@@ -274,4 +276,9 @@ def test_sweep_straight_to_postgresql_without_a_server(postgres, reference, tmp_
     for job in jobs:
         (log,) = (artifacts / job.info.run_id / "artifacts" / "logs").glob("*.log")
         assert f"MLflow run {job.info.run_id}" in log.read_text()
+        assert job.data.params["tracking.uri"] == postgres["uri"].replace("postgres@", "postgres:***@", 1)
+    (parent,) = client.search_runs([jobs[0].info.experiment_id], filter_string="tags.`owl_eval.kind` = 'sweep'")
+    stored = [text for run in [parent, *jobs] for text in run.data.params.values()]
+    stored += [path.read_text() for path in artifacts.rglob("*") if path.suffix in (".yaml", ".log")]
+    assert not [text for text in stored if password in text]
     assert not (cwd / "outputs" / "mlflow.db").exists() and not (cwd / "mlruns").exists()

@@ -92,7 +92,10 @@ def start_sweep_parent(
         log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
         tags[REAPED_TAG] = ",".join(reaped)[:5000]
     run = client.create_run(experiment_id, run_name=name, tags=tags)
-    client.log_param(run.info.run_id, "sweep.overrides", " ".join(overrides)[:6000])
+    from owl_eval.runner.tracking_settings import redacted
+
+    shown = [f"{k}={redacted(v)}" if sep else o for o in overrides for k, sep, v in [o.partition("=")]]
+    client.log_param(run.info.run_id, "sweep.overrides", " ".join(shown)[:6000])
     return run.info.run_id
 
 

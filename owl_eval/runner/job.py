@@ -37,6 +37,7 @@ from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches, tracking_settings
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
+from owl_eval.runner.tracking_settings import redacted
 from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
 from owl_eval.typed import as_float
 
@@ -210,12 +211,19 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
         if earlier is not None:
             log.info("skipped %s: the same config is already running in MLflow run %s", job_label, earlier)
             return {}
-    log.info("MLflow run %s (%s) in %s", run.run_id, header.run_name, settings.resolved_uri(launch_dir))
+    log.info("MLflow run %s (%s) in %s", run.run_id, header.run_name, redacted(settings.resolved_uri(launch_dir)))
     setup_seconds = time.perf_counter() - started
     with run:
         try:
-            run.log_params(flatten(header.resolved))
-            run.log_text(OmegaConf.to_yaml(cfg, resolve=True), "config/config.yaml")
+            params = flatten(header.resolved)
+            if params.get("tracking.uri"):
+                params["tracking.uri"] = redacted(params["tracking.uri"])
+            run.log_params(params)
+            text = OmegaConf.to_yaml(cfg, resolve=True)
+            uri = OmegaConf.select(cfg, "tracking.uri")
+            if uri and redacted(str(uri)) != uri:
+                text = text.replace(str(uri), redacted(str(uri)))
+            run.log_text(text, "config/config.yaml")
             try:
                 outcome: Outcome = worker.result()
             except BaseException as exc:

@@ -31,9 +31,11 @@ def open_command(uri: str, experiment_id: str | None = None, run_id: str | None 
         if experiment_id and run_id:
             page += f"/#/experiments/{experiment_id}/runs/{run_id}"
         return f"open {page}"
+    from owl_eval.runner.tracking_settings import redacted
+
     if uri.startswith(("sqlite:", "file:", "/", "postgresql", "mysql", "mssql")):
-        return f"mlflow ui --backend-store-uri {shlex.quote(uri)}"
-    return f"tracking URI {uri}"
+        return f"mlflow ui --backend-store-uri {shlex.quote(redacted(uri))}"
+    return f"tracking URI {redacted(uri)}"
 
 
 def table_width() -> int:

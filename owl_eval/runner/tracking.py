@@ -82,6 +82,8 @@ def make_client(uri: str):
 
     if uri.lower().startswith(("http://", "https://")):
         check_server(uri)
+    elif uri.lower().startswith(("postgresql", "mysql")):
+        check_database(uri)
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
 
@@ -151,6 +153,34 @@ def check_server(uri: str) -> None:
         f"(mlflow server --host {parts.hostname or '127.0.0.1'} --port {port}) "
         "or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
     )
+
+
+# The database tracking URIs this process has connected to: each is checked once.
+_REACHED_DATABASES: set[str] = set()
+
+
+def check_database(uri: str) -> None:
+    """One connection to a database store (``connect_timeout`` 10 s), once per process and URI: a wrong host, port,
+    database, user or password is one :class:`~owl_eval.errors.ConfigError` at once, where MLflow would try 10
+    times over ~100 s, logging a four-line warning each time, before its own error."""
+    import sqlalchemy
+    from sqlalchemy.pool import NullPool
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.tracking_settings import redacted
+
+    if uri in _REACHED_DATABASES:
+        return
+    engine = sqlalchemy.create_engine(uri, poolclass=NullPool, connect_args={"connect_timeout": 10})
+    try:
+        with engine.connect():
+            pass
+    except sqlalchemy.exc.DBAPIError as exc:
+        reason = " ".join(str(exc.orig).split())  # the driver's message, on one line
+        raise ConfigError(f"tracking.uri: cannot connect to {redacted(uri)}: {reason}") from None
+    finally:
+        engine.dispose()
+    _REACHED_DATABASES.add(uri)
 
 
 def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:

@@ -25,6 +25,16 @@ ARTIFACT_LIBRARIES = {
     "sftp": ("pysftp", "pysftp"),
 }
 ARTIFACT_SCHEMES_WITHOUT_LIBRARY = ("file", "ftp", "mlflow-artifacts", "http", "https", "dbfs", "runs", "models")
+# A database tracking URI's driver, as SQLAlchemy names it -> (module to import, what to pip install). SQLAlchemy 2.1
+# drives postgresql:// with psycopg (3), 2.0 with psycopg2.
+DATABASE_DRIVERS = {
+    "psycopg": ("psycopg", "psycopg[binary]"),
+    "psycopg2": ("psycopg2", "psycopg2-binary"),
+    "pg8000": ("pg8000", "pg8000"),
+    "pymysql": ("pymysql", "PyMySQL"),
+    "mysqldb": ("MySQLdb", "mysqlclient"),
+    "mysqlconnector": ("mysql.connector", "mysql-connector-python"),
+}
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")  # two letters at least: C:\ is a Windows drive
 
 
@@ -93,6 +103,21 @@ def sqlite_path(uri: str) -> Path:
     from urllib.parse import unquote
 
     return Path(unquote(uri[len("sqlite:///") :])).expanduser()
+
+
+def redacted(uri: str) -> str:
+    """``uri`` with the password of its user part shown as ``***`` (``postgresql://user:***@host/db``): what is
+    printed, logged as a param or written to an artifact."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(uri)
+        if parts.password is None:
+            return uri
+    except ValueError:
+        return uri
+    credentials, _, host = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{credentials.split(':', 1)[0]}:***@{host}"))
 
 
 def artifact_scheme(location: str) -> str | None:
@@ -187,6 +212,8 @@ class TrackingSettings:
                     raise ConfigError(f"tracking.uri: {db} is a directory, expected the SQLite database file")
                 if not db.parent.is_dir():
                     raise ConfigError(f"tracking.uri: the directory {db.parent} of the SQLite database does not exist")
+            if self.uri.startswith(("postgresql", "mysql")):
+                self._check_database_driver(self.uri)
         if self.store_dir is not None:
             if not isinstance(self.store_dir, (str, os.PathLike)) or not str(self.store_dir).strip():
                 bad("store_dir", self.store_dir, "a directory path or null")
@@ -211,6 +238,33 @@ class TrackingSettings:
             bad("max_series_points", points, "a positive integer or null")
         if self.skip_finished is not None and not isinstance(self.skip_finished, bool):
             bad("skip_finished", self.skip_finished, "true, false or null")
+
+    @staticmethod
+    def _check_database_driver(uri: str) -> None:
+        """The driver SQLAlchemy will use for a database URI must be importable (looked up, not imported)."""
+        import importlib.util
+
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        try:
+            url = make_url(uri)
+            driver = url.get_dialect().driver
+        except (ArgumentError, NoSuchModuleError, ValueError) as exc:
+            raise ConfigError(
+                f"tracking.uri: {redacted(uri)!r} is not a database URI SQLAlchemy reads: {exc}"
+            ) from None
+        module, package = DATABASE_DRIVERS.get(driver, (driver, driver))
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            team = module in ("psycopg", "psycopg2")  # the team extra's drivers (docs/TEAM.md)
+            raise ConfigError(
+                f"tracking.uri: {url.drivername}:// needs the database driver {module}, which is not installed: "
+                + ("pip install -e '.[team]' (docs/TEAM.md)" if team else f"pip install {package}")
+            )
 
     def _check_artifact_location(self, location: str) -> None:
         """A URI's scheme must be one MLflow stores artifacts with, and the library it needs importable."""

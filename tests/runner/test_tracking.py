@@ -180,8 +180,7 @@ def test_good_tracking_settings_pass_and_unknown_keys_are_named(tmp_path):
         "databricks",
         "databricks://profile",
         "file:///tmp/mlruns",
-        "postgresql+psycopg2://u@h:5432/db",
-        "mysql://u@h/db",
+        "postgresql+psycopg2://u@h:5432/db",  # psycopg2 is in the team extra (and so in all)
         f"sqlite:///{tmp_path}/m.db",
     ):
         assert TrackingSettings(uri=uri).resolved_uri() == uri
@@ -260,6 +259,67 @@ def test_no_server_at_an_http_uri_is_one_config_error_within_15_s(free_port):
         f"tracking.uri: no MLflow server answers at {uri} (connection refused); start one "
         f"(mlflow server --host 127.0.0.1 --port {free_port}) or point MLFLOW_TRACKING_URI / tracking.uri at a running one"
     )
+
+
+# -- a database store: its driver installed, the database reached, the password never shown ----------------------
+
+
+def test_a_database_uri_whose_driver_is_missing_is_one_config_error_naming_the_package():
+    import importlib.util
+
+    from owl_eval.errors import ConfigError
+
+    for module, uri, expected in (
+        (
+            "MySQLdb",
+            "mysql://u@h/db",
+            "mysql:// needs the database driver MySQLdb, which is not installed: pip install mysqlclient",
+        ),
+        (
+            "pg8000",
+            "postgresql+pg8000://u@h/db",
+            "postgresql+pg8000:// needs the database driver pg8000, which is not installed: pip install pg8000",
+        ),
+    ):
+        if importlib.util.find_spec(module) is not None:
+            continue  # installed here: nothing to report
+        with pytest.raises(ConfigError) as caught:
+            TrackingSettings(uri=uri)
+        assert str(caught.value) == f"tracking.uri: {expected}"
+
+
+def test_redacted_shows_every_part_of_a_uri_but_its_password():
+    from owl_eval.runner.tracking_settings import redacted
+
+    assert redacted("postgresql://u:p%40ss@h:5432/db") == "postgresql://u:***@h:5432/db"
+    assert (
+        redacted("postgresql+psycopg2://u:@h/db?sslmode=require") == "postgresql+psycopg2://u:***@h/db?sslmode=require"
+    )
+    assert redacted("http://u:p@mlflow.lab:5000") == "http://u:***@mlflow.lab:5000"
+    for uri in (
+        "postgresql://u@h/db",
+        "postgresql:///db",
+        "sqlite:////tmp/a b/m.db",
+        "http://127.0.0.1:5000",
+        "databricks",
+    ):
+        assert redacted(uri) == uri
+
+
+def test_no_database_at_a_postgresql_uri_is_one_config_error_at_once(free_port):
+    import time
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.tracking import make_client
+
+    pytest.importorskip("psycopg", reason="the team extra is not installed: pip install -e '.[team]'")
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as caught:
+        make_client(f"postgresql://u:secret@127.0.0.1:{free_port}/db")
+    assert time.monotonic() - start < 15  # MLflow alone: 10 tries over ~100 s
+    message = str(caught.value)
+    assert message.startswith(f"tracking.uri: cannot connect to postgresql://u:***@127.0.0.1:{free_port}/db: ")
+    assert "Connection refused" in message and "secret" not in message and "\n" not in message
 
 
 def test_a_server_that_accepts_but_never_answers_is_a_time_out(monkeypatch):
