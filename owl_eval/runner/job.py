@@ -142,7 +142,7 @@ def execute(
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     settings = tracking_settings(cfg)  # a bad tracking node or interpolation is reported before any work starts
-    agent_timeout(cfg)
+    timeout = agent_timeout(cfg)
     scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
 
     def carried(job: PreparedJob, exc: BaseException) -> Outcome | None:
@@ -158,10 +158,10 @@ def execute(
             header=job_header,
             carried=carried,
             wait_for_go=wait,
-            timeout=agent_timeout(cfg),
+            timeout=timeout,
         )
     else:
-        if agent_timeout(cfg) is not None:
+        if timeout is not None:
             log.warning(
                 "agent_timeout is not enforced: the job runs in the launching process (%s)",
                 inline_reason(in_process=in_process),

@@ -93,8 +93,8 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     count the original once (``owl_eval.runner.compare.sweep_runs`` skips these). Returns its id, or None."""
     if not parent_run_id or found.info.status != "FINISHED":
         return None
-    from mlflow.entities import Metric, Param, RunTag
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+    from mlflow.entities import Metric, Param
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     kept = {k: v for k, v in found.data.tags.items() if not k.startswith("mlflow.") and k != RUN_KIND_TAG}
     tags = kept | {
@@ -113,7 +113,6 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
         client.log_batch(run_id, params=params[start : start + 100])
     for start in range(0, len(metrics), 1000):
         client.log_batch(run_id, metrics=metrics[start : start + 1000])
-    client.log_batch(run_id, tags=[RunTag(MLFLOW_RUN_NAME, run_name)])
     client.set_terminated(run_id, status="FINISHED")
     return run_id
 

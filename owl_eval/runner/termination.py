@@ -69,7 +69,10 @@ def _stop_sweep_jobs() -> None:
         def running() -> list:
             return client.search_runs([parent.info.experiment_id], filter_string=query, max_results=1000)
 
-        owners = {int(r.data.tags[PID_TAG]) for r in running() if r.data.tags.get(PID_TAG, "").isdigit()}
+        def owner_pids() -> set[int]:
+            return {int(r.data.tags[PID_TAG]) for r in running() if r.data.tags.get(PID_TAG, "").isdigit()}
+
+        owners = owner_pids()
         owners.discard(os.getpid())  # a job of this process (basic launcher) is stopped by the worker module
         for pid in owners:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -78,8 +81,7 @@ def _stop_sweep_jobs() -> None:
             log.warning("SIGTERM: stopping the sweep's jobs in processes %s", ", ".join(map(str, sorted(owners))))
         deadline = time.monotonic() + JOB_GRACE_SECONDS
         while owners and time.monotonic() < deadline:
-            still = {int(r.data.tags.get(PID_TAG, "0") or 0) for r in running()} & owners
-            if not still:
+            if not owner_pids() & owners:
                 break
             time.sleep(0.2)
     except Exception as exc:  # noqa: BLE001 - stopping must go on even when the store cannot be read

@@ -26,6 +26,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -221,8 +222,6 @@ class ForkedWorker:
         raise error
 
     def _receive(self, timeout: float | None = None) -> tuple:
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         asked_to_stop = False
         while True:
@@ -254,8 +253,6 @@ class ForkedWorker:
 
     def _wait(self, timeout: float | None) -> bool:
         """Reap the child within ``timeout`` seconds (None: until it ends); whether it has ended."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             try:
@@ -379,7 +376,8 @@ def _portable(exc: BaseException) -> tuple[BaseException, str]:
     text = "".join(traceback.format_exception(exc))
     from owl_eval.protocols.base import PARTIAL_ATTRIBUTE
 
-    vars(exc).pop(PARTIAL_ATTRIBUTE, None) if hasattr(exc, "__dict__") else None
+    if hasattr(exc, "__dict__"):
+        vars(exc).pop(PARTIAL_ATTRIBUTE, None)  # the record was scored in this process; it does not cross
     try:
         copy = pickle.loads(pickle.dumps(exc))
         if type(copy) is type(exc) and str(copy) == str(exc):
