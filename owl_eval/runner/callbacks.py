@@ -283,6 +283,7 @@ class MlflowSweepCallback(Callback):
                     run_id,
                     list(config.hydra.overrides.task),
                     sweeper_params=cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},
+                    figures=bool(config.get("figures", True)),
                 )
                 print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it

@@ -144,16 +144,18 @@ def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
     return out
 
 
-def log_to_parent(tracked_run, rows: Sequence[Row]) -> None:
-    """The table as parent metrics and artifacts (CSV, Markdown) plus the comparison figure."""
-    from owl_eval.plots.compare import comparison_figure
-
+def log_to_parent(tracked_run, rows: Sequence[Row], *, figures: bool = True) -> None:
+    """The table as parent metrics and artifacts (CSV, Markdown) plus the comparison figure (unless the sweep
+    ran with ``figures=false``: matplotlib is then never imported, ~3 s of a small sweep)."""
     if not rows:
         return
     tracked_run.log_metrics(as_metrics(rows))
     tracked_run.log_text(to_csv(rows), "comparison/comparison.csv")
     tracked_run.log_text(to_markdown(rows), "comparison/comparison.md")
-    tracked_run.log_figures({"comparison": comparison_figure(rows)}, folder="comparison")
+    if figures:
+        from owl_eval.plots.compare import comparison_figure
+
+        tracked_run.log_figures({"comparison": comparison_figure(rows)}, folder="comparison")
 
 
 def summarize_sweep(
@@ -162,8 +164,11 @@ def summarize_sweep(
     parent_run_id: str,
     overrides: Sequence[str],
     sweeper_params: Mapping | None = None,
+    *,
+    figures: bool = True,
 ) -> list[Row]:
-    """Called at the end of a sweep: compare its finished jobs and log the result to the parent run.
+    """Called at the end of a sweep: compare its finished jobs and log the result to the parent run (the figure
+    only with ``figures``, the sweep's own setting).
 
     ``sweeper_params``: ``hydra.sweeper.params`` (sweeps declared in an experiment file); logged to the parent as
     ``sweep.params`` so that ``owl-eval-compare --sweep`` groups the same way.
@@ -179,7 +184,7 @@ def summarize_sweep(
         if SWEEP_PARAMS_PARAM not in client.get_run(parent_run_id).data.params:
             client.log_param(parent_run_id, SWEEP_PARAMS_PARAM, json.dumps(sweeper_params, sort_keys=True)[:6000])
     rows = sweep_comparison(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
-    log_to_parent(TrackedRun(client, parent_run_id), rows)
+    log_to_parent(TrackedRun(client, parent_run_id), rows, figures=figures)
     return rows
 
 
