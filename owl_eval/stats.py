@@ -21,6 +21,22 @@ a paper cites must be reproducible). rliable draws from numpy's global state eve
 
 Vectorised: the replicates of a bootstrap are drawn as one index array and a statistic is computed on all
 of them at once (in blocks that bound memory), never in a Python loop over replicates or runs.
+
+Differences from rliable, on purpose:
+
+- ``rng`` is required and is the only source of randomness (rliable's bootstrap classes draw with
+  ``np.random.choice``, numpy's global state, whatever ``random_state`` they are given);
+- a statistic for the bootstrap is batched: it takes all replicates at once, (replicates, runs, tasks) per
+  sample (rliable calls its ``func`` once per replicate through ``arch``);
+- intervals are percentile intervals over runs only: no ``basic``/``bc``/``bca`` method, no
+  ``task_bootstrap``; the default ``reps`` is 2000 (rliable's ``get_interval_estimates``: 50000; its
+  ``create_performance_profile``: 2000);
+- NaN and inf are refused (rliable passes them on to numpy and scipy);
+- :func:`probability_of_improvement` and :func:`performance_profile` take ``higher_is_better`` (rliable
+  assumes higher is better); the IQM sorts instead of calling ``trim_mean`` and the probability of
+  improvement ranks instead of calling ``mannwhitneyu`` (the same values, computed for all replicates at once);
+- :func:`paired_difference`, :func:`sign_flip_p_value`, :func:`holm` and :func:`round_to_ci` have no
+  rliable counterpart (rliable compares agents with unpaired runs only).
 """
 
 from __future__ import annotations
@@ -447,13 +463,13 @@ def sign_flip_p_value(improvement, *, permutations: int = 10000, rng: Rng | None
     n = d.size
     if n == 0:
         raise MetricInputError("improvement: expected at least one seed, got an empty array")
+    if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
+        raise MetricInputError(f"permutations: expected a whole number >= 1, got {permutations!r}")
     observed = d.mean()
     tol = 1e-9 * max(float(np.abs(d).mean()), np.finfo(float).tiny)  # sums in another order may differ in the last bits
     if n <= EXACT_PERMUTATION_MAX_SEEDS:
         means = _all_signs(n) @ d / n
         return float(np.mean(means >= observed - tol)), True
-    if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
-        raise MetricInputError(f"permutations: expected a whole number >= 1, got {permutations!r}")
     gen = _rng(rng)
     hits = 0
     block = max(1, BLOCK_ELEMENTS // n)
@@ -509,8 +525,6 @@ def holm(p_values) -> np.ndarray:
     p = as_array("p_values", p_values, low=0.0, high=1.0)
     if p.ndim != 1:
         raise MetricInputError(f"p_values: expected a 1-D array of p-values, got shape {p.shape}")
-    if np.isinf(p).any():
-        raise MetricInputError("p_values: expected p-values in [0, 1] or NaN, got inf")
     out = np.full(p.shape, np.nan)
     given = ~np.isnan(p)
     q = p[given]
@@ -570,7 +584,10 @@ def round_to_ci(value, low=math.nan, high=math.nan, *, sign: bool = False) -> Ro
     significant digits, the bounds (if any) likewise. ``sign``: a leading ``+`` on a positive value.
     A NaN value gives ``"n/a"``.
     """
-    v, lo, hi = float(value), float(low), float(high)
+    try:
+        v, lo, hi = float(value), float(low), float(high)
+    except (TypeError, ValueError):
+        raise MetricInputError(f"round_to_ci: expected numbers, got {value!r}, {low!r}, {high!r}") from None
     if math.isnan(v):
         return RoundedCI("n/a", None, None, None)
     if math.isinf(v):

@@ -181,6 +181,12 @@ def verdict_table(
     ``baseline``: compare every other agent against it (rows ``agent vs baseline``); None: every pair of
     agents once, the agent that appears first on the left. Holm runs over the metrics of each (group, pair).
     """
+    if not isinstance(values, Mapping):
+        raise MetricInputError(
+            f"values: expected a mapping (group, metric, agent) -> {{seed: value}}, got {type(values).__name__}"
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise MetricInputError(f"seed: expected a whole number >= 0 (the bootstrap's seed), got {seed!r}")
     keys = [_check_key(k) for k in values]
     metrics = list(dict.fromkeys(k[1] for k in keys))
     missing = [m for m in metrics if m not in directions]

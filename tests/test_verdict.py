@@ -142,6 +142,8 @@ def test_bad_input():
         verdict_table(VALUES, DIRECTIONS, baseline="ppo")
     with pytest.raises(MetricInputError, match=r"values: expected keys \(group, metric, agent\)"):
         verdict_table({("m21", "a"): {0: 1.0}}, DIRECTIONS)
+    with pytest.raises(MetricInputError, match=r"seed: expected a whole number >= 0"):
+        verdict_table(VALUES, DIRECTIONS, seed=-1)
     with pytest.raises(MetricInputError, match=r"values\[\(\(\), 'm21', 'a'\)\]\[0\]: expected a number, got 'x'"):
         verdict_table({((), "m21", "a"): {0: "x"}}, DIRECTIONS)
 
