@@ -11,6 +11,7 @@ missing method, before any run exists.
 from __future__ import annotations
 
 import copy
+import importlib
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -33,22 +34,35 @@ def describe(obj: Any) -> str:
 def resolve(value: Any, key: str) -> Any:
     """A dotted-path string (``my_module.my_function``) as the object it names (a class: an instance built with
     no arguments); anything else as it is."""
-    if isinstance(value, str) and "." in value and " " not in value:
-        from hydra.utils import get_object
-
+    if not (isinstance(value, str) and "." in value and " " not in value):
+        return value
+    found = _import(value, key)
+    if inspect.isclass(found):
         try:
-            found = get_object(value)
-        except Exception as exc:  # ImportError, AttributeError, hydra's wrapper of either
-            raise ConfigError(f"{key}: cannot import {value!r} ({exc})") from None
-        if inspect.isclass(found):
-            try:
-                return found()
-            except Exception as exc:
-                raise ConfigError(
-                    f"{key}: cannot build {value}() without arguments ({exc}); use a node with _target_"
-                ) from None
-        return found
-    return value
+            return found()
+        except Exception as exc:
+            raise ConfigError(
+                f"{key}: cannot build {value}() without arguments ({exc}); use a node with _target_"
+            ) from None
+    return found
+
+
+def _import(path: str, key: str) -> Any:
+    """The object at ``package.module.attribute[.attribute...]``: the longest importable module, then attributes."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError as exc:
+            if cut == 1:
+                raise ConfigError(f"{key}: cannot import {path!r} ({exc})") from None
+            continue
+        for name in parts[cut:]:
+            if not hasattr(obj, name):
+                raise ConfigError(f"{key}: cannot import {path!r} ({'.'.join(parts[:cut])} has no {name!r})")
+            obj = getattr(obj, name)
+        return obj
+    raise ConfigError(f"{key}: cannot import {path!r}")
 
 
 def has_method(obj: Any, name: str) -> bool:

@@ -10,8 +10,10 @@
   scikit-learn) fitted on the known training features, score = -score_samples (or -decision_function).
 - Calibration on known classes only: a stratified ``calibration_fraction`` of the training split (drawn from the
   agent's generator) is held out; copies of the classifier and detector fitted on the rest score it, and the
-  ``unknown_quantile`` of those scores is the threshold ``t``, their standard deviation the scale ``s``. The
-  agent's models are then refitted on the whole split (``refit: false`` keeps the calibration fits).
+  ``unknown_quantile`` of those scores is the threshold ``t``, their standard deviation the scale ``s``. Those
+  fits are the agent's models (split conformal: the threshold holds for the scores it is applied to);
+  ``refit: true`` refits both on the whole split instead, which shifts the scale of scores that depend on the
+  training set's size (IsolationForest's path lengths, OneClassSVM's offset), so the threshold no longer holds.
   ``p_unknown = sigmoid(temperature * (score - t) / s)``; the known-class scores are the classifier's
   probabilities times ``1 - p_unknown`` (column 0 of ``p_class`` is "unknown").
 - ``P(world changed)``: knn_novelty's test. Within a trial, the count of samples whose score is above the
@@ -60,7 +62,7 @@ class SklearnNoveltyAgent:
         calibration_fraction: float = 0.25,
         unknown_quantile: float = 0.95,
         temperature: float = 8.0,
-        refit: bool = True,
+        refit: bool = False,
         world_quantile: float = 0.95,
         window: int = 20,
         tests_per_trial: float = 100.0,
@@ -74,7 +76,11 @@ class SklearnNoveltyAgent:
                 f"sklearn.linear_model.LogisticRegression), got {self.classifier!r}"
             )
         require_methods(
-            self.classifier, "agent.classifier", ("fit", "predict_proba"), need=need, hint=_proba_hint(self.classifier)
+            self.classifier,
+            "agent.classifier",
+            ("fit", "predict_proba"),
+            need=need,
+            hint="wrap it in sklearn.calibration.CalibratedClassifierCV for probabilities",
         )
         self.novelty = resolve(novelty, "agent.novelty")
         if isinstance(self.novelty, str):
@@ -125,6 +131,7 @@ class SklearnNoveltyAgent:
         X, y = np.asarray(features, dtype=np.float64), np.asarray(labels)
         self.num_known = int(num_known)
         held = self._held_out(y, rng)
+        self.held_out = held  # the calibration rows of the training split (bool mask)
         # one seed each, drawn whether or not used: the calibration fits and the final ones share them
         seeds = rng.spawn(2)
         clf_seed, det_seed = (int(s.integers(2**31 - 1)) for s in seeds)
@@ -224,14 +231,3 @@ def _check(arr: np.ndarray, shape: tuple[int, ...], what: str, where: str, meani
         raise AgentOutputError(f"{where}: {what} returned shape {arr.shape}, expected {shape} {meaning}")
     if not np.all(np.isfinite(arr)):
         raise AgentOutputError(f"{where}: {what} returned NaN or inf")
-
-
-def _proba_hint(classifier: Any) -> str:
-    """What to change when a classifier has no predict_proba."""
-    if has_method(classifier, "get_params"):
-        try:
-            if "probability" in classifier.get_params(deep=False):
-                return "set probability: true"
-        except TypeError:
-            pass
-    return "choose a classifier with probabilities, or wrap it in sklearn.calibration.CalibratedClassifierCV"
