@@ -19,8 +19,8 @@ from owl_eval.domains.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, real_array
 from owl_eval.protocols.continual.agents.sklearn_model import SklearnContinualLearner
-from owl_eval.protocols.continual.driver import ContinualProtocol
 from owl_eval.protocols.continual.domains import SplitDigits
+from owl_eval.protocols.continual.driver import ContinualProtocol
 from owl_eval.protocols.ond.agents.sklearn_model import SklearnNoveltyAgent
 from owl_eval.protocols.ond.driver import OndProtocol
 from owl_eval.protocols.trajectory.agents.callable_model import CallablePredictor

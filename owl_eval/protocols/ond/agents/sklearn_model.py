@@ -37,7 +37,6 @@ from owl_eval.protocols.adapters import (
     describe,
     first_method,
     fresh,
-    has_method,
     require_methods,
     resolve,
     seed_estimator,
