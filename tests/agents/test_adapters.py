@@ -63,6 +63,7 @@ SMALL_OND = {"num_trials": 2, "trials_without_novelty": 1, "pre_novelty": 20, "p
         ),
         (lambda: SklearnContinualLearner(SGDClassifier(), replay={"size": 10, "every": 2}), "agent.replay"),
         (lambda: SklearnContinualLearner(SGDClassifier(), replay={"size": 0}), "agent.replay.size"),
+        (lambda: SklearnContinualLearner(SGDClassifier(), replay=[200]), "agent.replay: expected null or"),
         (lambda: CallablePredictor(callables.takes_one_argument), "cannot be called as predictor(observed, agent_mask"),
         (lambda: CallablePredictor(42), "agent.predictor (builtins.int) is neither callable"),
         (lambda: CallablePredictor(callables.constant_velocity, layout="time_first"), "agent.layout"),

@@ -18,6 +18,7 @@ YAML: ``SGDClassifier``, ``MLPClassifier``, ``Perceptron``, ``PassiveAggressiveC
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -54,9 +55,9 @@ class SklearnContinualLearner(TaskClassMemory):
         )
         self.epochs = as_int(epochs, "agent.epochs", minimum=1)
         self.batch_size = None if batch_size is None else as_int(batch_size, "agent.batch_size", minimum=1)
-        self.replay = dict(replay) if replay else None
-        if replay is not None and not isinstance(replay, dict):
+        if replay is not None and not isinstance(replay, Mapping):
             raise ConfigError(f"agent.replay: expected null or {{size: <int>, per_task: <bool>}}, got {replay!r}")
+        self.replay = dict(replay) if replay else None
         if self.replay is not None:
             check_keys(self.replay, ("size", "per_task"), "agent.replay")
             self.replay_size = as_int(self.replay.get("size", 200), "agent.replay.size", minimum=1)
