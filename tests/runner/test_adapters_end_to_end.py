@@ -113,7 +113,7 @@ def test_ond_sklearn_pipeline_with_isolation_forest(experiment, client, tmp_path
     assert 0.85 < metrics["detail/top1_pre"] <= 1.0
 
 
-def test_ond_sklearn_refuses_a_classifier_without_probabilities(experiment, tmp_path):
+def test_ond_sklearn_refuses_a_classifier_without_probabilities(experiment, client, tmp_path):
     proc = run_module(
         "owl_eval",
         [
@@ -129,6 +129,8 @@ def test_ond_sklearn_refuses_a_classifier_without_probabilities(experiment, tmp_
     assert proc.returncode != 0 and len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: agent.classifier (sklearn.svm._classes.SVC) has no predict_proba() method")
     assert "CalibratedClassifierCV" in lines[0] and "Traceback" not in proc.stdout + proc.stderr
+    exp = client.get_experiment_by_name(experiment["name"])  # refused before any run exists
+    assert exp is None or not client.search_runs([exp.experiment_id])
 
 
 # ------------------------------------------------------------------------------------------- continual
