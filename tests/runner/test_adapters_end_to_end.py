@@ -254,8 +254,6 @@ def test_trajectory_complex_output_stops_the_run_with_one_line(experiment, clien
 
 
 # ------------------------------------------------------------------------------------------ lifelong RL
-pytest.importorskip("gymnasium")
-
 RL_SMALL = [
     "protocol.syllabus.generate.train_episodes=3",
     "protocol.syllabus.generate.test_episodes=2",
@@ -289,6 +287,7 @@ def _balanced_return(variant_params: dict, seed: int) -> float:
 def test_policy_on_the_cartpole_syllabus(agent, experiment, client, tmp_path):
     """The shipped example function and an SB3-style predict object (whose state must be reset at every episode
     start): each evaluation episode's return is the rule's return stepped here in gymnasium with the same seed."""
+    pytest.importorskip("gymnasium")
     from owl_eval.formats.l2logger import read_log
 
     _cli(
@@ -324,6 +323,7 @@ def test_policy_on_the_cartpole_syllabus(agent, experiment, client, tmp_path):
 
 
 def test_masked_action_stops_the_run_with_one_line(experiment, client, tmp_path):
+    pytest.importorskip("gymnasium")
     proc = run_module(
         "owl_eval",
         [
