@@ -25,6 +25,7 @@ import importlib.util
 import re
 import shlex
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -321,6 +322,14 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
 
 
 # -- ```yaml: config files ----------------------------------------------------------------------------------
+# the experiment an agent config of each protocol is prepared in (OND's is the default config)
+AGENT_EXPERIMENTS = {
+    "continual": "continual_split_digits",
+    "trajectory": "trajectory_crowd",
+    "lifelong_rl": "lifelong_rl_cartpole_syllabus",
+}
+
+
 @pytest.mark.parametrize("block", [b for b in code_blocks() if b.language == "yaml"], ids=lambda b: b.id)
 def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
@@ -339,8 +348,15 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     register_resolvers()
+    # an agent of another protocol than the default config's OND is prepared in that protocol's experiment
+    experiment = AGENT_EXPERIMENTS.get(option.split("/")[0]) if group == "agent" else None
+    if experiment and "lifelong_rl" in experiment:
+        pytest.importorskip("gymnasium")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
+        overrides = [f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
+        if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
+            overrides += [f"protocol.log_dir={tmp_path / 'l2log'}", f"protocol.ste.dir={tmp_path / 'ste'}"]
+        cfg = compose("config", overrides=([f"+experiment={experiment}"] if experiment else []) + overrides)
     package = re.search(r"#\s*@package\s+(\S+)", block.text)
     node = OmegaConf.select(cfg, package[1] if package else group)
     assert OmegaConf.to_container(node) == OmegaConf.to_container(OmegaConf.create(block.text))
@@ -349,7 +365,12 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key != "_target_":
+            if key == "_target_":
+                continue
+            if isinstance(value, Mapping) and "_target_" in value:  # an adapter's nested object: built, then held
+                built = getattr(agent, key)
+                assert built is not None and not isinstance(built, dict), (key, built)
+            else:
                 assert getattr(agent, key) == value
 
 
