@@ -35,7 +35,6 @@ baseline), :mod:`~owl_eval.protocols.ond.metrics.open_set` (open-set recognition
 
 # importing a metric module registers its metrics
 from owl_eval.protocols.ond.metrics import accuracy, detection, open_set, reaction  # noqa: F401
-
 from owl_eval.protocols.ond.metrics.blocks import (
     asymptotic_performance_task_improvement,
     correctly_detected,
@@ -49,6 +48,7 @@ from owl_eval.protocols.ond.metrics.blocks import (
     top_k_accuracy,
     topk_correct,
 )
+from owl_eval.protocols.ond.metrics.declared import OND, THRESHOLD_GRID, ProgramOptions
 from owl_eval.protocols.ond.metrics.detection import (
     DETECTION_METRIC_NAMES,
     GIVEN_REASON,
@@ -58,7 +58,6 @@ from owl_eval.protocols.ond.metrics.detection import (
     WORLD_CHANGED_NAMES,
     detection_vs_threshold,
 )
-from owl_eval.protocols.ond.metrics.declared import OND, THRESHOLD_GRID, ProgramOptions
 from owl_eval.protocols.ond.metrics.open_set import auroc, average_precision, fpr_at_tpr, novelty_score_metrics, oscr
 from owl_eval.protocols.ond.metrics.program import SERIES, program_metrics, versus_baseline
 from owl_eval.protocols.ond.metrics.trial import (

@@ -10,9 +10,9 @@ curve moves by a whole group at a time (so tied samples are neither ordered arbi
 
 from __future__ import annotations
 
-import numpy as np
-
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_same_shape

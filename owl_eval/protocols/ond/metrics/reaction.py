@@ -83,7 +83,9 @@ def _novelty_reaction(flat: FlatTrials, baseline: FlatTrials, options: ProgramOp
         window = (flat.asymptotic_start(options.asymptotic_width), flat.ends)
     out: dict[str, float | NA] = {}
     for k in TOP_K:
-        nrp = 100.0 * ratio_or_nan(flat.topk_accuracy(k, *window), baseline.topk_accuracy(k, flat.starts, flat.post_start))
+        nrp = 100.0 * ratio_or_nan(
+            flat.topk_accuracy(k, *window), baseline.topk_accuracy(k, flat.starts, flat.post_start)
+        )
         out.update(
             _over_novel_trials(
                 flat,

@@ -362,4 +362,3 @@ def trajectory_table_stream(
             yield t, p, m, None if lp_all is None else np.array(lp_all[sl]), None
 
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
-
