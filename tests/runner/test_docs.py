@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.runner.test_readme import (
@@ -300,10 +301,34 @@ def _check_agent_class(namespace: dict, store: Path) -> None:
     assert all(callable(getattr(agent, m, None)) for m in ("fit", "start_trial", "predict_batch"))
 
 
+def _check_added_metric(namespace: dict, store: Path) -> None:
+    """docs/EXTENDING.md 'A metric': the decorated function is computed and declared. By hand: the diagonal of A
+    is 0.9, 0.8, so the mean after update 0 is 0.9 and after update 1 is 0.85. The block registered the metric
+    for the whole process: it is removed here, and the registry's cached declarations with it."""
+    from owl_eval.evaluation import registry
+    from owl_eval.protocols.continual.metrics import CONTINUAL
+
+    def forget_declarations():
+        for cached in (registry._declared, registry.specs, registry._templates, registry._by_key):
+            cached.cache_clear()
+
+    try:
+        results = namespace["results"]
+        assert results["learning_accuracy"] == pytest.approx(0.85, abs=1e-12)
+        np.testing.assert_allclose(results.series["learning_accuracy"].values, [0.9, 0.85], atol=1e-12)
+        forget_declarations()
+        assert registry.spec_for("continual", "by_task/learning_accuracy").direction == "maximize"
+    finally:
+        CONTINUAL.remove(namespace["_learning_accuracy_series"])
+        forget_declarations()
+    assert registry.spec_for("continual", "learning_accuracy") is None
+
+
 # what each python block must have computed, by a line that identifies the block
 PYTHON_CHECKS = {
     "class NearestMeanAgent": _check_agent_class,
     "program_metrics([trial]": _check_python_api,
+    "def _learning_accuracy_series": _check_added_metric,
 }
 
 
