@@ -27,6 +27,7 @@ from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers
     metric_direction,
     summarize,
     swept_keys,
+    with_required,
 )
 from owl_eval.runner.tracking import (
     RUN_KIND_TAG,
@@ -109,7 +110,7 @@ def sweep_comparison(
     tags: Mapping[str, str] | None = None,
 ) -> list[Row]:
     """The comparison of a sweep's finished jobs (those with every tag of ``tags``), grouped by
-    :func:`grouping_keys` unless ``group`` is given; the swept keys come from the parent run's params
+    :func:`grouping_keys` (``group``: keys put first; a setting that differs still splits, :func:`with_required`); the swept keys come from the parent run's params
     (``sweep.overrides``, ``sweep.params``) unless given. [] when no job matches."""
     runs = [
         r for r in sweep_runs(client, parent_run_id) if all(r.data.tags.get(k) == v for k, v in (tags or {}).items())
@@ -121,7 +122,8 @@ def sweep_comparison(
         overrides = params.get("sweep.overrides", "").split()
     if sweeper_params is None:
         sweeper_params = json.loads(params.get(SWEEP_PARAMS_PARAM) or "{}")
-    keys = group or grouping_keys(runs, swept_keys(overrides, sweeper_params))
+    swept = swept_keys(overrides, sweeper_params)
+    keys = with_required(runs, group, swept) if group else grouping_keys(runs, swept)
     return compare(runs, ["agent", *(k for k in keys if k != "agent")], metrics)
 
 
@@ -244,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         what = f"--sweep {opts['sweep']}"
     else:
         runs = experiment_runs(client, opts["experiment"], opts["tags"])
-        rows = compare(runs, group or grouping_keys(runs), opts["metrics"]) if runs else []
+        keys = (with_required(runs, group) if group else grouping_keys(runs)) if runs else []
+        rows = compare(runs, keys, opts["metrics"]) if runs else []
         what = f"experiment={opts['experiment']}"
     if not rows:
         raise ConfigError(f"no FINISHED job runs match {what}" + (f" with tags {opts['tags']}" if opts["tags"] else ""))

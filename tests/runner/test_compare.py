@@ -145,17 +145,34 @@ def test_seed_copies_and_job_directories_never_split_a_group():
     assert (row.n, row.runs, row.mean) == (3, 3, pytest.approx(40.0))
 
 
-def test_a_declared_sweep_key_groups_even_when_the_finished_runs_cannot_tell_it_from_the_seed():
-    # Only (digits, seed 0) and (activity, seed 1) finished: from the data alone the domain follows the seed.
+def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_finished():
+    # Only (digits, seed 0) and (activity, seed 1) finished: the domain follows the seed in these runs, and
+    # they are still two settings, with or without the sweep's declaration.
     runs = [
         fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
         fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"}),
     ]
-    assert cmp.grouping_keys(runs) == ["agent"]
+    assert cmp.grouping_keys(runs) == ["agent", "domain"]
     assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == [
         "agent",
         "domain",
     ]
+    # The case: seeds 0-1 at num_trials=50, seeds 2-3 at 20, as two experiments pooled in one store.
+    runs = [
+        fake_run("ond/knn_novelty", s, {"top1": v}, {"protocol.num_trials": n})
+        for s, n, v in ((0, "50", 0.9), (1, "50", 0.8), (2, "20", 0.5), (3, "20", 0.7))
+    ]
+    assert cmp.grouping_keys(runs) == ["agent", "protocol.num_trials"]
+    rows = {r.label: r for r in cmp.compare(runs, cmp.grouping_keys(runs), ["top1"])}
+    assert set(rows) == {"ond.knn_novelty__num_trials-50", "ond.knn_novelty__num_trials-20"}
+    assert (rows["ond.knn_novelty__num_trials-50"].n, rows["ond.knn_novelty__num_trials-50"].mean) == (
+        2,
+        pytest.approx(0.85),  # (0.9 + 0.8) / 2
+    )
+    assert rows["ond.knn_novelty__num_trials-20"].mean == pytest.approx(0.6)  # (0.5 + 0.7) / 2
+    # --group agent asks for fewer keys than the settings need: the setting is added, not pooled
+    assert cmp.with_required(runs, ["agent"]) == ["agent", "protocol.num_trials"]
+    assert cmp.with_required(runs, ["protocol.num_trials"]) == ["agent", "protocol.num_trials"]
 
 
 def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
