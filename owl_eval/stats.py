@@ -605,6 +605,23 @@ def round_to_ci(value, low=math.nan, high=math.nan, *, sign: bool = False) -> Ro
     return RoundedCI(_text(v, d, sign), _text(lo, d), _text(hi, d), d)
 
 
+def plus_minus(value: float, half_width: float) -> str:
+    """``value ± half_width`` rounded by :func:`round_to_ci`'s rule (the half-width keeps one significant digit,
+    two when it starts with 1): 0.85, 0.124 -> ``0.85 ± 0.12``; 0.91, 0.0994 -> ``0.91 ± 0.10``. A half-width
+    that is rounding noise of the value (below 1e-9 of it, e.g. 2.2e-16 when every seed scored the same) is
+    ``± 0``, the value to 3 significant digits."""
+    v, h = float(value), float(half_width)
+    if not (math.isfinite(v) and math.isfinite(h)) or h < 0:
+        raise MetricInputError(
+            f"plus_minus: expected a finite value and half-width >= 0, got {value!r}, {half_width!r}"
+        )
+    if h <= 1e-9 * max(1.0, abs(v)):
+        text = _text(v, _significant_decimals(v))
+        return f"{text.rstrip('0').rstrip('.') if '.' in text else text} ± 0"
+    d = _decimals_for(h)
+    return f"{_text(v, d)} ± {_text(h, d)}"
+
+
 def _significant_decimals(x: float) -> int:
     if x == 0 or not math.isfinite(x):
         return SIGNIFICANT_WITHOUT_INTERVAL - 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from owl_eval.evaluation.registry import headline_rank
 from owl_eval.plots.compare import significant
 from owl_eval.protocols import all_protocols, known
+from owl_eval.stats import plus_minus
 
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
 TOP_GROUPS = 5  # groups shown at the end of a sweep
@@ -149,9 +150,8 @@ def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str
         lines.append(f"best groups by {metric} ({arrow} is better; mean ± 95% CI over seeds):")
         width = max(len(r.label) for r in best_first[:TOP_GROUPS])
         for r in best_first[:TOP_GROUPS]:
-            half = r.half_width if abs(r.half_width) > 1e-12 * max(abs(r.mean), 1.0) else 0.0  # rounding noise
-            spread = f" ± {significant(half)}" if math.isfinite(half) else ""
-            lines.append(f"  {r.label:<{width}}  {significant(r.mean)}{spread}  (n={r.n})")
+            shown = plus_minus(r.mean, r.half_width) if math.isfinite(r.half_width) else significant(r.mean)
+            lines.append(f"  {r.label:<{width}}  {shown}  (n={r.n})")
         if len(found) > TOP_GROUPS:
             lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
     lines.append(f"sweep run: {parent_run_id}")

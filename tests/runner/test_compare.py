@@ -115,7 +115,8 @@ def test_groups_by_agent_and_swept_params_not_seed():
     md = cmp.to_markdown(list(rows.values()))
     top1_line = next(line for line in md.splitlines() if line.startswith("| top1 |"))
     fp_line = next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |"))
-    assert "**0.85 ± 0.124 (n=3)**" in top1_line and top1_line.count("**") == 2
+    # rounded to the interval: half-width 0.124 starts with 1, so 2 significant digits, 0.12; the mean to match
+    assert "**0.85 ± 0.12 (n=3)**" in top1_line and top1_line.count("**") == 2
     assert "**1 ± 0 (n=2)**" in fp_line and fp_line.count("**") == 2  # closed_world's constant 1.0 is lowest
     assert "± half-width of the 95 % Student-t confidence interval" in md
 
@@ -206,7 +207,8 @@ def test_not_applicable_cells_are_never_best():
     md = cmp.to_markdown(rows)
     m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
     # columns: closed_world, knn (sorted); knn alone is measured, so nothing is "best"
-    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.425 ± 0.318 (n=2) |"
+    # mean 0.425, half-width t(0.975, 1) * 0.0354 / sqrt(2) = 0.318: one significant digit, 0.3; the mean to 0.1
+    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.4 ± 0.3 (n=2) |"
     assert f"[1] {reason}" in md
     top3 = next(line for line in md.splitlines() if line.startswith("| top3 |"))
     assert "**" not in top3  # 1.0 everywhere: no group is better
@@ -338,7 +340,8 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     assert cmp.main(["--sweep", parent_id, "--uri", mlflow_store["uri"]]) == rows
     assert cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]]) == rows
     out = capsys.readouterr().out
-    assert f"**0.88 ± {cmp.significant(half)} (n=3)**" in out
+    assert half == pytest.approx(0.0896, abs=1e-4)  # 4.302653 * 0.036056 / 1.732051
+    assert "**0.88 ± 0.09 (n=3)**" in out  # the half-width to one significant digit, the mean to match
 
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
@@ -370,7 +373,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
 
     rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--metrics", "top1,m21_fp_pct"])
     out = capsys.readouterr().out
-    assert "**0.91 ± 0.0994 (n=3)**" in out
+    assert "**0.91 ± 0.10 (n=3)**" in out  # half-width 0.0994: one significant digit, 0.10
     knn = next(r for r in rows if r.label == "ond.knn_novelty" and r.metric == "top1")
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
