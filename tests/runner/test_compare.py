@@ -323,8 +323,9 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     assert cw.n == 0 and cw.na_reason.startswith("the novelty score p_class[:, 0] is 0")
     assert not any(r.metric == "top1_batch" for r in rows)
     logged = client.get_run(parent_id).data.metrics
-    assert logged["ond.knn_novelty__domain-digits__condition-given/top1/mean"] == pytest.approx(0.88, rel=1e-12)
-    assert logged["ond.closed_world__domain-activity__condition-system/n_runs"] == 3
+    # <agent>/<setting>/<metric>: the mean 0.88 rounded to its interval (half-width 0.0896: 2 decimals)
+    assert logged["knn_novelty/domain-digits__condition-given/top1"] == pytest.approx(0.88, rel=1e-12)
+    assert logged["closed_world/domain-activity__condition-system/n_seeds"] == 3
 
     # ... with the sweeper params (logged to the parent), and the command line: the same table
     sweeper = {
@@ -386,10 +387,12 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     parent = TrackedRun.start(TrackingSettings(uri=mlflow_store["uri"], experiment_name=name), run_name="parent")
     cmp.log_to_parent(parent, rows)
     logged = client.get_run(parent.run_id).data.metrics
-    assert logged["ond.knn_novelty/top1/mean"] == pytest.approx(0.91, rel=1e-12)
-    assert logged["ond.knn_novelty/top1/ci95_high"] == pytest.approx(0.91 + half, rel=1e-9)
-    assert logged["ond.closed_world/m21_fp_pct/std"] == pytest.approx(10.0, rel=1e-12)  # 0, 10, 20
-    assert logged["ond.closed_world/n_runs"] == 3
+    # a person reads <agent>/<metric>: the mean rounded to its interval's digits; the statistics are in the CSV
+    assert logged["knn_novelty/top1"] == pytest.approx(0.91, rel=1e-12)  # half-width 0.0994: 2 decimals
+    # 0, 10, 20: mean 10, half-width 4.302653 * 10 / sqrt(3) = 24.8: one significant digit (tens): 10
+    assert logged["closed_world/m21_fp_pct"] == pytest.approx(10.0, rel=1e-12)
+    assert logged["closed_world/n_seeds"] == 3
+    assert not [k for k in logged if k.startswith("ond.")]
     paths = {a.path for a in client.list_artifacts(parent.run_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
     csv_text = client.download_artifacts(parent.run_id, "comparison/comparison.csv")
