@@ -226,12 +226,24 @@ def spaces_for(spec: TaskSpec) -> tuple[Any, Any]:
 
 # -- building and checking the user's agent -------------------------------------------------------------------
 def _locate(target: str):
-    from hydra.utils import get_object
+    """The object ``target`` names (``package.module.Name``, or a name nested in a module)."""
+    import importlib
 
-    try:
-        return get_object(target)
-    except Exception as exc:
-        raise ConfigError(f"{KEY}._target_: cannot import {target!r} ({exc})") from None
+    parts = target.split(".")
+    error: Exception | None = None
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError as exc:
+            error = error or exc
+            continue
+        try:
+            for name in parts[cut:]:
+                found = getattr(found, name)
+        except AttributeError as exc:
+            raise ConfigError(f"{KEY}._target_: cannot import {target!r} ({exc})") from None
+        return found
+    raise ConfigError(f"{KEY}._target_: cannot import {target!r} ({error or 'not a dotted path'})")
 
 
 def _check_constructor(factory, target: str, kwargs: dict) -> None:
@@ -264,8 +276,9 @@ def _check_methods(obj, target: str, *, on_class: bool) -> None:
             signature = inspect.signature(method)
         except (TypeError, ValueError):
             continue
-        shapes = [args + 1, args] if on_class else [args]  # a plain function on the class takes self first
-        if not any(_binds(signature, n) for n in shapes):
+        if on_class and inspect.isfunction(inspect.getattr_static(obj, name, None)):
+            args += 1  # a plain function on the class: self comes first
+        if not _binds(signature, args):
             raise ConfigError(f"{KEY}: {target}.{name}({plain(signature)}) cannot be called as tella calls it, {call}")
 
 
