@@ -213,7 +213,11 @@ UNIFORM = [0.0, 1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 6]
     [
         ("WorldDetection", lambda ids: "".join(_row(i, [0.2]) for i in ids[1:]), "no row for 1 of the round's 10 ids"),
         ("WorldDetection", lambda ids: "".join(_row(i, [0.2, 0.1]) for i in ids), "line 1 has 3 columns, expected 2"),
-        ("WorldDetection", lambda ids: "".join(_row(i, [1.5]) for i in ids), "column 2 is '1.5', expected a probability"),
+        (
+            "WorldDetection",
+            lambda ids: "".join(_row(i, [1.5]) for i in ids),
+            "column 2 is '1.5', expected a probability",
+        ),
         (
             "WorldDetection",
             lambda ids: "".join(_row(i, [0]) for i in ids) + _row(ids[0], [0]),
@@ -226,7 +230,11 @@ UNIFORM = [0.0, 1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 6, 1 / 6]
             lambda ids: "".join(_row(i, [0.5] + UNIFORM[1:]) for i in ids),
             "the row of id 'trial000/000000.npy' sums to 1.5, expected 1 within agent.sum_tolerance (0.001)",
         ),
-        ("NoveltyClassification", lambda ids: "".join(_row(i, ["nan"] + UNIFORM[1:]) for i in ids), "column 2 is 'nan'"),
+        (
+            "NoveltyClassification",
+            lambda ids: "".join(_row(i, ["nan"] + UNIFORM[1:]) for i in ids),
+            "column 2 is 'nan'",
+        ),
     ],
 )
 def test_a_bad_result_file_is_one_error_naming_step_file_and_row(step, text, message):
@@ -235,8 +243,7 @@ def test_a_bad_result_file_is_one_error_naming_step_file_and_row(step, text, mes
         _run(agent, num_trials=1, trials_without_novelty=0)
     text = str(err.value)
     assert text.startswith(
-        "agent.detector (tests.agents.test_sailon_client_adapter.Writes) step "
-        f"{step}, trial 'trial000', round 0, file "
+        f"agent.detector (tests.agents.test_sailon_client_adapter.Writes) step {step}, trial 'trial000', round 0, file "
     )
     assert ("wc.csv" if step == "WorldDetection" else "ncl.csv") in text and message in text, text
 
@@ -252,7 +259,7 @@ def test_a_step_returning_no_path_is_named():
 
 
 def test_round_off_is_rescaled_unknown_last_is_moved_first_and_normalize_rescales():
-    rounded = lambda ids: "".join(_row(i, ["%.4f" % v for v in UNIFORM[1:]] + [0.0]) for i in ids)  # noqa: E731
+    rounded = lambda ids: "".join(_row(i, [f"{v:.4f}" for v in UNIFORM[1:]] + [0.0]) for i in ids)  # noqa: E731
     out = _run(SailonClientAgent(Writes("NoveltyClassification", rounded), unknown_column="last"), num_trials=1)
     p = out.trials[0].p_class
     np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-15)

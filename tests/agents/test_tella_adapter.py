@@ -149,7 +149,10 @@ class OldChoose(Spy):
             f"agent.agent: {HERE}.NoChoose has no method choose_actions(observations) (tella's ContinualRLAgent "
             "interface; subclassing tella.ContinualRLAgent gives the block/task methods)",
         ),
-        ({"_target_": f"{HERE}.NoEvents"}, f"agent.agent: {HERE}.NoEvents has no method block_start(is_learning_allowed)"),
+        (
+            {"_target_": f"{HERE}.NoEvents"},
+            f"agent.agent: {HERE}.NoEvents has no method block_start(is_learning_allowed)",
+        ),
         (
             {"_target_": f"{HERE}.TwoArgs"},
             f"agent.agent: {HERE}.TwoArgs(rng_seed, observation_space) cannot be called as tella calls it, "
@@ -214,6 +217,8 @@ def test_the_runner_names_a_bad_tella_agent_before_any_run():
         timeout=120,
     )
     assert proc.returncode != 0
-    assert proc.stderr.strip().splitlines()[-1].startswith(
-        f"error: agent.agent: {HERE}.NoChoose has no method choose_actions(observations)"
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"error: agent.agent: {HERE}.NoChoose has no method choose_actions(observations)")
     )

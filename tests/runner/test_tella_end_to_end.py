@@ -43,7 +43,9 @@ def tella_loop(config_file: str) -> tuple[list[str], list[float]]:
     env_rng, agent_rng = np.random.default_rng(SEED).spawn(2)  # the run's generator, split as the protocol does
     envs = {v: make(v) for v in VARIANTS}
     first = envs[blocks[0][1]]
-    agent = TabularQAgent(agent_rng.bit_generator.random_raw(), first.observation_space, first.action_space, 1, config_file)
+    agent = TabularQAgent(
+        agent_rng.bit_generator.random_raw(), first.observation_space, first.action_space, 1, config_file
+    )
     types, returns = [], []
     for kind, variant, episodes in blocks:
         learning = kind == "train"
@@ -122,7 +124,11 @@ def test_a_tella_agent_runs_the_frozenlake_syllabus_from_the_command_line(experi
     per_block = ["block_start", "task_start", "task_variant_start", "task_variant_end", "task_end", "block_end"]
     assert [e["event"] for e in events[1:]] == per_block * 12
     starts = [e for e in events if e["event"] == "block_start"]
-    assert [e["is_learning_allowed"] for e in starts] == [e["attribute"] for e in starts] == [True, False, False, False] * 3
+    assert (
+        [e["is_learning_allowed"] for e in starts]
+        == [e["attribute"] for e in starts]
+        == [True, False, False, False] * 3
+    )
     variants = [e["variant_name"] for e in events if e["event"] == "task_variant_start"]
     assert variants == [v for t in VARIANTS for v in [t, *VARIANTS]]
     # the rewards: given in training blocks, withheld (None) in evaluation blocks, one transition per step

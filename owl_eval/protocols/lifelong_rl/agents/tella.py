@@ -297,4 +297,3 @@ def _build(target: str, config: dict, rng_seed: int, spaces: tuple[Any, Any], co
     if agent is None:
         raise ConfigError(f"{KEY}: {target}{CONSTRUCTOR} returned None, expected the agent")
     return agent
-
