@@ -25,6 +25,7 @@ import importlib.util
 import re
 import shlex
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -321,6 +322,14 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
 
 
 # -- ```yaml: config files ----------------------------------------------------------------------------------
+AGENT_EXPERIMENTS = {"lifelong_rl": "lifelong_rl_frozenlake_syllabus"}
+
+
+def rl_paths(tmp_path: Path) -> list[str]:
+    """The lifelong-RL protocol's folders, which default to Hydra's runtime folders (not set when composing)."""
+    return [f"protocol.log_dir={tmp_path / 'l2log'}", f"protocol.ste.dir={tmp_path / 'ste'}"]
+
+
 @pytest.mark.parametrize("block", [b for b in code_blocks() if b.language == "yaml"], ids=lambda b: b.id)
 def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
@@ -339,8 +348,14 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     register_resolvers()
+    # an agent of another protocol than the default config's (OND) is prepared in one of that protocol's experiments
+    experiment = AGENT_EXPERIMENTS.get(option.split("/")[0]) if group == "agent" else None
+    overrides = [f"+experiment={experiment}", *rl_paths(tmp_path)] if experiment else []
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
+        cfg = compose(
+            "config",
+            overrides=[*overrides, f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
+        )
     package = re.search(r"#\s*@package\s+(\S+)", block.text)
     node = OmegaConf.select(cfg, package[1] if package else group)
     assert OmegaConf.to_container(node) == OmegaConf.to_container(OmegaConf.create(block.text))
@@ -349,7 +364,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key != "_target_":
+            if not key.startswith("_") and not isinstance(value, Mapping):  # a nested node: an object the agent built
                 assert getattr(agent, key) == value
 
 
