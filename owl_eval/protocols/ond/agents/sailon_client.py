@@ -23,7 +23,7 @@ last batch (its result is not scored: owl-eval has no characterization metric).
 As in the client, the round's dataset file and the returned CSVs are read, then deleted (``safe_remove``). The
 CSVs are read back into the arrays of :class:`~owl_eval.protocols.ond.api.OndAgent` and checked, one error naming
 the step, the trial, the round and the file: a path that does not exist, a row with a wrong number of columns, an
-id that is not in the round (or twice), a round id with no row, a value that is not a number in [0, 1], a
+id that is not in the round (or twice), an id of the round with no row, a value that is not a number in [0, 1], a
 classification row that does not sum to 1 within ``agent.sum_tolerance``.
 
 **Sample ids and features.** The id of a trial's sample ``i`` is ``<trial_id>/<i:06d>.npy`` (the client's ids are
