@@ -347,12 +347,19 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
 
 
 # -- ```yaml: config files ----------------------------------------------------------------------------------
-# the experiment an agent config of each protocol is prepared in (OND's is the default config)
+# the experiment an agent config of each protocol is prepared in (OND's is the default config); a config that needs
+# another environment of its protocol is listed by name
 AGENT_EXPERIMENTS = {
     "continual": "continual_split_digits",
     "trajectory": "trajectory_crowd",
     "lifelong_rl": "lifelong_rl_cartpole_syllabus",
+    "lifelong_rl/tella_q": "lifelong_rl_frozenlake_syllabus",  # a tabular agent: discrete observations
 }
+
+
+def rl_paths(tmp_path: Path) -> list[str]:
+    """The lifelong-RL protocol's folders, which default to Hydra's runtime folders (not set when composing)."""
+    return [f"protocol.log_dir={tmp_path / 'l2log'}", f"protocol.ste.dir={tmp_path / 'ste'}"]
 
 
 @pytest.mark.parametrize("block", [b for b in code_blocks() if b.language == "yaml"], ids=lambda b: b.id)
@@ -373,15 +380,20 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     register_resolvers()
-    # an agent of another protocol than the default config's OND is prepared in that protocol's experiment
-    experiment = AGENT_EXPERIMENTS.get(option.split("/")[0]) if group == "agent" else None
+    # an agent of another protocol than the default config's (OND) is prepared in one of that protocol's experiments
+    experiment = (
+        (AGENT_EXPERIMENTS.get(option) or AGENT_EXPERIMENTS.get(option.split("/")[0])) if group == "agent" else None
+    )
     if experiment and "lifelong_rl" in experiment:
         pytest.importorskip("gymnasium")
+    overrides = [f"+experiment={experiment}"] if experiment else []
+    if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
+        overrides += rl_paths(tmp_path)
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        overrides = [f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
-        if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
-            overrides += [f"protocol.log_dir={tmp_path / 'l2log'}", f"protocol.ste.dir={tmp_path / 'ste'}"]
-        cfg = compose("config", overrides=([f"+experiment={experiment}"] if experiment else []) + overrides)
+        cfg = compose(
+            "config",
+            overrides=[*overrides, f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"],
+        )
     package = re.search(r"#\s*@package\s+(\S+)", block.text)
     node = OmegaConf.select(cfg, package[1] if package else group)
     assert OmegaConf.to_container(node) == OmegaConf.to_container(OmegaConf.create(block.text))
@@ -390,13 +402,14 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key == "_target_":
+            if key.startswith("_"):  # _target_, _recursive_: Hydra's, not the agent's
                 continue
-            if isinstance(value, Mapping) and "_target_" in value:  # an adapter's nested object: built, then held
-                built = getattr(agent, key)
-                assert built is not None and not isinstance(built, dict), (key, built)
-            else:
-                assert getattr(agent, key) == value
+            if isinstance(value, Mapping):
+                if "_target_" in value and hasattr(agent, key):  # an adapter's nested object: built, then held
+                    built = getattr(agent, key)
+                    assert built is not None and not isinstance(built, Mapping), (key, built)
+                continue
+            assert getattr(agent, key) == value
 
 
 # -- shell lines of the docs --------------------------------------------------------------------------------

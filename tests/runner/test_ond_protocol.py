@@ -7,6 +7,7 @@ import pytest
 
 from owl_eval.domains.classification import DigitsDomain
 from owl_eval.errors import ConfigError
+from owl_eval.paths import group_options
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.ond.driver import OndProtocol
 from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
@@ -245,6 +246,10 @@ def test_check_loads_the_data_once_and_the_run_gives_the_same_numbers():
         np.testing.assert_array_equal(x.p_class, y.p_class)
 
 
+# every agent option of the OND protocol (closed_world, knn_novelty, sailon_client, ...), as the message lists them
+OND_AGENTS = ", ".join(o for o in group_options("agent") if o.startswith("ond/"))
+
+
 class RLLikeAgent:
     def seed(self, rng): ...
 
@@ -262,8 +267,7 @@ class OldSignatureAgent(SpyAgent):
         (
             dict(agent=RLLikeAgent()),
             "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
-            "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
-            "ond/knn_novelty, ond/sklearn)",
+            f"predict_batch(batch) method; choose agent=ond/<option> ({OND_AGENTS})",
         ),
         (
             dict(baseline=RLLikeAgent()),

@@ -232,6 +232,7 @@ class OndLikeAgent:
 def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, domain):
     from owl_eval.domains.classification import DigitsDomain
     from owl_eval.errors import ConfigError
+    from owl_eval.paths import group_options
 
     proto = protocol(tmp_path, CL)
     proto.check(domain=domain, agent=PushRight())  # the right parts pass
@@ -240,7 +241,8 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
             dict(agent=OndLikeAgent()),
             "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
             "has no act(observation) method; choose agent=lifelong_rl/<option> ("
-            "lifelong_rl/linear_q, lifelong_rl/policy, lifelong_rl/q_learning, lifelong_rl/random)",
+            + ", ".join(o for o in group_options("agent") if o.startswith("lifelong_rl/"))  # linear_q, ..., tella
+            + ")",
         ),
         (
             dict(baseline=PushRight()),

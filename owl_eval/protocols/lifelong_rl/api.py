@@ -5,6 +5,9 @@ then per block ``start_task(spec)`` when the block's task or variant differs fro
 (preceded by ``end_task`` of the previous one), ``set_learning(on)`` (off in evaluation blocks),
 ``start_block(block)``, per episode the optional ``start_episode()`` (when the agent has it), per step ``act(observation) -> action`` and, in training blocks only, ``observe(obs, action, reward, next_obs, terminated, truncated)``; finally ``end_block(block)``.
 Evaluation blocks never call ``observe``: learning is off whatever the agent does with ``set_learning``.
+Two optional methods: ``observe_evaluation(observation, action, next_observation, terminated, truncated)``, called
+at each evaluation step (no reward: what tella's agents are given), and ``check_syllabus(syllabus, domain)``, called
+by the protocol's check before any run (raise ``owl_eval.errors.ConfigError`` when the agent cannot run it).
 """
 
 from __future__ import annotations

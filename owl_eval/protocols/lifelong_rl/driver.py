@@ -92,7 +92,7 @@ class RLSyllabusProtocol(ProtocolDriver):
     # -- checks before any run exists ------------------------------------------------------------------
     def check(self, *, domain, agent, baseline=None) -> None:
         """No baseline; the agent is a lifelong-RL agent; the domain is an RL domain holding every task and
-        variant of the syllabus."""
+        variant of the syllabus; the agent's optional ``check_syllabus(syllabus, domain)`` accepts the syllabus."""
         no_baseline(baseline, "lifelong_rl")
         require_interface(
             agent, AGENT_METHODS, role="agent", kind="a lifelong-RL agent", choose=choices("agent", "lifelong_rl")
@@ -100,6 +100,9 @@ class RLSyllabusProtocol(ProtocolDriver):
         require_interface(domain, DOMAIN_METHODS, role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         require_attributes(domain, ("tasks", "name"), role="domain", kind="an RL domain", choose=DOMAIN_CHOICES)
         validate_against(self.syllabus, domain)
+        # An agent may say whether it can run this syllabus (tella's agents: one observation/action space pair).
+        if callable(getattr(agent, "check_syllabus", None)):
+            agent.check_syllabus(self.syllabus, domain)
 
     def evaluation_context(self) -> dict[str, Any]:
         """``metrics.perf_measure`` must be a column of the log the run writes."""

@@ -33,7 +33,9 @@ def run_syllabus(
     ``rng`` is split into the environment's and the agent's generators (``agent.seed`` is called here, so
     the agent starts from scratch). Training episodes take their reset seeds from the environment
     generator; every evaluation block of the run uses the same seeds ``eval_seed, eval_seed + 1, ...``
-    and never calls ``observe`` (learning off whatever the agent does).
+    and never calls ``observe`` (learning off whatever the agent does); an agent with the optional
+    ``observe_evaluation(observation, action, next_observation, terminated, truncated)`` gets its evaluation
+    steps there, without the reward (tella's agents see evaluation transitions with the reward withheld).
     """
     env_rng, agent_rng = rng.spawn(2)
     agent.seed(agent_rng)
@@ -59,8 +61,9 @@ def run_syllabus(
         agent.set_learning(learning)
         agent.start_block(info)
         params = env.spec.params
+        watch = None if learning else getattr(agent, "observe_evaluation", None)
         for episode, seed in enumerate(seeds.tolist()):
-            ret, steps = _episode(agent, env, int(seed), learning, index, block, episode)
+            ret, steps = _episode(agent, env, int(seed), learning, index, block, episode, watch)
             logger.log_episode(
                 block_num=index,
                 exp_num=exp_num,
@@ -80,7 +83,9 @@ def run_syllabus(
     return exp_num
 
 
-def _episode(agent, env, seed: int, learning: bool, index: int, block: Block, episode: int) -> tuple[float, int]:
+def _episode(
+    agent, env, seed: int, learning: bool, index: int, block: Block, episode: int, watch=None
+) -> tuple[float, int]:
     num_actions = env.spec.num_actions
     obs = env.reset(seed)
     start = getattr(agent, "start_episode", None)  # optional: a policy with memory resets it here
@@ -94,6 +99,8 @@ def _episode(agent, env, seed: int, learning: bool, index: int, block: Block, ep
         nxt, reward, terminated, truncated = env.step(action)
         if learning:
             agent.observe(obs, action, reward, nxt, terminated, truncated)
+        elif watch is not None:
+            watch(obs, action, nxt, terminated, truncated)
         ret += reward
         steps += 1
         obs = nxt
