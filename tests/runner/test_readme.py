@@ -5,7 +5,8 @@ Each README line runs as written in a temp workspace (its own ``outputs/mlflow.d
 - the words of ``SMALL`` appended (small sizes; Hydra takes the last value of a key), by the first pattern found
   in the line; in a ``-m`` sweep every command-line list is cut to its first two values (``seed`` to one);
 - the inputs a line reads (``INPUTS``: sail-on-client CSVs, l2logger logs, a Renate results dict, ...) written
-  into the workspace first, from the hand-made fixtures of tests/sources;
+  into the workspace first, from the hand-made fixtures of tests/sources (or copied: the repository's
+  tests/fixtures/ and the shipped samples of examples/results/);
 - the README's config files (a ```yaml block whose first line names ``owl_eval/conf/<group>/<option>.yaml``)
   written under the workspace's ``conf/`` and added with ``hydra.searchpath``, so the package is not touched;
 - ``<run_id>`` replaced by a finished run of the workspace store that has a record artifact;
@@ -67,9 +68,11 @@ SMALL = [
     (r"\+experiment=(lifelong_)?rl_ant_a", ["protocol.ste.missing=skip"]),  # ANT_A lists its blocks: nothing to shrink
     (r"\+experiment=(lifelong_)?rl_ant_b", ["protocol.ste.missing=skip", *RL_SMALL]),
     (r"\+experiment=(lifelong_)?rl_", RL_SMALL),
-    # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative
-    (r"\+source=sailon\b(?!.*tests/fixtures/)", ["source.class_index=zero_based_known"]),
-    (r"\+source=trajectories\b", ["metrics.k_values=[2]"]),  # the hand-made arrays hold 2 predictions per agent
+    # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative (the repository's
+    # fixtures and the shipped samples of examples/results/ are read as they are)
+    (r"\+source=sailon\b(?!.*(tests/fixtures|examples/results)/)", ["source.class_index=zero_based_known"]),
+    # the hand-made arrays hold 2 predictions per agent
+    (r"\+source=trajectories\b(?!.*examples/results/)", ["metrics.k_values=[2]"]),
 ]
 OWL_EVAL = re.compile(r"(python -m owl_eval\b|owl-eval\b|owl-eval-evaluate\b|owl-eval-compare\b)")
 RUNS_A_JOB = re.compile(
@@ -159,6 +162,16 @@ def _runs_to_compare(ws: Path, line: str) -> None:
         )
 
 
+def _shipped_samples(ws: Path, line: str) -> None:
+    """A line that scores the shipped samples (``examples/results/...``) finds them in the workspace."""
+    if not (ws / "examples" / "results").exists():
+        shutil.copytree(
+            PROJECT_ROOT / "examples" / "results",
+            ws / "examples" / "results",
+            ignore=shutil.ignore_patterns("__pycache__", "*.py", "*.md"),
+        )
+
+
 def _repository_fixtures(ws: Path, line: str) -> None:
     """A line that reads the repository's own fixtures (``tests/fixtures/<name>/...``) finds them in the workspace."""
     for name in set(re.findall(r"tests/fixtures/([\w.-]+)", line)):
@@ -166,13 +179,15 @@ def _repository_fixtures(ws: Path, line: str) -> None:
             shutil.copytree(PROJECT_ROOT / "tests" / "fixtures" / name, ws / "tests" / "fixtures" / name)
 
 
+# the patterns that write hand-made inputs leave the lines that read the shipped samples alone
 INPUTS = {
     r"(runner\.compare|owl-eval-compare)\b": _runs_to_compare,
     r"tests/fixtures/": _repository_fixtures,
-    r"\+source=sailon\b(?!.*tests/fixtures/)": _sailon,
-    r"\+source=l2logger\b": _l2logger,
-    r"\+source=accuracy_matrix\b": _accuracy_matrix,
-    r"\+source=trajectories\b": _trajectories,
+    r"examples/results/": _shipped_samples,
+    r"\+source=sailon\b(?!.*(tests/fixtures|examples/results)/)": _sailon,
+    r"\+source=l2logger\b(?!.*examples/results/)": _l2logger,
+    r"\+source=accuracy_matrix\b(?!.*examples/results/)": _accuracy_matrix,
+    r"\+source=trajectories\b(?!.*examples/results/)": _trajectories,
 }
 
 

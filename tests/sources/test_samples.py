@@ -1,0 +1,328 @@
+"""The sample results of examples/results/ (one per ``owl-eval-evaluate`` source): each is read by its source
+and scored, and a few numbers are checked against values computed here from the sample files with plain
+loops (the ``csv`` and ``json`` modules, ``np.load``), not with owl-eval's readers or metrics. The slow test
+re-creates the samples with examples/results/make_samples.py and compares them with the shipped files."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from owl_eval.evaluation import evaluation_for
+from owl_eval.protocols.continual.sources.accuracy_matrix import AccuracyMatrixSource
+from owl_eval.protocols.lifelong_rl.sources.l2logger import L2LoggerSource
+from owl_eval.protocols.ond.sources.sailon import SailonSource
+from owl_eval.protocols.trajectory.sources.trajectories import TrajectoriesSource
+from owl_eval.sources.record import RecordSource
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+SAMPLES = PROJECT_ROOT / "examples" / "results"
+SAILON_DATA = SAMPLES / "sailon" / "data" / "OND" / "image_classification"
+SAILON_RESULTS = SAMPLES / "sailon" / "results" / "OND" / "image_classification"
+TRAJECTORIES = SAMPLES / "trajectories" / "crowd_knn_futures.npz"
+SESSION, BASELINE = "knn_novelty", "closed_world"
+
+
+def scored(source, settings: dict | None = None):
+    data = source.load()
+    return data, evaluation_for(data.protocol).evaluate(data.record, settings or {})
+
+
+def sailon_source(**kw) -> SailonSource:
+    return SailonSource(
+        path=str(SAMPLES / "sailon" / "data"),
+        results_path=str(SAMPLES / "sailon" / "results"),
+        session=SESSION,
+        baseline_session=BASELINE,
+        **kw,
+    )
+
+
+def mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values)
+
+
+# -- sailon: the sail-on-client CSVs, read with the csv module ----------------------------------------------
+def _rows(path: Path) -> list[list[str]]:
+    with path.open(newline="") as f:
+        return [row for row in csv.reader(f) if row]
+
+
+def _argmax(scores: list[float]) -> int:
+    """The first column with the largest score (ties go to the lower column)."""
+    best = 0
+    for k, s in enumerate(scores):
+        if s > scores[best]:
+            best = k
+    return best
+
+
+def _sailon_trials(session: str) -> list[dict]:
+    trials = []
+    for gt_path in sorted(SAILON_DATA.glob("*_single_df.csv")):
+        test_id = gt_path.name[: -len("_single_df.csv")]
+        header, *rows = _rows(gt_path)
+        assert header == ["id", "detection", "classification"]
+        ids = [r[0] for r in rows]
+        classes = [int(r[2]) for r in rows]  # the column of the K+1 scores, 0 = unknown
+        meta = json.loads((SAILON_DATA / f"{test_id}_metadata.json").read_text())
+        red = ids.index(meta["red_light"]) if meta["red_light"] else None
+        detection = {r[0]: float(r[1]) for r in _rows(SAILON_RESULTS / f"{session}.{test_id}_detection.csv")}
+        scores = {
+            r[0]: [float(x) for x in r[1:]] for r in _rows(SAILON_RESULTS / f"{session}.{test_id}_classification.csv")
+        }
+        correct = [_argmax(scores[i]) == c for i, c in zip(ids, classes)]
+        trials.append({"red": red, "correct": correct, "world": [detection[i] for i in ids]})
+    return trials
+
+
+def test_sailon_sample_top1_and_detection_by_hand():
+    trials = _sailon_trials(SESSION)
+    base = _sailon_trials(BASELINE)
+    assert len(trials) == 5 and sum(t["red"] is None for t in trials) == 1
+    # top-1: per trial, then the mean over trials (pre/post: over the trials that have the segment)
+    top1 = mean(mean(t["correct"]) for t in trials)
+    top1_pre = mean(mean(t["correct"][: t["red"]]) for t in trials if t["red"] != 0)
+    top1_post = mean(mean(t["correct"][t["red"] :]) for t in trials if t["red"] is not None)
+    # detection: the first sample with P(world changed) >= 0.5; correct when at or after the red light
+    delays, early = [], 0
+    for t in trials:
+        first = next((i for i, p in enumerate(t["world"]) if p >= 0.5), None)
+        if first is not None and (t["red"] is None or first < t["red"]):
+            early += 1
+        elif first is not None:
+            delays.append(first - t["red"])
+    with_novelty = [(t, b) for t, b in zip(trials, base) if t["red"] is not None]
+    # M3: 100 x the agent's post-novelty top-1 / the baseline's pre-novelty top-1, mean over trials with novelty
+    m3 = mean(100 * mean(t["correct"][t["red"] :]) / mean(b["correct"][: b["red"]]) for t, b in with_novelty)
+
+    data, results = scored(sailon_source())
+    assert data.tags["session"] == SESSION and data.tags["tests"] == "5"
+    assert results["top1"] == pytest.approx(top1, abs=1e-12)
+    assert results["top1_pre"] == pytest.approx(top1_pre, abs=1e-12)
+    assert results["top1_post"] == pytest.approx(top1_post, abs=1e-12)
+    assert results["baseline.top1"] == pytest.approx(mean(mean(b["correct"]) for b in base), abs=1e-12)
+    assert results["m2_cdt_pct"] == pytest.approx(100 * len(delays) / len(with_novelty))
+    assert results["m21_fp_pct"] == pytest.approx(100 * early / len(trials))
+    assert results["m1_mean_fn_cdt"] == pytest.approx(mean(delays))
+    assert results["m3_nrp_top1"] == pytest.approx(m3, rel=1e-12)
+    # the values the samples' README quotes
+    assert round(results["top1"], 4) == 0.8733 and results["m1_mean_fn_cdt"] == 23.5
+
+
+def test_sailon_sample_scores_as_the_record_it_was_written_from():
+    """sailon/ is the OND run of record/ written in sail-on-client's layout (floats as repr): same numbers."""
+    _, from_csv = scored(sailon_source())
+    _, from_record = scored(RecordSource(path=str(SAMPLES / "record")))
+    assert from_csv.values == from_record.values and from_csv.values
+    assert from_csv.na.keys() == from_record.na.keys()
+
+
+def test_record_sample_rescored_at_another_threshold():
+    """M2 at threshold 0.7 counted from the record's arrays (np.load, no owl-eval reader)."""
+    with np.load(SAMPLES / "record" / "ond_record.npz", allow_pickle=False) as npz:
+        lengths, red = npz["agent/lengths"], npz["agent/red_light"]
+        world = npz["agent/p_world_changed"]
+    starts = np.concatenate([[0], np.cumsum(lengths)])
+    detected = novel = 0
+    for k in range(len(lengths)):
+        if red[k] < 0:  # no novelty in this trial
+            continue
+        novel += 1
+        trial = world[starts[k] : starts[k + 1]]
+        first = next((i for i, p in enumerate(trial) if p >= 0.7), None)
+        detected += first is not None and first >= red[k]
+    data, results = scored(RecordSource(path=str(SAMPLES / "record"), metrics={"threshold": 0.7}), {"threshold": 0.7})
+    assert data.tags["record_kind"] == "ond"
+    assert results["m2_cdt_pct"] == pytest.approx(100 * detected / novel)
+
+
+# -- accuracy_matrix: Renate's dict (json) and the CSV (csv) -----------------------------------------------
+def test_accuracy_matrix_samples_by_hand():
+    renate = json.loads((SAMPLES / "accuracy_matrix" / "renate_results.json").read_text())
+    a, b, n = renate["accuracy"], renate["accuracy_init"][0], renate["num_instances"]
+    header, *rows = _rows(SAMPLES / "accuracy_matrix" / "accuracy_matrix.csv")
+    assert header[0] == "after_task" and [int(r[0]) for r in rows] == list(range(len(a)))
+    assert [[float(x) for x in r[1:]] for r in rows] == a  # the CSV holds the same matrix, exactly
+    t = len(a) - 1
+    average = sum(a[t]) / len(a[t])
+    micro = sum(a[t][i] * n[i] for i in range(t + 1)) / sum(n)
+    backward = sum(a[t][i] - a[i][i] for i in range(t)) / t
+    forgetting = sum(max(a[k][i] for k in range(t)) - a[t][i] for i in range(t)) / t
+    forward = sum(a[i - 1][i] - b[i] for i in range(1, t + 1)) / t
+
+    _, from_json = scored(AccuracyMatrixSource(path=str(SAMPLES / "accuracy_matrix" / "renate_results.json")))
+    _, from_csv = scored(
+        AccuracyMatrixSource(
+            path=str(SAMPLES / "accuracy_matrix" / "accuracy_matrix.csv"), init_accuracy=b, num_instances=n
+        )
+    )
+    for results in (from_json, from_csv):
+        assert results["tasks_completed"] == 5
+        assert results["average_accuracy"] == pytest.approx(average, abs=1e-12)
+        assert results["micro_average_accuracy"] == pytest.approx(micro, abs=1e-12)
+        assert results["backward_transfer"] == pytest.approx(backward, abs=1e-12)
+        assert results["forgetting"] == pytest.approx(forgetting, abs=1e-12)
+        assert results["forward_transfer"] == pytest.approx(forward, abs=1e-12)
+    assert from_json.values == from_csv.values
+    assert round(average, 4) == 0.7853  # quoted in the samples' README
+
+
+def test_accuracy_matrix_csv_with_the_documented_rounded_init_accuracies():
+    """The docs' CSV line gives the init accuracies to 4 decimals: only the forward transfer moves, by < 1e-4."""
+    line = _doc_line("accuracy_matrix.csv")
+    init = json.loads(re.search(r"source\.init_accuracy=(\[[^\]]*\])", line)[1])
+    sizes = json.loads(re.search(r"source\.num_instances=(\[[^\]]*\])", line)[1])
+    renate = json.loads((SAMPLES / "accuracy_matrix" / "renate_results.json").read_text())
+    assert sizes == renate["num_instances"]
+    assert init == pytest.approx(renate["accuracy_init"][0], abs=5e-5)
+    _, exact = scored(AccuracyMatrixSource(path=str(SAMPLES / "accuracy_matrix" / "renate_results.json")))
+    _, rounded = scored(
+        AccuracyMatrixSource(
+            path=str(SAMPLES / "accuracy_matrix" / "accuracy_matrix.csv"), init_accuracy=init, num_instances=sizes
+        )
+    )
+    for name, value in exact.values.items():
+        assert rounded[name] == pytest.approx(value, abs=1e-4 if "forward" in name else 1e-12), name
+
+
+# -- trajectories: the General-Framework arrays, with np.load and loops ----------------------------------
+def test_trajectories_sample_ade_fde_by_hand():
+    with np.load(TRAJECTORIES, allow_pickle=False) as npz:
+        true, pred, mask = npz["Path_true"].astype(float), npz["Path_pred"].astype(float), npz["Pred_steps"]
+        p_true, p_pred, names = npz["P_true"], npz["P_pred"], npz["Class_names"]
+    n_s, n_p, n_a, n_o, _ = pred.shape
+    ade, fde = [], []
+    for s in range(n_s):
+        for a in range(n_a):
+            steps = [o for o in range(n_o) if mask[s, a, o]]
+            if not steps:
+                continue
+            # per prediction: the mean distance over the agent's counted steps, and the distance at its last one
+            per_pred = [[math.dist(pred[s, p, a, o], true[s, 0, a, o]) for o in steps] for p in range(n_p)]
+            ade.append(mean(mean(d) for d in per_pred))
+            fde.append(mean(d[-1] for d in per_pred))
+    assert p_true.shape == p_pred.shape == (n_s, len(names)) and (p_true.sum(1) == 1).all()
+
+    data, results = scored(TrajectoriesSource(path=str(TRAJECTORIES)))
+    assert data.tags["log_probs"] == "kde" and results["num_scenes"] == n_s == 8
+    assert results["num_agents"] == len(ade)
+    assert results["ade_marginal"] == pytest.approx(mean(ade), rel=1e-9)
+    assert results["fde_marginal"] == pytest.approx(mean(fde), rel=1e-9)
+    assert not results.na, results.na  # 100 predictions: every metric, the KDE ones and the class ones, has a value
+
+
+# -- l2logger: the data-log.tsv files, with the csv module --------------------------------------------------
+def _episodes(scenario: Path) -> list[dict]:
+    rows = []
+    for path in scenario.rglob("data-log.tsv"):
+        with path.open(newline="") as f:
+            rows += list(csv.DictReader(f, delimiter="\t"))
+    return rows
+
+
+def test_l2logger_sample_by_hand():
+    (scenario,) = (SAMPLES / "l2logger" / "l2log").iterdir()
+    rows = [r for r in _episodes(scenario) if r["exp_status"] == "complete"]
+    tasks = sorted({r["task_name"] for r in rows})
+    # with no normalisation and no smoothing, a task's average performance is the mean of its blocks' means
+    blocks: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for r in rows:
+        blocks.setdefault((r["task_name"], r["block_type"]), {}).setdefault(r["block_num"], []).append(
+            float(r["reward"])
+        )
+    ste = sorted((SAMPLES / "l2logger" / "ste").iterdir())
+    assert [d.name for d in ste] == tasks  # one STE log per task, in a folder named by it
+    for d in ste:
+        (log,) = d.iterdir()
+        assert {r["task_name"] for r in _episodes(log)} == {d.name}
+
+    data, results = scored(
+        L2LoggerSource(path=str(SAMPLES / "l2logger" / "l2log"), ste_paths=[str(SAMPLES / "l2logger" / "ste")]),
+        {"normalization": "none", "smoothing": "none"},
+    )
+    assert data.tags["ste_logs"] == ",".join(tasks)
+    assert results["episodes"] == len(rows)
+    for task in tasks:
+        for kind, metric in (("train", "avg_train_perf"), ("test", "avg_eval_perf")):
+            hand = mean(mean(v) for v in blocks[(task, kind)].values())
+            assert results[f"task/{task}/{metric}"] == pytest.approx(hand, rel=1e-12), (task, metric)
+    _, defaults = scored(
+        L2LoggerSource(path=str(SAMPLES / "l2logger" / "l2log"), ste_paths=[str(SAMPLES / "l2logger" / "ste")])
+    )
+    # 3 cycles: each variant is trained in 3 blocks, so performance recovery has its 2 recovery times
+    assert "perf_recovery" in defaults.values and "ste_rel_perf" in defaults.values
+
+
+# -- the samples, their README and the docs -------------------------------------------------------------
+def _doc_line(containing: str) -> str:
+    from tests.runner.test_readme import bash_lines
+
+    return next(
+        line
+        for line in bash_lines((PROJECT_ROOT / "docs" / "BRING_YOUR_OWN_RESULTS.md",))
+        if "examples/results/" in line and containing in line
+    )
+
+
+def test_samples_are_small_and_every_one_is_documented():
+    from tests.runner.test_readme import bash_lines
+
+    sizes = {
+        d.name: sum(f.stat().st_size for f in d.rglob("*") if f.is_file()) for d in SAMPLES.iterdir() if d.is_dir()
+    }
+    assert set(sizes) == {"sailon", "l2logger", "accuracy_matrix", "trajectories", "record"}
+    assert max(sizes.values()) < 400_000 and sum(sizes.values()) < 2_000_000, sizes
+    docs = bash_lines((PROJECT_ROOT / "docs" / "BRING_YOUR_OWN_RESULTS.md",))
+    readme = bash_lines((SAMPLES / "README.md",))
+    for kind in sizes:
+        assert any(f"+source={kind} " in line and "examples/results/" in line for line in docs), kind
+    # the samples' README shows the docs' lines (test_docs.py runs those), and no other command
+    assert readme and all(line in docs for line in readme if "owl-eval-evaluate" in line)
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("make_samples", SAMPLES / "make_samples.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+STAMP = re.compile(r"-\d+-\d+(?=/|$)")  # l2logger's <name>-<time stamp> folders
+
+
+def _tree(root: Path) -> dict[str, Path]:
+    return {STAMP.sub("-STAMP", str(p.relative_to(root))): p for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _tsv_without_timestamps(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    for row in rows:
+        del row["timestamp"]
+    return rows
+
+
+@pytest.mark.slow
+def test_make_samples_recreates_the_shipped_files(tmp_path):
+    """Four small runs (about 20 s): every file the same byte for byte, except what l2logger stamps with the
+    clock (its folder names and the ``timestamp`` column), which is compared value for value without them."""
+    _load_generator().make_samples(tmp_path)
+    shipped, made = _tree(SAMPLES), _tree(tmp_path)
+    shipped = {k: v for k, v in shipped.items() if not k.endswith((".py", ".md")) and "__pycache__" not in k}
+    assert sorted(made) == sorted(shipped)
+    for name, path in shipped.items():
+        if name.endswith("data-log.tsv"):
+            old, new = (_tsv_without_timestamps(p) for p in (path, made[name]))
+            assert old == new, name
+        else:
+            assert path.read_bytes() == made[name].read_bytes(), name
