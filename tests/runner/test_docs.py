@@ -405,7 +405,9 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
             if key.startswith("_"):  # _target_, _recursive_: Hydra's, not the agent's
                 continue
             if isinstance(value, Mapping):
-                if "_target_" in value and hasattr(agent, key):  # an adapter's nested object: built, then held
+                # an adapter's nested object, built by Hydra, then held (with _recursive_: false the adapter builds
+                # it itself when the protocol starts: the tella agent needs the environment's spaces)
+                if "_target_" in value and node.get("_recursive_", True) and hasattr(agent, key):
                     built = getattr(agent, key)
                     assert built is not None and not isinstance(built, Mapping), (key, built)
                 continue
