@@ -21,6 +21,7 @@ other ``null`` is an error, never a silent fall-back to a function default.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -85,15 +86,22 @@ class MetricOptions:
         def names(self) -> list[str] | None: ...
 
     def __post_init__(self) -> None:
-        from omegaconf import OmegaConf
+        _check_fields(self)
 
-        for f in dataclasses.fields(self):
-            check = f.metadata.get("check")
-            if check is not None:  # the frozen instance gets the typed value
-                value = getattr(self, f.name)
-                if OmegaConf.is_config(value):  # instantiate(cfg.metrics) without _convert_: a ListConfig, ...
-                    value = OmegaConf.to_container(value, resolve=True)
-                object.__setattr__(self, f.name, check(value, f"metrics.{f.name}"))
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A protocol's own ``__post_init__`` (cross-field checks) runs after every field is checked and typed,
+        whether or not it calls ``super().__post_init__()``."""
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("__post_init__")
+        if own is not None and not getattr(own, "_after_field_checks", False):
+
+            @functools.wraps(own)
+            def post_init(self) -> None:
+                _check_fields(self)
+                own(self)
+
+            post_init._after_field_checks = True  # type: ignore[attr-defined]
+            cls.__post_init__ = post_init  # type: ignore[method-assign]
 
     @classmethod
     def parse(cls, settings: Mapping[str, Any] | None, where: str = "metrics"):
@@ -145,6 +153,19 @@ class MetricOptions:
     def record_context(cls, record: Any) -> dict[str, Any]:
         """What a record (a source's or a saved run's) tells about the data, for :meth:`check_against`."""
         return {}
+
+
+def _check_fields(options: MetricOptions) -> None:
+    """Each field of ``options`` checked (its ``checked(default, check)``), the frozen instance given the typed value."""
+    from omegaconf import OmegaConf
+
+    for f in dataclasses.fields(options):
+        check = f.metadata.get("check")
+        if check is not None:
+            value = getattr(options, f.name)
+            if OmegaConf.is_config(value):  # instantiate(cfg.metrics) without _convert_: a ListConfig, ...
+                value = OmegaConf.to_container(value, resolve=True)
+            object.__setattr__(options, f.name, check(value, f"metrics.{f.name}"))
 
 
 def _instantiated(cls: type[MetricOptions], node: Any) -> MetricOptions:

@@ -54,9 +54,8 @@ class SelectiveMetricOptions(MetricOptions):
     names: list[str] | None = checked(None, metric_names("selective"))  # null = every metric; or the names to keep
 
     def __post_init__(self):
-        """Each field checked (owl-eval's base class), then: a selected ``risk_at_<k>_coverage`` is one of
-        ``coverages`` (else it would silently be missing)."""
-        super().__post_init__()
+        """A selected ``risk_at_<k>_coverage`` is one of ``coverages`` (else it would silently be missing); runs
+        after owl-eval's base class has checked and typed every field."""
         reported = {coverage_name(c) for c in self.coverages}
         for name in self.names or ():
             if COVERAGE_NAME.match(name) and name not in reported:
