@@ -2,17 +2,17 @@
 
 Each protocol's node is a frozen :class:`MetricOptions` dataclass in the protocol's ``options.py`` (its
 descriptor's ``options``); every default is written once, there. Hydra gets it from its ConfigStore as group
-``metrics``, option ``<protocol>`` (:meth:`MetricOptions.config_node`, stored by
+``metrics``, option ``<protocol>`` (``MetricOptions.config_node``, stored by
 :func:`owl_eval.paths.register_configs` before any composition): ``_target_`` the class, then each field with its
 default. The runner builds the typed options from the composed node with Hydra's ``instantiate``; the class checks
 every field on construction (``checked(default, check)``, the checks of ``owl_eval.typed``), however it is built.
 :meth:`MetricOptions.parse` rejects an unknown key (``metrics.treshold``, with the closest valid key), a value of
 the wrong type (``threshold=high``, ``kde=maybe``, ``chunk_size=2.5``) or out of range, each as one
 :class:`~owl_eval.errors.ConfigError` naming ``metrics.<key>``, before any run exists; what OmegaConf itself refuses
-in the node (a key it does not have, a key deleted) is worded the same way (:func:`config_error`). Settings that
-depend on the data (``k_values`` <= the number of predictions, ``tnr_pr_positive`` among the class names,
-``perf_measure`` among the log's columns) are checked by :meth:`MetricOptions.check_against` with what the
-protocol (live runs) or the record (sources) knows.
+in the node (a key it does not have, a key deleted) is worded the same way
+(:func:`owl_eval.typed.config_node_error`). Settings that depend on the data (``k_values`` <= the number of
+predictions, ``tnr_pr_positive`` among the class names, ``perf_measure`` among the log's columns) are checked by
+:meth:`MetricOptions.check_against` with what the protocol (live runs) or the record (sources) knows.
 
 A ``null`` is accepted only where it means something (``names``, ``window_length``, ``data_range``); any
 other ``null`` is an error, never a silent fall-back to a function default.
