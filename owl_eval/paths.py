@@ -5,6 +5,7 @@ checkout; and Hydra's ConfigStore, which holds each protocol's typed ``metrics``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 CONFIG_DIR = PACKAGE_DIR / "conf"
@@ -31,7 +32,11 @@ def register_configs() -> None:
     fields with their defaults, written once, in the dataclass). The search-path plugin
     (``hydra_plugins.owl_eval_protocols``) calls it before Hydra composes any owl-eval config (the command lines,
     the Python API, ``compose`` in tests); a second call stores nothing. Imports the descriptors and the small
-    ``options`` modules only."""
+    ``options`` modules only.
+
+    A protocol whose ``options`` do not import (a plugin built for another owl-eval) gets a node holding its
+    ``_target_`` alone: every other protocol works, and a run of that one fails where it failed before the nodes
+    were stored, on loading its parts, with the import error."""
     from hydra.core.config_store import ConfigStore
 
     from owl_eval.protocols import all_protocols
@@ -40,9 +45,15 @@ def register_configs() -> None:
     for group, names in stored_configs().items():
         present = store.repo.get(group, {})
         for name in names:
-            if f"{name}.yaml" not in present:
-                node = all_protocols()[name].options_class().config_node
-                store.store(group=group, name=name, node=node, provider=f"owl_eval.protocols.{name}")
+            if f"{name}.yaml" in present:
+                continue
+            protocol = all_protocols()[name]
+            node: Any
+            try:
+                node = protocol.options_class().config_node
+            except Exception:  # noqa: BLE001 - reported when the protocol is used, not by every command
+                node = {"_target_": protocol.options.replace(":", ".")}
+            store.store(group=group, name=name, node=node, provider=f"owl_eval.protocols.{name}")
 
 
 def config_dirs(extra: tuple[Path, ...] = ()) -> list[Path]:

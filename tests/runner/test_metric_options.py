@@ -131,6 +131,29 @@ def test_a_config_holding_the_node_pickles(protocol):
     assert OmegaConf.to_container(again) == OmegaConf.to_container(node)
 
 
+def test_a_protocol_whose_options_do_not_import_leaves_the_others_working(monkeypatch):
+    """A plugin built for another owl-eval: its node holds its _target_ alone (using it fails on loading its parts,
+    as before the nodes were stored); every other node is stored."""
+    import dataclasses
+
+    from hydra.core.config_store import ConfigStore
+
+    import owl_eval.protocols as protocols
+    from owl_eval.paths import register_configs
+
+    register_configs()
+    installed = protocols.all_protocols()
+    broken = dataclasses.replace(installed["ond"], name="broken", options="no_such_module:Options")
+    monkeypatch.setattr(protocols, "all_protocols", lambda: {**installed, "broken": broken})
+    stored = ConfigStore.instance().repo["metrics"]
+    try:
+        register_configs()
+        assert OmegaConf.to_container(stored["broken.yaml"].node) == {"_target_": "no_such_module.Options"}
+        assert OmegaConf.get_type(stored["ond.yaml"].node) is options_class("ond").config_node
+    finally:
+        stored.pop("broken.yaml", None)
+
+
 def test_registering_the_nodes_imports_no_heavy_module():
     code = (
         "import sys; from owl_eval.paths import register_configs; register_configs(); "
