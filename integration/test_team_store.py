@@ -39,7 +39,7 @@ SEEDS = list(range(20))
 SEEDS_DIRECT = SEEDS[:6]
 EXPERIMENT = "+experiment=ond_given_detection"
 SMALL = ["protocol.num_trials=2", "figures=false", "progress=false"]
-GROUP = "ond.knn_novelty"  # the comparison group of every job: the experiment's agent (the seed is not a group key)
+AGENT = "knn_novelty"  # the comparison group of every job: the experiment's agent (the seed is not a group key)
 
 
 @pytest.fixture(autouse=True)
@@ -193,8 +193,9 @@ def check_sweep(client, experiment_name: str, seed_values: list[int], reference:
         assert not differ, (seed, differ)
     # the parent's comparison: over every seed, the mean of the reference top1 values
     top1 = [reference["metrics"][s]["top1"] for s in seed_values]
-    assert parent.data.metrics[f"{GROUP}/n_runs"] == len(seed_values)
-    assert parent.data.metrics[f"{GROUP}/top1/mean"] == pytest.approx(sum(top1) / len(top1), rel=1e-12, abs=1e-15)
+    assert parent.data.metrics[f"{AGENT}/n_seeds"] == len(seed_values)
+    # the mean, rounded to the digits of its 95 % interval: within half a unit of that place of the plain mean
+    assert parent.data.metrics[f"{AGENT}/top1"] == pytest.approx(sum(top1) / len(top1), abs=0.05)
     return jobs
 
 

@@ -9,7 +9,9 @@ parts know no protocol by name. Layers, each importing only its own and the ones
 1. ``errors``, ``typed``, ``safe_paths``, ``json_input`` (checks of user input);
 2. ``metrics`` (the shared metric types: results, N/A, validation) and ``formats`` (reading and writing
    files), apart;
-3. ``domains`` (the shared data sets) and ``plots`` (figures of comparisons), apart;
+3. ``domains`` (the shared data sets) and ``plots`` (figures of comparisons), apart; ``stats`` (interquartile
+   mean, probability of improvement, stratified bootstrap, paired differences, Holm) and ``verdict`` (the
+   verdict table built from them: rows, CSV, JSON, LaTeX);
 4. ``protocols`` (the descriptor, finding protocols, the driver base) and ``paths`` (where configs are);
 5. ``sources`` (what readers of results produced elsewhere return) and ``evaluation`` (what scoring
    provides: typed metric options, results and figure data; the metric-name registry);

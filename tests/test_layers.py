@@ -23,6 +23,8 @@ LAYERS = {
     "formats": 1,
     "domains": 2,
     "plots": 2,
+    "stats": 2,
+    "verdict": 2,
     "protocols": 3,
     "paths": 3,
     "sources": 4,

@@ -1,7 +1,7 @@
 """How a comparison of runs is shown: the Markdown and CSV tables and the figure (one panel per metric).
 
-Rows come from :func:`owl_eval.runner.compare.compare`. Tables round to 3 significant digits (the CSV keeps full
-precision); ``±`` is the half-width of the 95 % Student-t interval; an N/A cell (no value in any seed) shows
+Rows come from :func:`owl_eval.runner.compare.compare`. Tables round each mean to the digits its interval supports
+(:func:`owl_eval.stats.plus_minus`; one seed: 3 significant digits; the CSV keeps full precision); ``±`` is the half-width of the 95 % Student-t interval; an N/A cell (no value in any seed) shows
 its reason and is never "best"; nothing is best when every measured group has the same mean.
 """
 
@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from typing import Any
+
+from owl_eval.stats import plus_minus
 
 # a comparison row (owl_eval.runner.compare.Row): plots read its fields and import nothing from the runner
 Row = Any
@@ -88,7 +90,7 @@ def best_rows(found: Sequence[Row]) -> set[int]:
 def _cell(r: Row, best: bool, footnote: int | None) -> str:
     if r.n == 0:
         return f"N/A [{footnote}]"
-    text = significant(r.mean) if r.n < 2 else f"{significant(r.mean)} ± {significant(r.half_width)}"
+    text = significant(r.mean) if r.n < 2 else plus_minus(r.mean, r.half_width)
     text += f" (n={r.n})" if r.n == r.runs or not r.runs else f" (n={r.n} of {r.runs})"
     return f"**{text}**" if best else text
 
@@ -97,7 +99,8 @@ LEGEND = (
     "Mean over seeds ± half-width of the 95 % Student-t confidence interval of the mean; n = seeds with a "
     "value. **Bold**: best mean by the metric's declared direction (↑ higher, ↓ lower is better) among the groups "
     "that differ only in the agent (same domain, condition, ...). N/A: not a "
-    "measurement (reasons below), never best. Numbers to 3 significant digits; comparison.csv has full precision."
+    "measurement (reasons below), never best. Each mean is rounded to the digits its interval supports (the half-width "
+    "to 1 significant digit, 2 when it starts with 1); one seed: 3 significant digits. comparison.csv has full precision."
 )
 
 

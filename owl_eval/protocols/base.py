@@ -62,6 +62,41 @@ class AgentOutputError(ValueError):
     """An agent returned something the protocol cannot accept; the message names where and what."""
 
 
+# What a dtype kind holds, for the message that refuses it (numbers are kinds b, i, u, f).
+REFUSED_KINDS = {
+    "U": "strings",
+    "S": "bytes",
+    "O": "Python objects",
+    "c": "complex numbers",
+    "M": "datetimes",
+    "m": "timedeltas",
+    "V": "raw records",
+}
+
+
+def real_array(value: Any, what: str, *, where: str) -> np.ndarray:
+    """``value`` (an agent's output: an array, a list, a tensor) as a numpy array of real numbers (bool, int or
+    float dtype, unchanged). Refused with one :class:`AgentOutputError` naming ``where``, ``what`` and the dtype:
+    a masked array (``numpy.ma``: its mask would be dropped silently), strings or bytes (``"0.5"`` would be
+    parsed), Python objects, complex numbers (the imaginary part would be dropped), datetimes, ragged lists."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise AgentOutputError(
+            f"{where}: {what} is a masked array (numpy.ma.MaskedArray); return a plain array of real numbers "
+            "(its mask would be ignored)"
+        )
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged nesting, an object numpy cannot read
+        raise AgentOutputError(f"{where}: {what} is not an array of real numbers ({exc})") from None
+    kind = arr.dtype.kind
+    if kind not in "biuf":
+        raise AgentOutputError(
+            f"{where}: {what} has dtype {arr.dtype} ({REFUSED_KINDS.get(kind, 'not numbers')}), expected real "
+            "numbers (bool, int or float)"
+        )
+    return arr
+
+
 class ProtocolDriver(ABC):
     #: the protocol's name (its descriptor's ``name``), used in tags and metric declarations
     name: str = ""

@@ -29,9 +29,10 @@ class Protocol:
       returns a record (:class:`owl_eval.protocols.base.ProtocolDriver`).
     - ``evaluation``: the :class:`owl_eval.evaluation.Evaluation` that scores a record and draws its figures.
     - ``options``: the :class:`owl_eval.evaluation.options.MetricOptions` of its ``metrics`` config node.
-    - ``metric_modules``: modules declaring its metrics: a ``SPECS`` list of
+    - ``metric_modules``: modules declaring its metrics: a ``SPECS`` sequence of
       :class:`~owl_eval.metrics.results.MetricSpec` (name, direction, bounds, ``series``; a name holding ``{k}``
-      declares it for every K).
+      declares it for every K), ``SPECS = SET.specs`` of the protocol's :class:`~owl_eval.metrics.declare.MetricSet`
+      whose decorators declare each metric on its function.
     - ``headline``: what users of the field look at first, in this order: logged under plain MLflow keys and
       printed at the end of a run; ``{k}`` in a name matches any K.
     - ``reported``: names the driver or the scoring report besides the metric modules (counts, series).

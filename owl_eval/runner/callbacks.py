@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from owl_eval.errors import ConfigError, LaunchAborted
-from owl_eval.runner.compare import summarize_sweep, swept_keys
+from owl_eval.runner.compare import summarize_sweep_with_verdicts, swept_keys
 from owl_eval.runner.liveness import owner_tags, reap_quietly
 from owl_eval.runner.resolvers import register_resolvers
 from owl_eval.runner.tracking import (
@@ -161,9 +161,12 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
 
 
-def print_sweep_end(settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path) -> Path | None:
-    """Write the comparison (Markdown and CSV) into the sweep directory and print its path, the best groups
-    and how to open the sweep's parent run. Returns the Markdown file, or None when no job finished."""
+def print_sweep_end(
+    settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path, vrows=()
+) -> Path | None:
+    """Write the comparison (Markdown and CSV) and the verdicts (CSV, LaTeX) into the sweep directory and print
+    its path, the best groups, the verdict lines and how to open the sweep's parent run. Returns the Markdown
+    file, or None when no job finished."""
     from owl_eval.plots.compare import to_csv, to_markdown
     from owl_eval.runner.summary import sweep_summary
 
@@ -175,8 +178,14 @@ def print_sweep_end(settings: TrackingSettings, launch_dir: str, run_id: str, ro
     table = sweep_dir / "comparison.md"
     table.write_text(to_markdown(rows))
     (sweep_dir / "comparison.csv").write_text(to_csv(rows))
+    if vrows:
+        from owl_eval.verdict import to_csv as verdict_csv
+        from owl_eval.verdict import to_latex
+
+        (sweep_dir / "verdict.csv").write_text(verdict_csv(vrows))
+        (sweep_dir / "verdict.tex").write_text(to_latex(list(vrows)))
     experiment_id = make_client(uri).get_run(run_id).info.experiment_id
-    print(sweep_summary(rows, table, uri, experiment_id, run_id), flush=True)
+    print(sweep_summary(rows, table, uri, experiment_id, run_id, vrows), flush=True)
     return table
 
 
@@ -277,14 +286,15 @@ class MlflowSweepCallback(Callback):
         if run_id:
             try:
                 params = config.hydra.sweeper.get("params")
-                rows = summarize_sweep(
+                rows, vrows = summarize_sweep_with_verdicts(
                     settings,
                     launch_dir,
                     run_id,
                     list(config.hydra.overrides.task),
                     sweeper_params=cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},
+                    figures=bool(config.get("figures", True)),
                 )
-                print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)))
+                print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)), vrows)
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception(
                     "comparison of sweep %s failed; `owl-eval-compare --sweep %s` retries it",

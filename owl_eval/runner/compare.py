@@ -4,19 +4,22 @@ callback (logged to the parent run) and the command line use the same function::
 
     owl-eval-compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
         [--sweep PARENT_RUN_ID] [--group protocol.condition] [--uri sqlite:////abs/mlflow.db | --store-dir DIR]
+        [--out DIR]
 
-Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
+Prints the comparison table and the verdicts between its agents (:mod:`owl_eval.runner.verdicts`); ``--out``
+writes both as files (comparison.csv/.md, verdict.csv/.json/.tex). Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from owl_eval.errors import ConfigError
 from owl_eval.plots.compare import STATS, best_means, significant, to_csv, to_markdown  # noqa: F401 (re-exported)
+from owl_eval.runner import verdicts
 from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers of runner.compare)
     REUSED_TAG_PREFIX,
     SWEEP_PARAMS_PARAM,
@@ -27,6 +30,7 @@ from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers
     metric_direction,
     summarize,
     swept_keys,
+    with_required,
 )
 from owl_eval.runner.tracking import (
     RUN_KIND_TAG,
@@ -98,76 +102,82 @@ def experiment_runs(client, experiment: str, tags: Mapping[str, str] | None = No
     return _search(client, [exp.experiment_id], " and ".join(clauses))
 
 
-def sweep_comparison(
+def sweep_selection(
     client,
     parent_run_id: str,
     *,
     overrides: Sequence[str] | None = None,
     sweeper_params: Mapping | None = None,
-    metrics: Sequence[str] | None = None,
     group: Sequence[str] | None = None,
     tags: Mapping[str, str] | None = None,
-) -> list[Row]:
-    """The comparison of a sweep's finished jobs (those with every tag of ``tags``), grouped by
-    :func:`grouping_keys` unless ``group`` is given; the swept keys come from the parent run's params
-    (``sweep.overrides``, ``sweep.params``) unless given. [] when no job matches."""
+) -> tuple[list, list[str]]:
+    """A sweep's finished jobs (those with every tag of ``tags``) and the keys that group them:
+    :func:`grouping_keys` (``group``: keys put first; a setting that differs still splits,
+    :func:`with_required`); the swept keys come from the parent run's params (``sweep.overrides``,
+    ``sweep.params``) unless given. ``([], [])`` when no job matches."""
     runs = [
         r for r in sweep_runs(client, parent_run_id) if all(r.data.tags.get(k) == v for k, v in (tags or {}).items())
     ]
     if not runs:
-        return []
+        return [], []
     params = _get_run(client, parent_run_id, "--sweep").data.params
     if overrides is None:
         overrides = params.get("sweep.overrides", "").split()
     if sweeper_params is None:
         sweeper_params = json.loads(params.get(SWEEP_PARAMS_PARAM) or "{}")
-    keys = group or grouping_keys(runs, swept_keys(overrides, sweeper_params))
-    return compare(runs, ["agent", *(k for k in keys if k != "agent")], metrics)
+    swept = swept_keys(overrides, sweeper_params)
+    keys = with_required(runs, group, swept) if group else grouping_keys(runs, swept)
+    return runs, ["agent", *(k for k in keys if k != "agent")]
+
+
+def sweep_comparison(client, parent_run_id: str, *, metrics: Sequence[str] | None = None, **selection) -> list[Row]:
+    """The comparison of a sweep's finished jobs (:func:`sweep_selection`); [] when no job matches."""
+    runs, keys = sweep_selection(client, parent_run_id, **selection)
+    return compare(runs, keys, metrics) if runs else []
 
 
 # -- output ----------------------------------------------------------------------------------------------
 def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
-    """Parent-run metrics ``<group>/<metric>/<stat>`` of the headline metrics and ``<group>/n_runs`` (seeds);
-    non-finite values left out. Every other metric is in the comparison CSV/Markdown artifacts only."""
-    from owl_eval.evaluation.registry import is_headline
+    """Parent-run metrics a person reads: ``<agent>[/<setting>]/<metric>`` for the headline metrics (the mean,
+    rounded to its interval's digits) and ``<agent>[/<setting>]/n_seeds`` (:func:`owl_eval.runner.verdicts.
+    headline_keys`). Every statistic at full precision is in the comparison CSV."""
     from owl_eval.protocols import all_protocols
+    from owl_eval.runner.verdicts import headline_keys, headline_metrics
 
-    out: dict[str, float] = {}
-    for r in rows:
-        out[f"{r.label}/n_runs"] = max(out.get(f"{r.label}/n_runs", 0), r.runs or r.n)
-        if not any(is_headline(protocol, r.metric) for protocol in all_protocols()):
-            continue
-        for stat in STATS:
-            value = getattr(r, stat)
-            if math.isfinite(value):
-                out[f"{r.label}/{r.metric}/{stat}"[:250]] = value
-    return out
+    return headline_keys(rows, headline_metrics(rows, set(all_protocols())))
 
 
-def log_to_parent(tracked_run, rows: Sequence[Row]) -> None:
-    """The table as parent metrics and artifacts (CSV, Markdown) plus the comparison figure."""
-    from owl_eval.plots.compare import comparison_figure
-
+def log_to_parent(tracked_run, rows: Sequence[Row], *, figures: bool = True) -> None:
+    """The table as parent metrics and artifacts (CSV, Markdown) plus the comparison figure (unless the sweep
+    ran with ``figures=false``: matplotlib is then never imported, ~3 s of a small sweep)."""
     if not rows:
         return
     tracked_run.log_metrics(as_metrics(rows))
     tracked_run.log_text(to_csv(rows), "comparison/comparison.csv")
     tracked_run.log_text(to_markdown(rows), "comparison/comparison.md")
-    tracked_run.log_figures({"comparison": comparison_figure(rows)}, folder="comparison")
+    if figures:
+        from owl_eval.plots.compare import comparison_figure
+
+        tracked_run.log_figures({"comparison": comparison_figure(rows)}, folder="comparison")
 
 
-def summarize_sweep(
+def summarize_sweep_with_verdicts(
     settings: TrackingSettings,
     launch_dir: str,
     parent_run_id: str,
     overrides: Sequence[str],
     sweeper_params: Mapping | None = None,
-) -> list[Row]:
-    """Called at the end of a sweep: compare its finished jobs and log the result to the parent run.
+    *,
+    figures: bool = True,
+) -> tuple[list[Row], list]:
+    """Called at the end of a sweep: compare its finished jobs, judge its agents against each other
+    (:mod:`owl_eval.runner.verdicts`) and log both to the parent run (figures only with ``figures``, the
+    sweep's own setting). Returns the comparison rows and the verdict rows.
 
     ``sweeper_params``: ``hydra.sweeper.params`` (sweeps declared in an experiment file); logged to the parent as
     ``sweep.params`` so that ``owl-eval-compare --sweep`` groups the same way.
     """
+    from owl_eval.runner import verdicts
     from owl_eval.runner.tracking import TrackedRun
 
     client = make_client(settings.resolved_uri(launch_dir))
@@ -178,9 +188,20 @@ def summarize_sweep(
         }
         if SWEEP_PARAMS_PARAM not in client.get_run(parent_run_id).data.params:
             client.log_param(parent_run_id, SWEEP_PARAMS_PARAM, json.dumps(sweeper_params, sort_keys=True)[:6000])
-    rows = sweep_comparison(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
-    log_to_parent(TrackedRun(client, parent_run_id), rows)
-    return rows
+    runs, keys = sweep_selection(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
+    if not runs:
+        return [], []
+    rows = compare(runs, keys)
+    parent = TrackedRun(client, parent_run_id)
+    log_to_parent(parent, rows, figures=figures)
+    vrows, values = verdicts.verdicts(runs, keys, rows)
+    verdicts.log_to_parent(parent, vrows, values=values, figures=figures)
+    return rows, vrows
+
+
+def summarize_sweep(*args, **kwargs) -> list[Row]:
+    """:func:`summarize_sweep_with_verdicts`, the comparison rows only."""
+    return summarize_sweep_with_verdicts(*args, **kwargs)[0]
 
 
 # -- command line ------------------------------------------------------------------------------------------
@@ -196,6 +217,7 @@ def parse_args(argv: Sequence[str]) -> dict:
         "group": None,
         "uri": None,
         "store_dir": None,
+        "out": None,
     }
     args = list(argv)
     while args:
@@ -204,7 +226,7 @@ def parse_args(argv: Sequence[str]) -> dict:
         if a in ("-h", "--help"):
             print(f"usage:\n{USAGE}")
             raise SystemExit(0)
-        if flag in ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir"):
+        if flag in ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir", "--out"):
             if not inline:
                 if not args:
                     raise ConfigError(f"{flag} needs a value (owl-eval-compare -h shows the usage)")
@@ -235,16 +257,44 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     client = make_client(settings.resolved_uri(os.getcwd()))
     group = ["agent", *(k for k in opts["group"] if k != "agent")] if opts["group"] else None
     if opts["sweep"]:
-        rows = sweep_comparison(client, opts["sweep"], metrics=opts["metrics"], group=group, tags=opts["tags"])
+        runs, keys = sweep_selection(client, opts["sweep"], group=group, tags=opts["tags"])
         what = f"--sweep {opts['sweep']}"
     else:
         runs = experiment_runs(client, opts["experiment"], opts["tags"])
-        rows = compare(runs, group or grouping_keys(runs), opts["metrics"]) if runs else []
+        keys = (with_required(runs, group) if group else grouping_keys(runs)) if runs else []
         what = f"experiment={opts['experiment']}"
+    rows = compare(runs, keys, opts["metrics"]) if runs else []
     if not rows:
         raise ConfigError(f"no FINISHED job runs match {what}" + (f" with tags {opts['tags']}" if opts["tags"] else ""))
     print(to_markdown(rows), end="")
+    vrows, _ = verdicts.verdicts(runs, keys, rows)
+    if vrows:
+        print("\nVerdicts (paired over seeds; difference = agent - other, 95 % bootstrap CI):")
+        print("\n".join(verdicts.lines(vrows)))
+    if opts["out"]:
+        _write_verdicts(Path(opts["out"]), rows, vrows)
     return rows
+
+
+def _write_verdicts(folder: Path, rows: Sequence[Row], vrows: Sequence) -> None:
+    """``--out DIR``: the comparison (CSV, Markdown) and the verdicts (CSV, JSON, LaTeX) as files."""
+    from owl_eval.verdict import to_csv as verdict_csv
+    from owl_eval.verdict import to_json, to_latex
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "comparison.csv").write_text(to_csv(rows))
+        (folder / "comparison.md").write_text(to_markdown(rows))
+        if vrows:
+            (folder / "verdict.csv").write_text(verdict_csv(vrows))
+            (folder / "verdict.json").write_text(to_json(vrows))
+            (folder / "verdict.tex").write_text(to_latex(list(vrows)))
+    except OSError as exc:
+        raise ConfigError(f"--out: cannot write into {str(folder)!r} ({exc.strerror})") from None
+    print(
+        f"written to {folder}: comparison.csv, comparison.md"
+        + (", verdict.csv, verdict.json, verdict.tex" if vrows else "")
+    )
 
 
 def cli(argv: Sequence[str] | None = None) -> None:

@@ -1,9 +1,9 @@
 """Runs in, comparison rows out: per group and metric, the mean, the standard deviation and the 95 % Student-t
 confidence interval of the mean over seeds (no MLflow calls: :mod:`owl_eval.runner.compare` finds the runs).
 
-A group is the agent plus every other value that varies between the runs, except the seed and what the
-seed alone determines (:func:`grouping_keys`); within a group each seed counts once, so ``n`` is the number
-of seeds.
+A group is the agent plus every other setting that differs between the runs, except the seed and a param that
+copies it (:func:`grouping_keys`): runs made with different settings are never averaged together. Within a group
+each seed counts once, so ``n`` is the number of seeds.
 """
 
 from __future__ import annotations
@@ -114,29 +114,34 @@ def run_seed(run) -> str:
     return run.data.tags.get("seed") or run.data.params.get("seed") or run.info.run_id
 
 
-def _determined(runs: Sequence, key: str, by: Sequence[str], *, seed: bool) -> bool:
-    """Whether ``key`` takes one value among the runs that agree on every key of ``by`` (and the seed)."""
+def _determined(runs: Sequence, key: str, by: Sequence[str]) -> bool:
+    """Whether ``key`` takes one value among the runs that agree on every key of ``by``."""
     seen: dict[tuple, str] = {}
     for r in runs:
-        where = tuple(run_value(r, b) for b in by) + ((run_seed(r),) if seed else ())
+        where = tuple(run_value(r, b) for b in by)
         value = run_value(r, key)
         if seen.setdefault(where, value) != value:
             return False
     return True
 
 
+def _seed_copy(runs: Sequence, name: str) -> bool:
+    """A param that holds the run's seed (``protocol.ste.seed: ${seed}``): it varies with the seed and only with it."""
+    return all(r.data.params.get(name) == run_seed(r) for r in runs)
+
+
 def grouping_keys(runs: Sequence, swept: Sequence[str] = ()) -> list[str]:
     """The keys that split runs into groups: the agent, then every tag or param whose value is not fixed by
-    the keys before it and the seed (so a param that copies the seed, ``protocol.ste.seed: ${seed}``, or a
-    per-job output directory never splits a group), bookkeeping (``tracking.*``, ``progress``...) aside.
+    the keys before it, except the seed, a param that copies the seed, a per-job output directory and
+    bookkeeping (``tracking.*``, ``progress``...). Runs made with different settings never share a group,
+    whichever seeds finished: seeds 0-1 at ``protocol.num_trials=50`` and seeds 2-3 at ``=20`` are two groups.
 
-    ``swept``: keys the sweep declares (:func:`swept_keys`); each is a group key whenever it takes two values
-    among the runs, even where the finished runs alone could not tell it from the seed. Candidates are tried
-    tags first (readable labels: ``condition-given``), then swept keys, then params with few values first.
+    ``swept``: keys the sweep declares (:func:`swept_keys`), tried first after the agent so that the group labels
+    name what the sweep varied. Candidates are tried tags first (readable labels: ``condition-given``), then swept
+    keys, then params with few values first.
     """
     runs = dedupe(runs)  # the runs compare() averages
     keys = ["agent"]
-    forced = set(swept) - NOT_GROUPED
     params = {
         name
         for r in runs
@@ -152,19 +157,23 @@ def grouping_keys(runs: Sequence, swept: Sequence[str] = ()) -> list[str]:
         seen = values(name)
         return len(seen) > 1 and len(set(seen)) == len(seen) and all(str(v).startswith("/") for v in seen)
 
-    params = {name for name in params if name in forced or not job_directory(name)}
+    params = {name for name in params if not job_directory(name) and not _seed_copy(runs, name)}
     order = lambda name: (len(set(values(name))), any("/" in str(v) for v in values(name)), name)  # noqa: E731
     candidates = [*GROUP_TAGS, *swept, *sorted(params, key=order)]
     for key in dict.fromkeys(candidates):
         if key in keys or key in NOT_GROUPED:
             continue
-        if key in forced:
-            needed = not _determined(runs, key, keys, seed=False)
-        else:
-            needed = not _determined(runs, key, keys, seed=True)
-        if needed:
+        if not _determined(runs, key, keys):
             keys.append(key)
     return keys
+
+
+def with_required(runs: Sequence, chosen: Sequence[str], swept: Sequence[str] = ()) -> list[str]:
+    """``chosen`` group keys (``--group``), then every key :func:`grouping_keys` needs that they leave out: a
+    chosen grouping may order or add keys, never pool runs made with different settings."""
+    required = grouping_keys(runs, swept)
+    chosen = ["agent", *(k for k in chosen if k != "agent")]
+    return [*dict.fromkeys([*chosen, *(k for k in required if k not in chosen and not _determined(runs, k, chosen))])]
 
 
 # -- which runs, which metrics --------------------------------------------------------------------------

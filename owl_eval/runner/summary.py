@@ -18,7 +18,9 @@ from pathlib import Path
 from owl_eval.evaluation.registry import headline_rank
 from owl_eval.plots.compare import significant
 from owl_eval.protocols import all_protocols, known
+from owl_eval.stats import plus_minus
 
+VERDICT_LINES = 8  # printed at the end of a sweep; the rest are in verdict.csv
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
 TOP_GROUPS = 5  # groups shown at the end of a sweep
 
@@ -137,9 +139,12 @@ def _ranked_metric(rows: Sequence) -> str | None:
     return min(candidates)[1] if candidates else None
 
 
-def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str | None, parent_run_id: str) -> str:
+def sweep_summary(
+    rows: Sequence, table_path: Path, uri: str, experiment_id: str | None, parent_run_id: str, vrows: Sequence = ()
+) -> str:
     """The end-of-sweep block: the comparison table's path, the best groups by a headline metric (mean ± the
-    95 % CI half-width over seeds), where the parent run is and how to open it."""
+    95 % CI half-width over seeds), the verdict lines (:mod:`owl_eval.runner.verdicts`), where the parent run is
+    and how to open it."""
     lines = [f"comparison table: {table_path}"]
     metric = _ranked_metric(rows)
     if metric is not None:
@@ -149,11 +154,17 @@ def sweep_summary(rows: Sequence, table_path: Path, uri: str, experiment_id: str
         lines.append(f"best groups by {metric} ({arrow} is better; mean ± 95% CI over seeds):")
         width = max(len(r.label) for r in best_first[:TOP_GROUPS])
         for r in best_first[:TOP_GROUPS]:
-            half = r.half_width if abs(r.half_width) > 1e-12 * max(abs(r.mean), 1.0) else 0.0  # rounding noise
-            spread = f" ± {significant(half)}" if math.isfinite(half) else ""
-            lines.append(f"  {r.label:<{width}}  {significant(r.mean)}{spread}  (n={r.n})")
+            shown = plus_minus(r.mean, r.half_width) if math.isfinite(r.half_width) else significant(r.mean)
+            lines.append(f"  {r.label:<{width}}  {shown}  (n={r.n})")
         if len(found) > TOP_GROUPS:
             lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
+    if vrows:
+        from owl_eval.verdict import verdict_line
+
+        lines.append("verdicts (paired over seeds; difference = agent - other, 95 % bootstrap CI):")
+        lines += [f"  {verdict_line(v)}" for v in vrows[:VERDICT_LINES]]
+        if len(vrows) > VERDICT_LINES:
+            lines.append(f"  ... {len(vrows) - VERDICT_LINES} more in {table_path.parent / 'verdict.csv'}")
     lines.append(f"sweep run: {parent_run_id}")
     lines.append(open_command(uri, experiment_id, parent_run_id))
     return "\n".join(lines)

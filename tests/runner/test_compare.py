@@ -115,7 +115,8 @@ def test_groups_by_agent_and_swept_params_not_seed():
     md = cmp.to_markdown(list(rows.values()))
     top1_line = next(line for line in md.splitlines() if line.startswith("| top1 |"))
     fp_line = next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |"))
-    assert "**0.85 ± 0.124 (n=3)**" in top1_line and top1_line.count("**") == 2
+    # rounded to the interval: half-width 0.124 starts with 1, so 2 significant digits, 0.12; the mean to match
+    assert "**0.85 ± 0.12 (n=3)**" in top1_line and top1_line.count("**") == 2
     assert "**1 ± 0 (n=2)**" in fp_line and fp_line.count("**") == 2  # closed_world's constant 1.0 is lowest
     assert "± half-width of the 95 % Student-t confidence interval" in md
 
@@ -145,17 +146,34 @@ def test_seed_copies_and_job_directories_never_split_a_group():
     assert (row.n, row.runs, row.mean) == (3, 3, pytest.approx(40.0))
 
 
-def test_a_declared_sweep_key_groups_even_when_the_finished_runs_cannot_tell_it_from_the_seed():
-    # Only (digits, seed 0) and (activity, seed 1) finished: from the data alone the domain follows the seed.
+def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_finished():
+    # Only (digits, seed 0) and (activity, seed 1) finished: the domain follows the seed in these runs, and
+    # they are still two settings, with or without the sweep's declaration.
     runs = [
         fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
         fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"}),
     ]
-    assert cmp.grouping_keys(runs) == ["agent"]
+    assert cmp.grouping_keys(runs) == ["agent", "domain"]
     assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == [
         "agent",
         "domain",
     ]
+    # The case: seeds 0-1 at num_trials=50, seeds 2-3 at 20, as two experiments pooled in one store.
+    runs = [
+        fake_run("ond/knn_novelty", s, {"top1": v}, {"protocol.num_trials": n})
+        for s, n, v in ((0, "50", 0.9), (1, "50", 0.8), (2, "20", 0.5), (3, "20", 0.7))
+    ]
+    assert cmp.grouping_keys(runs) == ["agent", "protocol.num_trials"]
+    rows = {r.label: r for r in cmp.compare(runs, cmp.grouping_keys(runs), ["top1"])}
+    assert set(rows) == {"ond.knn_novelty__num_trials-50", "ond.knn_novelty__num_trials-20"}
+    assert (rows["ond.knn_novelty__num_trials-50"].n, rows["ond.knn_novelty__num_trials-50"].mean) == (
+        2,
+        pytest.approx(0.85),  # (0.9 + 0.8) / 2
+    )
+    assert rows["ond.knn_novelty__num_trials-20"].mean == pytest.approx(0.6)  # (0.5 + 0.7) / 2
+    # --group agent asks for fewer keys than the settings need: the setting is added, not pooled
+    assert cmp.with_required(runs, ["agent"]) == ["agent", "protocol.num_trials"]
+    assert cmp.with_required(runs, ["protocol.num_trials"]) == ["agent", "protocol.num_trials"]
 
 
 def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
@@ -189,7 +207,8 @@ def test_not_applicable_cells_are_never_best():
     md = cmp.to_markdown(rows)
     m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
     # columns: closed_world, knn (sorted); knn alone is measured, so nothing is "best"
-    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.425 ± 0.318 (n=2) |"
+    # mean 0.425, half-width t(0.975, 1) * 0.0354 / sqrt(2) = 0.318: one significant digit, 0.3; the mean to 0.1
+    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.4 ± 0.3 (n=2) |"
     assert f"[1] {reason}" in md
     top3 = next(line for line in md.splitlines() if line.startswith("| top3 |"))
     assert "**" not in top3  # 1.0 everywhere: no group is better
@@ -304,8 +323,9 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     assert cw.n == 0 and cw.na_reason.startswith("the novelty score p_class[:, 0] is 0")
     assert not any(r.metric == "top1_batch" for r in rows)
     logged = client.get_run(parent_id).data.metrics
-    assert logged["ond.knn_novelty__domain-digits__condition-given/top1/mean"] == pytest.approx(0.88, rel=1e-12)
-    assert logged["ond.closed_world__domain-activity__condition-system/n_runs"] == 3
+    # <agent>/<setting>/<metric>: the mean 0.88 rounded to its interval (half-width 0.0896: 2 decimals)
+    assert logged["knn_novelty/domain-digits__condition-given/top1"] == pytest.approx(0.88, rel=1e-12)
+    assert logged["closed_world/domain-activity__condition-system/n_seeds"] == 3
 
     # ... with the sweeper params (logged to the parent), and the command line: the same table
     sweeper = {
@@ -321,7 +341,8 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     assert cmp.main(["--sweep", parent_id, "--uri", mlflow_store["uri"]]) == rows
     assert cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]]) == rows
     out = capsys.readouterr().out
-    assert f"**0.88 ± {cmp.significant(half)} (n=3)**" in out
+    assert half == pytest.approx(0.0896, abs=1e-4)  # 4.302653 * 0.036056 / 1.732051
+    assert "**0.88 ± 0.09 (n=3)**" in out  # the half-width to one significant digit, the mean to match
 
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
@@ -353,7 +374,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
 
     rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--metrics", "top1,m21_fp_pct"])
     out = capsys.readouterr().out
-    assert "**0.91 ± 0.0994 (n=3)**" in out
+    assert "**0.91 ± 0.10 (n=3)**" in out  # half-width 0.0994: one significant digit, 0.10
     knn = next(r for r in rows if r.label == "ond.knn_novelty" and r.metric == "top1")
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
@@ -366,10 +387,12 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     parent = TrackedRun.start(TrackingSettings(uri=mlflow_store["uri"], experiment_name=name), run_name="parent")
     cmp.log_to_parent(parent, rows)
     logged = client.get_run(parent.run_id).data.metrics
-    assert logged["ond.knn_novelty/top1/mean"] == pytest.approx(0.91, rel=1e-12)
-    assert logged["ond.knn_novelty/top1/ci95_high"] == pytest.approx(0.91 + half, rel=1e-9)
-    assert logged["ond.closed_world/m21_fp_pct/std"] == pytest.approx(10.0, rel=1e-12)  # 0, 10, 20
-    assert logged["ond.closed_world/n_runs"] == 3
+    # a person reads <agent>/<metric>: the mean rounded to its interval's digits; the statistics are in the CSV
+    assert logged["knn_novelty/top1"] == pytest.approx(0.91, rel=1e-12)  # half-width 0.0994: 2 decimals
+    # 0, 10, 20: mean 10, half-width 4.302653 * 10 / sqrt(3) = 24.8: one significant digit (tens): 10
+    assert logged["closed_world/m21_fp_pct"] == pytest.approx(10.0, rel=1e-12)
+    assert logged["closed_world/n_seeds"] == 3
+    assert not [k for k in logged if k.startswith("ond.")]
     paths = {a.path for a in client.list_artifacts(parent.run_id, "comparison")}
     assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
     csv_text = client.download_artifacts(parent.run_id, "comparison/comparison.csv")

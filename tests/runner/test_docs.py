@@ -22,16 +22,14 @@ stale ``SKIP``/``SKIPPED_BLOCKS``/``RUN_ELSEWHERE`` entry fails ``test_every_cod
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shlex
-import signal
 import subprocess
-import time
-import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.runner.test_readme import (
@@ -303,10 +301,34 @@ def _check_agent_class(namespace: dict, store: Path) -> None:
     assert all(callable(getattr(agent, m, None)) for m in ("fit", "start_trial", "predict_batch"))
 
 
+def _check_added_metric(namespace: dict, store: Path) -> None:
+    """docs/EXTENDING.md 'A metric': the decorated function is computed and declared. By hand: the diagonal of A
+    is 0.9, 0.8, so the mean after update 0 is 0.9 and after update 1 is 0.85. The block registered the metric
+    for the whole process: it is removed here, and the registry's cached declarations with it."""
+    from owl_eval.evaluation import registry
+    from owl_eval.protocols.continual.metrics import CONTINUAL
+
+    def forget_declarations():
+        for cached in (registry._declared, registry.specs, registry._templates, registry._by_key):
+            cached.cache_clear()
+
+    try:
+        results = namespace["results"]
+        assert results["learning_accuracy"] == pytest.approx(0.85, abs=1e-12)
+        np.testing.assert_allclose(results.series["learning_accuracy"].values, [0.9, 0.85], atol=1e-12)
+        forget_declarations()
+        assert registry.spec_for("continual", "by_task/learning_accuracy").direction == "maximize"
+    finally:
+        CONTINUAL.remove(namespace["_learning_accuracy_series"])
+        forget_declarations()
+    assert registry.spec_for("continual", "learning_accuracy") is None
+
+
 # what each python block must have computed, by a line that identifies the block
 PYTHON_CHECKS = {
     "class NearestMeanAgent": _check_agent_class,
     "program_metrics([trial]": _check_python_api,
+    "def _learning_accuracy_series": _check_added_metric,
 }
 
 
@@ -325,6 +347,14 @@ def test_python_block_runs(block, tmp_path, monkeypatch):
 
 
 # -- ```yaml: config files ----------------------------------------------------------------------------------
+# the experiment an agent config of each protocol is prepared in (OND's is the default config)
+AGENT_EXPERIMENTS = {
+    "continual": "continual_split_digits",
+    "trajectory": "trajectory_crowd",
+    "lifelong_rl": "lifelong_rl_cartpole_syllabus",
+}
+
+
 @pytest.mark.parametrize("block", [b for b in code_blocks() if b.language == "yaml"], ids=lambda b: b.id)
 def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from hydra import compose, initialize_config_dir
@@ -343,8 +373,15 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     register_resolvers()
+    # an agent of another protocol than the default config's OND is prepared in that protocol's experiment
+    experiment = AGENT_EXPERIMENTS.get(option.split("/")[0]) if group == "agent" else None
+    if experiment and "lifelong_rl" in experiment:
+        pytest.importorskip("gymnasium")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("config", overrides=[f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
+        overrides = [f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
+        if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
+            overrides += [f"protocol.log_dir={tmp_path / 'l2log'}", f"protocol.ste.dir={tmp_path / 'ste'}"]
+        cfg = compose("config", overrides=([f"+experiment={experiment}"] if experiment else []) + overrides)
     package = re.search(r"#\s*@package\s+(\S+)", block.text)
     node = OmegaConf.select(cfg, package[1] if package else group)
     assert OmegaConf.to_container(node) == OmegaConf.to_container(OmegaConf.create(block.text))
@@ -353,7 +390,12 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key != "_target_":
+            if key == "_target_":
+                continue
+            if isinstance(value, Mapping) and "_target_" in value:  # an adapter's nested object: built, then held
+                built = getattr(agent, key)
+                assert built is not None and not isinstance(built, dict), (key, built)
+            else:
                 assert getattr(agent, key) == value
 
 
@@ -425,49 +467,3 @@ def test_docs_shell_line_runs(block, line, docs_workspace, free_port):
     proc = _run(words, env, docs_workspace, free_port)
     if proc is not None and words[0] == "owl-eval-compare":
         assert "|" in proc.stdout, proc.stdout  # it printed the table
-
-
-@pytest.mark.slow
-def test_docs_tracking_server_block_runs_against_a_real_server(tmp_path, free_port):
-    """SWEEPS.md's server block, whole: the server on a free port with its store in a temp folder, the
-    environment line, the sweep; the sweep's parent and both jobs are on the server."""
-    from mlflow.tracking import MlflowClient
-
-    block = next(b for b in code_blocks() if SERVER_BLOCK in b.text)
-    server, export, sweep = commands(block)
-    server_words = shlex.split(
-        server.replace("/abs/path", str(tmp_path)).replace("5000", str(free_port)), comments=True
-    )
-    key, _, uri = shlex.split(export, comments=True)[1].partition("=")
-    assert key == "MLFLOW_TRACKING_URI" and uri == "http://127.0.0.1:5000"
-    uri = uri.replace("5000", str(free_port))
-    (tmp_path / "outputs").mkdir()
-    env = _environment(tmp_path)
-    proc = subprocess.Popen(
-        server_words, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
-    )
-    try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
-                    assert response.status == 200
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "mlflow server did not answer /health within 180 s"
-                time.sleep(1)
-        words, env = _prepared(sweep, tmp_path)
-        seeds = re.search(r"\bseed=(\S+)", sweep)[1]  # both seeds, as written: two jobs on joblib's two workers
-        words = [f"seed={seeds}" if w.startswith("seed=") else w for w in words]
-        env["MLFLOW_TRACKING_URI"] = uri
-        _run(words, env, tmp_path, free_port)
-        client = MlflowClient(tracking_uri=uri)
-        runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-        kinds = sorted(r.data.tags.get("owl_eval.kind") for r in runs)
-        assert kinds == ["job"] * len(seeds.split(",")) + ["sweep"] and all(r.info.status == "FINISHED" for r in runs)
-        parent = next(r.info.run_id for r in runs if r.data.tags["owl_eval.kind"] == "sweep")
-        assert all(r.data.tags.get("mlflow.parentRunId") == parent for r in runs if r.info.run_id != parent)
-    finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=60)

@@ -77,6 +77,24 @@ def runner_cmd(experiment, *args: str) -> list[str]:
     return [sys.executable, "-m", "owl_eval", *args, *experiment["overrides"]]
 
 
+def marking_agent(marker_dir: Path) -> list[str]:
+    """Overrides for the test agent that writes ``marker_dir/<pid>`` once 2 trials are complete
+    (tests/fixtures/agents/ond/marking.py)."""
+    from tests.fixtures.searchpath import TEST_AGENTS
+
+    return [TEST_AGENTS, "agent=ond/marking", f"agent.marker_dir={marker_dir}"]
+
+
+def wait_for_marks(marker_dir: Path, count: int, proc, log: Path, timeout: float = 180) -> None:
+    """Until ``count`` job processes have completed their first trials (the marking agent's files): "stopped
+    mid-run with completed trials" without betting on how fast a loaded machine runs them."""
+    deadline = time.monotonic() + timeout
+    while len(list(marker_dir.glob("*"))) < count:
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, f"fewer than {count} jobs completed 2 trials within {timeout} s"
+        time.sleep(0.1)
+
+
 # -- the reaper, on runs made by hand ----------------------------------------------------------------------
 def test_reaper_ends_dead_and_reused_pids_of_this_host_only(experiment, client):
     from owl_eval.runner.liveness import mark_dead_runs
@@ -275,14 +293,21 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
 
 @pytest.mark.slow
 def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_background, tmp_path):
+    marks = tmp_path / "marks"
     proc = start_background(
-        runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=1500", "figures=false"),
+        runner_cmd(
+            experiment,
+            "+experiment=ond_given_detection",
+            *marking_agent(marks),
+            "protocol.num_trials=1500",
+            "figures=false",
+        ),
         log_name="job.log",
         env=child_env(),
         cwd=PROJECT_ROOT,
     )
     run_id, _ = wait_for_running(experiment, proc)
-    time.sleep(1.5)  # some trials complete, not all (1500 take ~12 s here: a margin for a loaded machine)
+    wait_for_marks(marks, 1, proc, tmp_path / "job.log")  # 2 of the 1500 trials complete
     os.kill(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=60) != 0
     run = client.get_run(run_id)

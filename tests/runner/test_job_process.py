@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 
 from tests.fixtures.searchpath import TEST_AGENTS
-from tests.runner.test_faults import child_env, runner_cmd, runs_in_store, wait_for_running
+from tests.runner.test_faults import (
+    child_env,
+    marking_agent,
+    runner_cmd,
+    runs_in_store,
+    wait_for_marks,
+    wait_for_running,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DYING = ["+experiment=ond_given_detection", TEST_AGENTS, "agent=ond/dying", "protocol.num_trials=4", "figures=false"]
@@ -79,14 +86,23 @@ def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experi
 
 
 def running_job(experiment, start_background, tmp_path, *extra: str):
+    """A job stopped mid-run: started, and 2 of its 1500 trials complete (the marking agent says so)."""
+    marks = tmp_path / "marks"
     proc = start_background(
-        runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=1500", "figures=false", *extra),
+        runner_cmd(
+            experiment,
+            "+experiment=ond_given_detection",
+            *marking_agent(marks),
+            "protocol.num_trials=1500",
+            "figures=false",
+            *extra,
+        ),
         log_name="job.log",
         env=child_env(),
         cwd=PROJECT_ROOT,
     )
     run_id, _ = wait_for_running(experiment, proc)
-    time.sleep(1.5)  # some trials complete, not all (1500 take ~12 s here)
+    wait_for_marks(marks, 1, proc, tmp_path / "job.log")
     return proc, run_id
 
 
@@ -213,6 +229,7 @@ def test_sigterm_to_a_joblib_sweep_ends_its_jobs_killed_and_leaves_no_process(
             experiment,
             "-m",
             "+experiment=ond_given_detection",
+            *marking_agent(tmp_path / "marks"),
             "seed=0,1,2",
             "protocol.num_trials=1500",
             "figures=false",
@@ -230,7 +247,7 @@ def test_sigterm_to_a_joblib_sweep_ends_its_jobs_killed_and_leaves_no_process(
             break
         assert proc.poll() is None, (tmp_path / "sweep.log").read_text()[-3000:]
         time.sleep(0.2)
-    time.sleep(1.5)  # some trials complete
+    wait_for_marks(tmp_path / "marks", 2, proc, tmp_path / "sweep.log")  # both running jobs completed 2 trials
     os.kill(proc.pid, signal.SIGTERM)
     assert proc.wait(timeout=90) == 143, (tmp_path / "sweep.log").read_text()[-3000:]
     runs = runs_in_store(experiment)

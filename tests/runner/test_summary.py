@@ -266,7 +266,7 @@ def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
     assert lines[0] == f"comparison table: {tmp_path / 'comparison.md'}"
     assert lines[1].startswith("best groups by top1")
     assert [line.split()[0] for line in lines[2:5]] == ["b", "c", "a"]
-    assert "0.7 ± 0.05" in lines[2] and "(n=3)" in lines[2]
+    assert "0.70 ± 0.05" in lines[2] and "(n=3)" in lines[2]  # the mean to the half-width's digits
     assert lines[-1] == "mlflow ui --backend-store-uri sqlite:////s/mlflow.db"
 
 

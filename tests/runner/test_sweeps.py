@@ -6,6 +6,7 @@ The store is read back with plain sqlite3 (not MlflowClient) so that what is cou
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import subprocess
@@ -100,7 +101,7 @@ def same_history(a: list, b: list) -> bool:
 
 @pytest.mark.slow
 def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_store, tmp_path):
-    seeds = "0,1,2,3,4,5"  # 2 agents x 6 seeds = 12 short jobs
+    seeds = "0,1,2,3"  # 2 agents x 4 seeds = 8 short jobs, 4 per joblib worker
     tiny = ["protocol.num_trials=2", "figures=false", "progress=false"]
     parallel, serial = f"joblib-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
     sweep(
@@ -115,9 +116,9 @@ def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_s
     )
     sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny)
     runs_p, runs_s = snapshot(mlflow_store, parallel), snapshot(mlflow_store, serial)
-    assert len(runs_p) == len(runs_s) == 13  # 12 children + 1 parent, nothing lost, nothing doubled
+    assert len(runs_p) == len(runs_s) == 9  # 8 children + 1 parent, nothing lost, nothing doubled
     jobs_p, jobs_s = jobs_by_config(runs_p), jobs_by_config(runs_s)
-    assert sorted(jobs_p) == sorted(jobs_s) == sorted((a, s) for a in AGENTS for s in range(6))
+    assert sorted(jobs_p) == sorted(jobs_s) == sorted((a, s) for a in AGENTS for s in range(4))
     for (parent_id, parent), jobs in ((only_parent(runs_p), jobs_p), (only_parent(runs_s), jobs_s)):
         assert parent["status"] == "FINISHED"
         assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
@@ -138,6 +139,17 @@ def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_s
         text = log_file.read_text()
         assert f"MLflow run {run_id}" in text
         assert not any(f"MLflow run {other}" in text for other in runs_p if other != run_id)
+
+
+def hand_rounded(mean: float, half: float) -> float:
+    """The mean to the decimal place of the half-width's first significant digit (its second when the first is 1);
+    a zero half-width: 3 significant digits. Written out apart from owl_eval.stats."""
+    if half == 0:
+        return float(f"{mean:.3g}")
+    exponent = math.floor(math.log10(half))
+    first_digit = int(half / 10**exponent)
+    places = -exponent + (1 if first_digit == 1 else 0)
+    return round(mean, places)
 
 
 def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
@@ -161,29 +173,48 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
     assert len(jobs) == 6
-    # Parent metrics = per-agent mean/std/CI over the 3 seeds, recomputed here from the children.
-    for agent, label in (("ond/knn_novelty", "ond.knn_novelty"), ("ond/closed_world", "ond.closed_world")):
+    # Parent metrics = per-agent means over the 3 seeds, under <agent>/<metric>, rounded to the digits of their
+    # 95 % interval (recomputed here from the children: the half-width to 1 significant digit, 2 when it
+    # starts with 1), and <agent>/n_seeds.
+    for agent in AGENTS:
+        short = agent.split("/")[1]
         for metric in ("top1", "oscr", "m21_fp_pct"):
             values = [jobs[(agent, s)]["metrics"][metric][0][1] for s in range(3)]
-            expected = hand_stats(values)
-            logged = [
-                parent["metrics"][f"{label}/{metric}/{stat}"][0][1] for stat in ("mean", "std", "ci95_low", "ci95_high")
-            ]
-            if expected[1] == 0:
-                assert logged == pytest.approx(expected, abs=1e-12)
-            else:
-                assert logged == pytest.approx(expected, rel=1e-9)
-        assert parent["metrics"][f"{label}/n_runs"][0][1] == 3
+            mean, _, low, high = hand_stats(values)
+            logged = parent["metrics"][f"{short}/{metric}"][0][1]
+            assert logged == pytest.approx(hand_rounded(mean, (high - low) / 2), abs=1e-12), (agent, metric)
+        assert parent["metrics"][f"{short}/n_seeds"][0][1] == 3
+        assert not [k for k in parent["metrics"] if k.startswith("ond.")]  # no unrounded <label>/<metric>/<stat>
+    # Verdicts: knn_novelty vs closed_world, paired over the 3 seeds, in an MLflow table; recomputed by hand.
+    table = json.loads(Path(client.download_artifacts(parent_id, "verdict/verdict.json", str(tmp_path))).read_text())
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    top1 = next(r for r in rows if r["metric"] == "top1")
+    knn = [jobs[("ond/knn_novelty", s)]["metrics"]["top1"][0][1] for s in range(3)]
+    closed = [jobs[("ond/closed_world", s)]["metrics"]["top1"][0][1] for s in range(3)]
+    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("knn_novelty", "closed_world", 3)
+    assert top1["difference"] == pytest.approx(sum(k - c for k, c in zip(knn, closed)) / 3, abs=1e-12)
+    wins = sum((k > c) + 0.5 * (k == c) for k in knn for c in closed)  # P(X > Y) + 1/2 P(X = Y), every pair
+    assert top1["p_improvement"] == pytest.approx(wins / 9, abs=1e-12)
+    assert top1["ci_low"] <= top1["difference"] <= top1["ci_high"]
+    verdict_files = {a.path for a in client.list_artifacts(parent_id, "verdict")}
+    assert verdict_files == {"verdict/verdict.csv", "verdict/verdict.json", "verdict/verdict.tex"}  # figures=false
+    described = client.get_run(parent_id).data.tags["mlflow.note.content"]  # the run page's description
+    assert "| top1 ↑ | knn_novelty | closed_world |" in described
     paths = {a.path for a in client.list_artifacts(parent_id, "comparison")}
-    assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
+    # figures=false (SMALL) holds for the parent too: the table, no figure (tests/runner/test_compare.py draws it)
+    assert paths == {"comparison/comparison.csv", "comparison/comparison.md"}
     # The sweep's end prints where the comparison is (a local file), the best group by top1 and the UI command.
     out = first_proc.stdout.splitlines()
     table = Path(out[out.index(next(x for x in out if x.startswith("comparison table: ")))].split(": ", 1)[1])
     assert table == tmp_path / "first" / "comparison.md" and "| top1 |" in table.read_text().replace("  ", " ")
-    best = max(("ond.knn_novelty", "ond.closed_world"), key=lambda label: parent["metrics"][f"{label}/top1/mean"][0][1])
+    means = {a: sum(jobs[(a, s)]["metrics"]["top1"][0][1] for s in range(3)) / 3 for a in AGENTS}
+    best = max(AGENTS, key=lambda a: means[a])
     ranked = out[out.index(next(x for x in out if x.startswith("best groups by top1"))) + 1].split()
-    assert ranked[0] == best
-    assert float(ranked[1]) == float(f"{parent['metrics'][f'{best}/top1/mean'][0][1]:.3g}")
+    assert ranked[0] == best.replace("/", ".")
+    assert float(ranked[1]) == pytest.approx(means[best], abs=0.01)  # rounded to its interval
+    line = next(x for x in out if x.strip().startswith("knn_novelty vs closed_world, top1:"))
+    assert line.strip().endswith("3 seeds") and "P(improvement)" in line
+    assert (tmp_path / "first" / "verdict.csv").is_file() and (tmp_path / "first" / "verdict.tex").is_file()
     assert out[-1] == f"mlflow ui --backend-store-uri {mlflow_store['uri']}"
     # each job's run name: job number, the swept agent and seed
     assert sorted(r["tags"]["mlflow.runName"].split("-", 1)[1] for r in jobs.values()) == sorted(
@@ -208,9 +239,10 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     hashes = [r["tags"]["owl_eval.config_hash"] for r in finished]
     assert len(hashes) == len(set(hashes)) == 8  # 2 agents x 4 seeds, each once
     # The resumed sweep's comparison counts the reused runs too: 4 seeds per agent.
-    assert new_parent["metrics"]["ond.knn_novelty/n_runs"][0][1] == 4
+    assert new_parent["metrics"]["knn_novelty/n_seeds"][0][1] == 4
     values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
-    assert new_parent["metrics"]["ond.knn_novelty/top1/mean"][0][1] == pytest.approx(sum(values) / 4, rel=1e-12)
+    mean, _, low, high = hand_stats(values)
+    assert new_parent["metrics"]["knn_novelty/top1"][0][1] == pytest.approx(hand_rounded(mean, (high - low) / 2))
     assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
     # Every job of the resumed sweep is listed under its parent: the 3 that ran and 5 FINISHED stand-ins for the
     # reused runs, each naming its original and holding its final values (the comparison above counted each once).

@@ -212,8 +212,8 @@ class PositionalPredictor(Returns):
             dict(agent=OndLikeAgent()),
             "agent (tests.runner.test_trajectory_protocol.OndLikeAgent) is not a trajectory "
             "predictor: it has no predict(history, *, pred_len, num_preds, dt, rng) method; choose "
-            "agent=trajectory/<option> (trajectory/constant_velocity, trajectory/cv_noise, trajectory/cv_sampled, "
-            "trajectory/knn_futures)",
+            "agent=trajectory/<option> (trajectory/callable, trajectory/constant_velocity, trajectory/cv_noise, "
+            "trajectory/cv_sampled, trajectory/knn_futures)",
         ),
         (
             dict(agent=PositionalPredictor(_cv)),

@@ -1,6 +1,7 @@
-"""Selective scoring: AURC, E-AURC, the selective risk at each configured coverage, the accuracy and the
-risk-coverage curve of a record (formulas: :mod:`owl_eval_selective.metrics`). A live run's record and a saved
-one (``owl-eval-evaluate +source=record``) are scored alike."""
+"""Selective scoring: every metric registered in :data:`~owl_eval_selective.specs.SELECTIVE` (AURC, E-AURC, the
+selective risk at each configured coverage, the accuracy and the risk-coverage curve; declared and computed in
+:mod:`owl_eval_selective.metrics`) of a record. A live run's record and a saved one (``owl-eval-evaluate
++source=record``) are scored alike."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval_selective.metrics import aurc, excess_aurc, risk_at_coverages, risk_coverage_curve
+from owl_eval_selective.metrics import risk_coverage_curve
 from owl_eval_selective.options import SelectiveMetricOptions
-from owl_eval_selective.specs import SERIES, coverage_name
+from owl_eval_selective.specs import SELECTIVE, coverage_name
 
 
 class SelectiveEvaluation(Evaluation):
@@ -22,27 +23,16 @@ class SelectiveEvaluation(Evaluation):
         n = int(len(y_true))
         out = MetricResults()
         out.set("num_test", n)
-        out.set("accuracy", float(np.mean(np.asarray(y_pred) == np.asarray(y_true))))
-        out.set("aurc", aurc(y_true, y_pred, confidence, ties=options.ties, integration=options.integration))
-        out.set(
-            "excess_aurc",
-            excess_aurc(
-                y_true,
-                y_pred,
-                confidence,
-                ties=options.ties,
-                integration=options.integration,
-                optimal=options.optimal,
-            ),
-        )
-        risks = risk_at_coverages(y_true, y_pred, confidence, coverages=options.coverages, ties=options.ties)
-        for coverage, risk in risks.items():
-            out.set(coverage_name(coverage), risk)
-        coverage, risk, _ = risk_coverage_curve(y_true, y_pred, confidence, ties=options.ties)
-        accepted = np.rint(coverage * n).astype(np.int64)  # k_j: the curve's coverages are k_j / n
-        out.series[SERIES] = Series(accepted, risk)
+        inputs = {"y_true": y_true, "y_pred": y_pred, "confidence": confidence, "options": options}
+        for _, values, _ in SELECTIVE.compute(inputs):
+            for name, value in values.items():
+                if isinstance(value, Series):
+                    out.series[name] = value
+                else:
+                    out.set(name, value)
         if not figures:
             return Scored(out)
+        coverage, risk, _ = risk_coverage_curve(y_true, y_pred, confidence, ties=options.ties)
         errors = int(np.sum(np.asarray(y_pred) != np.asarray(y_true)))
         k = np.arange(1, n + 1)
         return Scored(
@@ -52,7 +42,7 @@ class SelectiveEvaluation(Evaluation):
                 "risk": risk,
                 "oracle_coverage": k / n,
                 "oracle_risk": np.maximum(k - (n - errors), 0) / k,  # every correct sample ranked above every error
-                "marked": {coverage_name(c): c for c in risks},
+                "marked": {coverage_name(c): float(c) for c in options.coverages},
                 "title": f"Risk-coverage curve ({record.domain}, {n} test samples)"
                 if record.domain
                 else f"Risk-coverage curve ({n} test samples)",

@@ -21,7 +21,9 @@ sorted list one sample at a time (see :func:`aurc`). Without ties the two are id
 The coverage-0 point is never part of the curve: no sample is accepted there and the selective risk
 0/0 is undefined.
 
-All functions are vectorised numpy (one sort, one cumulative sum); none loops over samples.
+All functions are vectorised numpy (one sort, one cumulative sum); none loops over samples. The metrics the
+protocol reports are registered at the end (``@SELECTIVE.metric``): each one's declaration on a function of the
+record's arrays and the typed options that calls the functions above.
 """
 
 from __future__ import annotations
@@ -32,7 +34,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from owl_eval.metrics.results import Series
+from owl_eval_selective.specs import SELECTIVE, SERIES, coverage_name, coverage_spec
+
 __all__ = [
+    "SPECS",
     "aurc",
     "coverage_at_risk",
     "excess_aurc",
@@ -384,3 +390,80 @@ def coverage_at_risk(y_true, y_pred, confidence, *, risk: float, ties: str = "gr
     accepted, n_errors, _ = _points(errors, conf, ties)
     ok = n_errors / accepted <= target
     return float(accepted[ok].max() / errors.shape[0]) if ok.any() else math.nan
+
+
+# ---------------------------------------------------------------------------------------- registered metrics
+# What the protocol reports, in this order: functions of the record's arrays and the typed ``metrics`` options
+# (owl_eval_selective.options.SelectiveMetricOptions), each declared by its decorator.
+
+_RECORD = ("y_true", "y_pred", "confidence")
+
+
+@SELECTIVE.metric(
+    "accuracy",
+    higher_is_better=True,
+    bounds=(0.0, 1.0),
+    description="Accuracy at full coverage (every test sample accepted): 1 minus the full-coverage risk.",
+    latex=r"1 - E_n / n",
+    needs=("y_true", "y_pred"),
+)
+def _accuracy(y_true, y_pred) -> float:
+    """``1 - E_n / n``: the share of correct predictions over all ``n`` samples."""
+    return float(np.mean(np.asarray(y_pred) == np.asarray(y_true)))
+
+
+@SELECTIVE.metric(
+    "aurc",
+    higher_is_better=False,
+    bounds=(0.0, 1.0),
+    description="Area under the risk-coverage curve (Geifman et al., ICLR 2019): mean over the samples of the "
+    "selective risk at the threshold that first accepts the sample (metrics.integration=step).",
+    latex=r"\sum_j \frac{k_j - k_{j-1}}{n} r_j",
+    needs=(*_RECORD, "options"),
+)
+def _aurc(y_true, y_pred, confidence, options) -> float:
+    """:func:`aurc` with ``metrics.ties`` and ``metrics.integration``."""
+    return aurc(y_true, y_pred, confidence, ties=options.ties, integration=options.integration)
+
+
+@SELECTIVE.metric(
+    "excess_aurc",
+    higher_is_better=False,
+    bounds=(-1.0, 1.0),
+    description="E-AURC: AURC minus the AURC of the oracle ranking (every correct prediction above every error) "
+    "for the same errors; exact on the n samples (metrics.optimal=empirical), or the paper's closed form.",
+    latex=r"\mathrm{AURC} - \mathrm{AURC}(\kappa^*)",
+    needs=(*_RECORD, "options"),
+)
+def _excess_aurc(y_true, y_pred, confidence, options) -> float:
+    """:func:`excess_aurc` with ``metrics.ties``, ``metrics.integration`` and ``metrics.optimal``."""
+    return excess_aurc(
+        y_true, y_pred, confidence, ties=options.ties, integration=options.integration, optimal=options.optimal
+    )
+
+
+@SELECTIVE.family(coverage_spec(), needs=(*_RECORD, "options"))
+def _risks_at_coverages(y_true, y_pred, confidence, options) -> dict[str, float]:
+    """``risk_at_<k>_coverage``: :func:`selective_risk` at each coverage of ``metrics.coverages`` (k in percent)."""
+    risks = risk_at_coverages(y_true, y_pred, confidence, coverages=options.coverages, ties=options.ties)
+    return {coverage_name(coverage): risk for coverage, risk in risks.items()}
+
+
+@SELECTIVE.metric(
+    SERIES,
+    higher_is_better=False,
+    bounds=(0.0, 1.0),
+    description="The risk-coverage curve: selective risk at each distinct confidence threshold, step = number of "
+    "accepted test samples k_j (coverage k_j / num_test).",
+    series=True,
+    needs=(*_RECORD, "options"),
+)
+def _risk_coverage(y_true, y_pred, confidence, options) -> Series:
+    """:func:`risk_coverage_curve` as a series: step ``k_j`` (accepted samples), value ``r_j``."""
+    coverage, risk, _ = risk_coverage_curve(y_true, y_pred, confidence, ties=options.ties)
+    accepted = np.rint(coverage * len(y_true)).astype(np.int64)  # k_j: the curve's coverages are k_j / n
+    return Series(accepted, risk)
+
+
+#: every declaration of the registered selective metrics (what owl-eval's metric registry reads)
+SPECS = SELECTIVE.specs

@@ -13,7 +13,7 @@ PROTOCOL = Protocol(
     driver="owl_eval_selective.driver:SelectiveProtocol",
     evaluation="owl_eval_selective.evaluation:SelectiveEvaluation",
     options="owl_eval_selective.options:SelectiveMetricOptions",
-    metric_modules=("owl_eval_selective.specs",),
+    metric_modules=("owl_eval_selective.metrics",),
     # what selective-prediction papers tabulate; {k}: every coverage of metrics.coverages, in percent
     headline=("aurc", "excess_aurc", "risk_at_{k}_coverage", "accuracy"),
     config=str(Path(__file__).parent / "conf"),

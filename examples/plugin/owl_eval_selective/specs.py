@@ -1,18 +1,23 @@
-"""The selective protocol's metric declarations (``SPECS``), read by owl-eval's metric registry.
+"""The selective protocol's set of registered metrics (:data:`SELECTIVE`) and the names it reports.
 
-``risk_at_{k}_coverage`` is declared once as a template (a name holding ``{k}``): ``k`` is a coverage of
-``metrics.coverages`` in percent (0.8 -> ``risk_at_80_coverage``), so every configured coverage resolves to
-this declaration. The formulas are in
-:mod:`owl_eval_selective.metrics`.
+A metric is declared by a decorator on its function (``@SELECTIVE.metric``, :mod:`owl_eval.metrics.declare`), at
+the end of :mod:`owl_eval_selective.metrics`, the module the descriptor names in ``metric_modules``; the scoring
+(:mod:`owl_eval_selective.evaluation`) computes every registered one.
+
+``risk_at_{k}_coverage`` is declared once as a template (a name holding ``{k}``, :func:`coverage_spec`): ``k`` is a
+coverage of ``metrics.coverages`` in percent (0.8 -> ``risk_at_80_coverage``), so every configured coverage
+resolves to this declaration.
 """
 
 from __future__ import annotations
 
+from owl_eval.metrics.declare import MetricSet
 from owl_eval.metrics.results import MetricSpec
 
-__all__ = ["COVERAGE_TEMPLATE", "DEFAULT_COVERAGES", "SERIES", "SPECS", "coverage_name", "coverage_spec"]
+__all__ = ["COVERAGE_TEMPLATE", "DEFAULT_COVERAGES", "SELECTIVE", "SERIES", "coverage_name", "coverage_spec"]
 
 PROTOCOL = "selective"
+SELECTIVE = MetricSet(PROTOCOL)
 DEFAULT_COVERAGES = (0.8, 0.9, 0.95)
 COVERAGE_TEMPLATE = "risk_at_{k}_coverage"
 SERIES = "risk_coverage"
@@ -38,43 +43,3 @@ def coverage_spec(name: str = COVERAGE_TEMPLATE) -> MetricSpec:
         "accepted until the coverage reaches k percent (a tie block at the cut is accepted whole, metrics.ties=group).",
         latex=r"r_j = E_{k_j} / k_j,\ j = \min\{j : k_j / n \ge k/100\}",
     )
-
-
-SPECS: list[MetricSpec] = [
-    MetricSpec(
-        "aurc",
-        PROTOCOL,
-        False,
-        (0.0, 1.0),
-        description="Area under the risk-coverage curve (Geifman et al., ICLR 2019): mean over the samples of the "
-        "selective risk at the threshold that first accepts the sample (metrics.integration=step).",
-        latex=r"\sum_j \frac{k_j - k_{j-1}}{n} r_j",
-    ),
-    MetricSpec(
-        "excess_aurc",
-        PROTOCOL,
-        False,
-        (-1.0, 1.0),
-        description="E-AURC: AURC minus the AURC of the oracle ranking (every correct prediction above every error) "
-        "for the same errors; exact on the n samples (metrics.optimal=empirical), or the paper's closed form.",
-        latex=r"\mathrm{AURC} - \mathrm{AURC}(\kappa^*)",
-    ),
-    MetricSpec(
-        "accuracy",
-        PROTOCOL,
-        True,
-        (0.0, 1.0),
-        description="Accuracy at full coverage (every test sample accepted): 1 minus the full-coverage risk.",
-        latex=r"1 - E_n / n",
-    ),
-    MetricSpec(
-        SERIES,
-        PROTOCOL,
-        False,
-        (0.0, 1.0),
-        description="The risk-coverage curve: selective risk at each distinct confidence threshold, step = number of "
-        "accepted test samples k_j (coverage k_j / num_test).",
-        series=True,
-    ),
-    coverage_spec(),
-]

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial, real_array
 from owl_eval.protocols.continual.record import ContinualRecord
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.typed import as_choice
@@ -146,13 +146,8 @@ def check_predictions(out, task, num_classes: int, when: str) -> np.ndarray:
     """``out`` as int64 class labels, one per test sample of ``task``; AgentOutputError naming task and step."""
     n = task.y_test.size
     where = f"agent predictions for task {task.task_id} ({when})"
-    try:
-        arr = np.asarray(out)
-        values = arr.astype(np.float64)
-    except (TypeError, ValueError) as exc:
-        raise AgentOutputError(
-            f"{where}: predict must return an array of class labels, got {type(out).__name__} ({exc})"
-        ) from None
+    arr = real_array(out, "predict's class labels", where=where)
+    values = arr.astype(np.float64)
     if arr.shape != (n,):
         raise AgentOutputError(
             f"{where}: predictions have shape {arr.shape}, expected ({n},) (one class label per test sample)"

@@ -15,7 +15,14 @@ The five Renate metrics (``average_accuracy``, ``micro_average_accuracy``, ``for
 (``forgetting_since_learned``); none of them replaces a Renate number.
 
 All steps are computed at once (``*_series`` helpers return one value per ``t``); the per-step functions
-index into them.
+index into them. Each ``*_series`` function is a registered metric of :data:`CONTINUAL`, declared by its decorator
+(name, direction, bounds, description, the inputs it needs); :func:`continual_metrics` computes every registered
+one, so adding a metric is one decorated function here::
+
+    @CONTINUAL.metric("learning_accuracy", higher_is_better=True, bounds=(0.0, 1.0), needs=("A",),
+                      description="accuracy on each task right after learning it, mean over tasks 0..t")
+    def _learning_accuracy_series(A):
+        return np.cumsum(np.diag(A)) / np.arange(1, A.shape[0] + 1)
 """
 
 from __future__ import annotations
@@ -24,10 +31,12 @@ import numbers
 
 import numpy as np
 
-from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
+from owl_eval.metrics.declare import MetricSet
+from owl_eval.metrics.results import NA, MetricResults, Series
 from owl_eval.metrics.validation import MetricInputError, as_array
 
 __all__ = [
+    "CONTINUAL",
     "SPECS",
     "average_accuracy",
     "micro_average_accuracy",
@@ -42,80 +51,16 @@ __all__ = [
 ]
 
 PROTOCOL = "continual"
-
-SPECS: list[MetricSpec] = [
-    MetricSpec(
-        "average_accuracy",
-        PROTOCOL,
-        True,
-        (0.0, 1.0),
-        description="Mean accuracy over the tasks learned so far, after learning task t (Renate average_accuracy).",
-        latex=r"\frac{1}{t+1}\sum_{i\le t} A_{t,i}",
-    ),
-    MetricSpec(
-        "micro_average_accuracy",
-        PROTOCOL,
-        True,
-        (0.0, 1.0),
-        description="Accuracy over the pooled test samples of the tasks learned so far (Renate micro_average_accuracy).",
-        latex=r"\sum_{i\le t} n_i A_{t,i} / \sum_{i\le t} n_i",
-    ),
-    MetricSpec(
-        "forgetting",
-        PROTOCOL,
-        False,
-        (-1.0, 1.0),
-        description="Mean over earlier tasks of the best accuracy in any earlier row minus the current accuracy "
-        "(Chaudhry et al.; Renate forgetting, max over all rows k<t; may be negative).",
-        latex=r"\frac{1}{t}\sum_{i<t} \max_{k<t} A_{k,i} - A_{t,i}",
-    ),
-    MetricSpec(
-        "backward_transfer",
-        PROTOCOL,
-        True,
-        (-1.0, 1.0),
-        description="Mean over earlier tasks of current accuracy minus accuracy right after learning it (Renate backward_transfer).",
-        latex=r"\frac{1}{t}\sum_{i<t} A_{t,i} - A_{i,i}",
-    ),
-    MetricSpec(
-        "forward_transfer",
-        PROTOCOL,
-        True,
-        (-1.0, 1.0),
-        description="Mean over tasks 1..t of accuracy before learning the task (after task i-1) minus accuracy "
-        "at initialisation (Renate forward_transfer).",
-        latex=r"\frac{1}{t}\sum_{1\le i\le t} A_{i-1,i} - b_i",
-    ),
-    MetricSpec(
-        "forgetting_avalanche",
-        PROTOCOL,
-        False,
-        (-1.0, 1.0),
-        description="Avalanche StreamForgetting: mean over earlier tasks of accuracy right after learning it "
-        "minus current accuracy (no max; equals -backward_transfer).",
-        latex=r"\frac{1}{t}\sum_{i<t} A_{i,i} - A_{t,i}",
-    ),
-    MetricSpec(
-        "forgetting_since_learned",
-        PROTOCOL,
-        False,
-        (-1.0, 1.0),
-        description="Forgetting with the max over the rows since task i was learned (k in [i, t)); never "
-        "counts accuracy a task had before it was trained.",
-        latex=r"\frac{1}{t}\sum_{i<t} \max_{i\le k<t} A_{k,i} - A_{t,i}",
-    ),
-    MetricSpec(
-        "forward_transfer_avalanche",
-        PROTOCOL,
-        True,
-        (-1.0, 1.0),
-        description="Avalanche StreamForwardTransfer: like forward_transfer but one task ahead (after task t "
-        "it already counts task t+1).",
-        latex=r"\frac{1}{m}\sum_{1\le i\le m} A_{i-1,i} - b_i,\ m=\min(t+1, T-1)",
-    ),
-]
-
-_SPEC_NAMES = [s.name for s in SPECS]
+# The reason a metric that needs ``b`` or ``n`` is N/A when the matrix came without them.
+CONTINUAL = MetricSet(
+    PROTOCOL,
+    missing={
+        "b": "init_accuracy (accuracy on every task before any update) was not given",
+        "n": "num_instances (test size per task) was not given",
+    },
+)
+#: every declaration of the registered continual metrics, always current (what owl_eval.evaluation.registry reads)
+SPECS = CONTINUAL.specs
 
 
 # --------------------------------------------------------------------------------------------- validation
@@ -157,9 +102,33 @@ def _check_sizes(num_instances, num_tasks: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------- all steps at once
+# Each registered metric is a function of A (and b, n when it needs them) returning its value after every update
+# t = 0..T-1 (or NA); continual_metrics reports the last value and the series. Declared in the order reported.
 
 
+def _mean_lower(D: np.ndarray, T: int) -> np.ndarray:
+    """Row r of D (r = t-1, t = 1..T-1) averaged over columns i <= r; a 0.0 prepended for t = 0."""
+    out = np.zeros(T)
+    if T > 1:
+        out[1:] = np.tril(D).sum(axis=1) / np.arange(1, T)
+    return out
+
+
+def _fwt_terms(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """d[i-1] = A[i-1][i] - b[i] for i = 1..T-1."""
+    return np.diagonal(A, offset=1) - b[1:]
+
+
+@CONTINUAL.metric(
+    "average_accuracy",
+    higher_is_better=True,
+    bounds=(0.0, 1.0),
+    description="Mean accuracy over the tasks learned so far, after learning task t (Renate average_accuracy).",
+    latex=r"\frac{1}{t+1}\sum_{i\le t} A_{t,i}",
+    needs=("A",),
+)
 def _average_accuracy_series(A: np.ndarray) -> np.ndarray:
+    """``(1/(t+1)) Σ_{i<=t} A[t][i]`` for every t (Renate 0.5.2 ``average_accuracy``)."""
     T = A.shape[0]
     return np.tril(A).sum(axis=1) / np.arange(1, T + 1)
 
@@ -171,8 +140,18 @@ MICRO_OVERFLOW = (
 )
 
 
+@CONTINUAL.metric(
+    "micro_average_accuracy",
+    higher_is_better=True,
+    bounds=(0.0, 1.0),
+    description="Accuracy over the pooled test samples of the tasks learned so far (Renate micro_average_accuracy).",
+    latex=r"\sum_{i\le t} n_i A_{t,i} / \sum_{i\le t} n_i",
+    needs=("A", "n"),
+)
 @np.errstate(over="ignore", invalid="ignore")  # an overflow is returned as N/A, not printed
 def _micro_average_accuracy_series(A: np.ndarray, n: np.ndarray) -> np.ndarray | NA:
+    """``Σ_{i<=t} A[t][i]·n[i] / Σ_{i<=t} n[i]`` for every t (Renate 0.5.2 ``micro_average_accuracy``); NA when the
+    pooled sums overflow float64."""
     total = np.cumsum(n)
     if total[0] == 0:
         raise MetricInputError(
@@ -183,44 +162,48 @@ def _micro_average_accuracy_series(A: np.ndarray, n: np.ndarray) -> np.ndarray |
     return values if np.isfinite(values).all() else NA(MICRO_OVERFLOW)
 
 
-def _mean_lower(D: np.ndarray, T: int) -> np.ndarray:
-    """Row r of D (r = t-1, t = 1..T-1) averaged over columns i <= r; a 0.0 prepended for t = 0."""
-    out = np.zeros(T)
-    if T > 1:
-        out[1:] = np.tril(D).sum(axis=1) / np.arange(1, T)
-    return out
-
-
+@CONTINUAL.metric(
+    "forgetting",
+    higher_is_better=False,
+    bounds=(-1.0, 1.0),
+    description="Mean over earlier tasks of the best accuracy in any earlier row minus the current accuracy "
+    "(Chaudhry et al.; Renate forgetting, max over all rows k<t; may be negative).",
+    latex=r"\frac{1}{t}\sum_{i<t} \max_{k<t} A_{k,i} - A_{t,i}",
+    needs=("A",),
+)
 def _forgetting_series(A: np.ndarray) -> np.ndarray:
+    """``(1/t) Σ_{i<t} (max_{k<t} A[k][i] − A[t][i])`` for every t, 0 at t = 0 (Chaudhry et al. 2018 as Renate
+    0.5.2 ``forgetting`` computes it: the max over every earlier row)."""
     T = A.shape[0]
     best_so_far = np.maximum.accumulate(A, axis=0)  # best_so_far[k, i] = max_{k' <= k} A[k', i]
     return _mean_lower(best_so_far[:-1] - A[1:], T)
 
 
-def _forgetting_since_learned_series(A: np.ndarray) -> np.ndarray:
-    T = A.shape[0]
-    rows, cols = np.indices(A.shape)
-    learned = np.where(rows >= cols, A, -np.inf)  # only rows k >= i count for task i
-    best_since = np.maximum.accumulate(learned, axis=0)
-    return _mean_lower(best_since[:-1] - A[1:], T)
-
-
+@CONTINUAL.metric(
+    "backward_transfer",
+    higher_is_better=True,
+    bounds=(-1.0, 1.0),
+    description="Mean over earlier tasks of current accuracy minus accuracy right after learning it (Renate backward_transfer).",
+    latex=r"\frac{1}{t}\sum_{i<t} A_{t,i} - A_{i,i}",
+    needs=("A",),
+)
 def _backward_transfer_series(A: np.ndarray) -> np.ndarray:
+    """``(1/t) Σ_{i<t} (A[t][i] − A[i][i])`` for every t, 0 at t = 0 (Renate 0.5.2 ``backward_transfer``)."""
     T = A.shape[0]
     return _mean_lower(A[1:] - np.diag(A)[None, :], T)
 
 
-def _forgetting_avalanche_series(A: np.ndarray) -> np.ndarray:
-    T = A.shape[0]
-    return _mean_lower(np.diag(A)[None, :] - A[1:], T)
-
-
-def _fwt_terms(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """d[i-1] = A[i-1][i] - b[i] for i = 1..T-1."""
-    return np.diagonal(A, offset=1) - b[1:]
-
-
+@CONTINUAL.metric(
+    "forward_transfer",
+    higher_is_better=True,
+    bounds=(-1.0, 1.0),
+    description="Mean over tasks 1..t of accuracy before learning the task (after task i-1) minus accuracy "
+    "at initialisation (Renate forward_transfer).",
+    latex=r"\frac{1}{t}\sum_{1\le i\le t} A_{i-1,i} - b_i",
+    needs=("A", "b"),
+)
 def _forward_transfer_series(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(1/t) Σ_{1<=i<=t} (A[i−1][i] − b[i])`` for every t, 0 at t = 0 (Renate 0.5.2 ``forward_transfer``)."""
     T = A.shape[0]
     out = np.zeros(T)
     if T > 1:
@@ -228,7 +211,52 @@ def _forward_transfer_series(A: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+@CONTINUAL.metric(
+    "forgetting_avalanche",
+    higher_is_better=False,
+    bounds=(-1.0, 1.0),
+    description="Avalanche StreamForgetting: mean over earlier tasks of accuracy right after learning it "
+    "minus current accuracy (no max; equals -backward_transfer).",
+    latex=r"\frac{1}{t}\sum_{i<t} A_{i,i} - A_{t,i}",
+    needs=("A",),
+)
+def _forgetting_avalanche_series(A: np.ndarray) -> np.ndarray:
+    """``(1/t) Σ_{i<t} (A[i][i] − A[t][i])`` for every t, 0 at t = 0 (Avalanche ``StreamForgetting``)."""
+    T = A.shape[0]
+    return _mean_lower(np.diag(A)[None, :] - A[1:], T)
+
+
+@CONTINUAL.metric(
+    "forgetting_since_learned",
+    higher_is_better=False,
+    bounds=(-1.0, 1.0),
+    description="Forgetting with the max over the rows since task i was learned (k in [i, t)); never "
+    "counts accuracy a task had before it was trained.",
+    latex=r"\frac{1}{t}\sum_{i<t} \max_{i\le k<t} A_{k,i} - A_{t,i}",
+    needs=("A",),
+)
+def _forgetting_since_learned_series(A: np.ndarray) -> np.ndarray:
+    """``(1/t) Σ_{i<t} (max_{i<=k<t} A[k][i] − A[t][i])`` for every t, 0 at t = 0 (the max only since task i was
+    learned; not a Renate metric)."""
+    T = A.shape[0]
+    rows, cols = np.indices(A.shape)
+    learned = np.where(rows >= cols, A, -np.inf)  # only rows k >= i count for task i
+    best_since = np.maximum.accumulate(learned, axis=0)
+    return _mean_lower(best_since[:-1] - A[1:], T)
+
+
+@CONTINUAL.metric(
+    "forward_transfer_avalanche",
+    higher_is_better=True,
+    bounds=(-1.0, 1.0),
+    description="Avalanche StreamForwardTransfer: like forward_transfer but one task ahead (after task t "
+    "it already counts task t+1).",
+    latex=r"\frac{1}{m}\sum_{1\le i\le m} A_{i-1,i} - b_i,\ m=\min(t+1, T-1)",
+    needs=("A", "b"),
+)
 def _forward_transfer_avalanche_series(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(1/m) Σ_{1<=i<=m} (A[i−1][i] − b[i])``, ``m = min(t + 1, T − 1)``, for every t; 0 when T = 1 (Avalanche
+    ``StreamForwardTransfer``)."""
     T = A.shape[0]
     if T == 1:
         return np.zeros(1)
@@ -353,40 +381,26 @@ def forward_transfer_avalanche(A, task_id: int, init_accuracy) -> float:
 def continual_metrics(A, *, init_accuracy=None, num_instances=None) -> MetricResults:
     """All continual metrics of ``A``: the final value (at ``t = T − 1``) of each and a Series over ``t``.
 
-    Names as in ``SPECS``. ``init_accuracy`` (``b``) is needed for the forward-transfer metrics and
-    ``num_instances`` (``n``) for the micro average; when one is None those metrics are N/A with the reason.
-    Series steps are task ids ``0..T-1``.
+    Every metric registered in :data:`CONTINUAL` is computed, in order, from ``A`` and, when it needs them,
+    ``b = init_accuracy`` (the forward-transfer metrics) and ``n = num_instances`` (the micro average); when
+    one is None those metrics are N/A with the reason. Names as in ``SPECS``; series steps are task ids ``0..T-1``.
     """
     A = _check_matrix(A)
     T = A.shape[0]
+    inputs = {
+        "A": A,
+        "n": None if num_instances is None else _check_sizes(num_instances, T),
+        "b": None if init_accuracy is None else _check_init(init_accuracy, T),
+    }
     results = MetricResults()
     steps = np.arange(T)
-    series: dict[str, np.ndarray | NA] = {
-        "average_accuracy": _average_accuracy_series(A),
-        "forgetting": _forgetting_series(A),
-        "backward_transfer": _backward_transfer_series(A),
-        "forgetting_avalanche": _forgetting_avalanche_series(A),
-        "forgetting_since_learned": _forgetting_since_learned_series(A),
-    }
-    if num_instances is None:
-        series["micro_average_accuracy"] = NA("num_instances (test size per task) was not given")
-    else:
-        series["micro_average_accuracy"] = _micro_average_accuracy_series(A, _check_sizes(num_instances, T))
-    if init_accuracy is None:
-        reason = "init_accuracy (accuracy on every task before any update) was not given"
-        series["forward_transfer"] = NA(reason)
-        series["forward_transfer_avalanche"] = NA(reason)
-    else:
-        b = _check_init(init_accuracy, T)
-        series["forward_transfer"] = _forward_transfer_series(A, b)
-        series["forward_transfer_avalanche"] = _forward_transfer_avalanche_series(A, b)
-    for name in _SPEC_NAMES:
-        values = series[name]
-        if isinstance(values, NA):
-            results.set(name, values)
-        else:
-            results.set(name, values[-1])
-            results.series[name] = Series(steps, values)
+    for _, values, _ in CONTINUAL.compute(inputs):
+        for name, per_step in values.items():
+            if isinstance(per_step, NA):
+                results.set(name, per_step)
+            else:
+                results.set(name, per_step[-1])
+                results.series[name] = Series(steps, per_step)
     return results
 
 

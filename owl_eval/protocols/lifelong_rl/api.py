@@ -3,7 +3,7 @@
 The protocol calls, in order: ``seed(rng)`` once (fresh learned state, the agent's own generator);
 then per block ``start_task(spec)`` when the block's task or variant differs from the previous block's
 (preceded by ``end_task`` of the previous one), ``set_learning(on)`` (off in evaluation blocks),
-``start_block(block)``, per step ``act(observation) -> action`` and, in training blocks only, ``observe(obs, action, reward, next_obs, terminated, truncated)``; finally ``end_block(block)``.
+``start_block(block)``, per episode the optional ``start_episode()`` (when the agent has it), per step ``act(observation) -> action`` and, in training blocks only, ``observe(obs, action, reward, next_obs, terminated, truncated)``; finally ``end_block(block)``.
 Evaluation blocks never call ``observe``: learning is off whatever the agent does with ``set_learning``.
 """
 

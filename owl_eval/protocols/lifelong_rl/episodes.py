@@ -83,6 +83,9 @@ def run_syllabus(
 def _episode(agent, env, seed: int, learning: bool, index: int, block: Block, episode: int) -> tuple[float, int]:
     num_actions = env.spec.num_actions
     obs = env.reset(seed)
+    start = getattr(agent, "start_episode", None)  # optional: a policy with memory resets it here
+    if callable(start):
+        start()
     ret, steps = 0.0, 0
     while True:
         action = agent.act(obs)
@@ -105,6 +108,11 @@ def _check_action(action, num_actions: int, index: int, block: Block, episode: i
         and 0 <= int(action) < num_actions
     ):
         return int(action)
+    if isinstance(action, np.ma.MaskedArray):
+        raise AgentOutputError(
+            f"agent action in block {index} ({block.type} {block.task_name}), episode {episode}, step {step}: "
+            f"expected an int in [0, {num_actions}), got a masked array (numpy.ma.MaskedArray) {action!r}"
+        )
     if isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu":
         return _check_action(action.item(), num_actions, index, block, episode, step)
     raise AgentOutputError(

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from owl_eval.domains.classification import LabeledData
 from owl_eval.errors import ConfigError
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial, real_array
 from owl_eval.protocols.interfaces import Method, choices, class_name, require_interface
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.protocols.ond.metrics import OndTrial
@@ -211,11 +211,8 @@ class OndProtocol(ProtocolDriver):
             raise AgentOutputError(
                 f"{where}: predict_batch must return (p_world_changed, p_class), got {type(out).__name__}"
             )
-        try:
-            world = np.asarray(out[0], dtype=np.float64)
-            scores = np.asarray(out[1], dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise AgentOutputError(f"{where}: outputs must be numeric arrays ({exc})") from None
+        world = real_array(out[0], "p_world_changed", where=where).astype(np.float64)
+        scores = real_array(out[1], "p_class", where=where).astype(np.float64)
         for name, arr, shape in (("p_world_changed", world, (n,)), ("p_class", scores, (n, width))):
             if arr.shape != shape:
                 raise AgentOutputError(

@@ -9,7 +9,12 @@ import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
 from owl_eval.metrics.results import MetricResults
-from owl_eval.protocols.ond.metrics import DETECTION_THRESHOLD_GRID, detection_vs_threshold, program_metrics
+from owl_eval.protocols.ond.metrics import (
+    DETECTION_THRESHOLD_GRID,
+    detection_vs_threshold,
+    program_metrics,
+    versus_baseline,
+)
 from owl_eval.protocols.ond.metrics.open_set import binary_curve_counts
 from owl_eval.protocols.ond.options import OndMetricOptions
 
@@ -57,7 +62,8 @@ def score_ond(record, options: OndMetricOptions) -> MetricResults:
     results = program_metrics(record.trials, record.baseline_trials, condition=record.condition, **settings)
     if record.baseline_trials:
         base = program_metrics(record.baseline_trials, None, condition=record.condition, **settings)
-        own = lambda name: not name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
+        versus = versus_baseline()  # a metric against the baseline, of the baseline itself: meaningless
+        own = lambda name: name.partition("@")[0] not in versus  # noqa: E731
         results.update(
             MetricResults(
                 values={k: v for k, v in base.values.items() if own(k)},

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial
+from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial, real_array
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_interface
 from owl_eval.protocols.trajectory.classes import CLASS_NAMES, class_probabilities_from_futures, turn_classes
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
@@ -106,9 +106,10 @@ class TrajectoryProtocol(ProtocolDriver):
         true = np.where(steps[..., None], batch.future, np.nan)
         pred = np.where(agents[:, None, :, None, None], pred, np.nan)
         log_probs = None
-        if hasattr(agent, "log_prob"):
+        log_prob = getattr(agent, "log_prob", None)  # optional; an adapter without one sets it to None
+        if callable(log_prob):
             both = np.concatenate([pred, np.nan_to_num(true)[:, None]], axis=1)
-            log_probs = self._check_log_probs(where, agent.log_prob(history.copy(), both, dt=batch.dt), batch, agents)
+            log_probs = self._check_log_probs(where, log_prob(history.copy(), both, dt=batch.dt), batch, agents)
         p_true, p_pred, index = self._classes(where, agent, history, true, pred, steps, batch)
         return TrajectoryRecord(
             true[:, None],
@@ -128,10 +129,7 @@ class TrajectoryProtocol(ProtocolDriver):
 
     def _check_futures(self, where, out, batch) -> np.ndarray:
         expected = (batch.num_scenes, self.num_preds, batch.num_agents, batch.pred_len, 2)
-        try:
-            pred = np.asarray(out, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise AgentOutputError(f"{where}: futures must be a numeric array [S, N_P, N_A, N_O, 2] ({exc})") from None
+        pred = real_array(out, "futures [S, N_P, N_A, N_O, 2]", where=where).astype(np.float64)
         if pred.shape != expected:
             raise AgentOutputError(
                 f"{where}: futures have shape {pred.shape}, expected [S, N_P, N_A, N_O, 2] = {expected}"
@@ -148,7 +146,7 @@ class TrajectoryProtocol(ProtocolDriver):
 
     def _check_log_probs(self, where, out, batch, agents) -> np.ndarray:
         expected = (batch.num_scenes, self.num_preds + 1, batch.num_agents)
-        lp = np.asarray(out, dtype=np.float64)
+        lp = real_array(out, "log_prob [S, N_P + 1, N_A]", where=where).astype(np.float64)
         if lp.shape != expected:
             raise AgentOutputError(
                 f"{where}: log_prob returned shape {lp.shape}, expected [S, N_P + 1, N_A] = {expected}"
@@ -162,8 +160,9 @@ class TrajectoryProtocol(ProtocolDriver):
             history, true, steps, stop_distance=self.stop_distance, turn_degrees=self.turn_degrees
         )
         c = len(CLASS_NAMES)
-        if hasattr(agent, "predict_class_probs"):
-            probs = np.asarray(agent.predict_class_probs(history.copy(), pred_len=batch.pred_len, dt=batch.dt), float)
+        if callable(getattr(agent, "predict_class_probs", None)):
+            out = agent.predict_class_probs(history.copy(), pred_len=batch.pred_len, dt=batch.dt)
+            probs = real_array(out, "predict_class_probs [S, N_A, C]", where=where).astype(np.float64)
             if probs.shape != (batch.num_scenes, batch.num_agents, c):
                 raise AgentOutputError(
                     f"{where}: predict_class_probs returned shape {probs.shape}, expected [S, N_A, C] = "

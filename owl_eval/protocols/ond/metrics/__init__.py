@@ -18,12 +18,23 @@ Our numbers equal the reference on ordinary inputs except where METRICS.md fixes
 
 Everything is computed on all trials at once: the trials are concatenated into flat arrays, and
 per-trial quantities are segment sums (cumulative sums read at segment bounds) or ``reduceat``.
+Every metric is one pure function of the flattened trials, declared where it is computed with ``@OND.metric``
+(or ``@OND.family`` for names computed together): name, direction, bounds, description, the inputs it needs and
+when it is N/A (:mod:`owl_eval.metrics.declare`); :func:`program_metrics` computes every registered one, and
+``SPECS`` lists their declarations for :mod:`owl_eval.evaluation.registry`. Adding a metric is one decorated
+function in one of the modules below (see :mod:`~owl_eval.protocols.ond.metrics.declared`).
+
 Modules: :mod:`~owl_eval.protocols.ond.metrics.trial` (the data type), :mod:`~owl_eval.protocols.ond.metrics.flat` (all trials as
 flat arrays), :mod:`~owl_eval.protocols.ond.metrics.blocks` (pure per-trial building blocks),
-:mod:`~owl_eval.protocols.ond.metrics.detection` (M1, M2, M2.1, per-sample detection), :mod:`~owl_eval.protocols.ond.metrics.program`
-(the program metrics), :mod:`~owl_eval.protocols.ond.metrics.specs` (declarations). The public names are imported here.
+:mod:`~owl_eval.protocols.ond.metrics.declared` (the set of registered metrics and their options), the metrics in the order
+they are reported: :mod:`~owl_eval.protocols.ond.metrics.detection` (M1, M2, M2.1, per-sample detection),
+:mod:`~owl_eval.protocols.ond.metrics.accuracy` (top-k), :mod:`~owl_eval.protocols.ond.metrics.reaction` (M3-M6, against a
+baseline), :mod:`~owl_eval.protocols.ond.metrics.open_set` (open-set recognition); and
+:mod:`~owl_eval.protocols.ond.metrics.program` (the program metrics). The public names are imported here.
 """
 
+# importing a metric module registers its metrics
+from owl_eval.protocols.ond.metrics import accuracy, detection, open_set, reaction  # noqa: F401
 from owl_eval.protocols.ond.metrics.blocks import (
     asymptotic_performance_task_improvement,
     correctly_detected,
@@ -37,6 +48,7 @@ from owl_eval.protocols.ond.metrics.blocks import (
     top_k_accuracy,
     topk_correct,
 )
+from owl_eval.protocols.ond.metrics.declared import OND, THRESHOLD_GRID, ProgramOptions
 from owl_eval.protocols.ond.metrics.detection import (
     DETECTION_METRIC_NAMES,
     GIVEN_REASON,
@@ -47,8 +59,7 @@ from owl_eval.protocols.ond.metrics.detection import (
     detection_vs_threshold,
 )
 from owl_eval.protocols.ond.metrics.open_set import auroc, average_precision, fpr_at_tpr, novelty_score_metrics, oscr
-from owl_eval.protocols.ond.metrics.program import program_metrics
-from owl_eval.protocols.ond.metrics.specs import SERIES, SPECS
+from owl_eval.protocols.ond.metrics.program import SERIES, program_metrics, versus_baseline
 from owl_eval.protocols.ond.metrics.trial import (
     CONDITIONS,
     DETECTION_THRESHOLD_GRID,
@@ -57,10 +68,17 @@ from owl_eval.protocols.ond.metrics.trial import (
     OndTrial,
 )
 
+#: every declaration of the registered OND metrics, always current (what owl_eval.evaluation.registry reads)
+SPECS = OND.specs
+
 __all__ = [
     "OndTrial",
     "program_metrics",
     "detection_vs_threshold",
+    "OND",
+    "ProgramOptions",
+    "THRESHOLD_GRID",
+    "versus_baseline",
     "SPECS",
     "SERIES",
     "DETECTION_THRESHOLD_GRID",

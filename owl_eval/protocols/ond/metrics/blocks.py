@@ -13,7 +13,7 @@ import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_option
-from owl_eval.protocols.ond.metrics.open_set import _novelty_score_metrics_unchecked, _oscr_unchecked
+from owl_eval.protocols.ond.metrics.open_set import _open_set_metrics_unchecked
 
 __all__ = [
     "detection_index",
@@ -287,45 +287,3 @@ def open_set_metrics(gt_class, gt_novel, p_class) -> dict[str, float | NA]:
     if not np.isin(novel, (0, 1)).all():
         raise MetricInputError("gt_novel: expected 0/1 labels (1 = novel)")
     return _open_set_metrics_unchecked(labels, novel.astype(bool), scores, _rank_unchecked(labels, scores))
-
-
-def _constant(values: np.ndarray) -> bool:
-    return values.size > 0 and values.min() == values.max()
-
-
-def _open_set_metrics_unchecked(labels, novel, scores, rank) -> dict[str, float | NA]:
-    """``open_set_metrics`` on checked arrays, reusing ``rank`` = rank_of_true_class(labels, scores).
-
-    A ranking metric of a score that is the same for every sample is fixed by construction (AUROC 0.5, AP =
-    share of novel samples, FPR@95TPR 1; OSCR = closed-set accuracy / 2), so it is N/A with that reason.
-    """
-    score_metrics = _novelty_score_metrics_unchecked(novel, scores[:, 0], tpr=0.95)
-    if _constant(scores[:, 0]) and novel.any() and not novel.all():
-        why = (
-            f"the novelty score p_class[:, 0] is {scores[0, 0]:g} for all {labels.size} samples: "
-            "{} by construction, not a measurement"
-        )
-        score_metrics = {
-            "auroc": NA(why.format("AUROC would be 0.5")),
-            "average_precision": NA(why.format("AP would be the share of novel samples")),
-            "fpr_at_tpr": NA(why.format("FPR@95TPR would be 1")),
-        }
-    # Correct known-class prediction without a second argmax: the true class g >= 1 is first among the
-    # known columns iff nothing but column 0 is ranked ahead of it; column 0 is ahead iff p_0 >= p_g
-    # (ties go to the lower column).
-    true_score = scores[np.arange(labels.size), labels]
-    column0_ahead = scores[:, 0] >= true_score
-    correct = (labels >= 1) & (rank - column0_ahead == 0)
-    confidence = scores[:, 1:].max(axis=1)
-    open_set = _oscr_unchecked(novel, confidence, correct)
-    if not isinstance(open_set, NA) and _constant(confidence):
-        open_set = NA(
-            f"the known-class confidence max(p_class[:, 1:]) is {confidence[0]:g} for all {labels.size} "
-            "samples: OSCR would be the closed-set accuracy / 2 by construction, not a measurement"
-        )
-    return {
-        "auroc_novel": score_metrics["auroc"],
-        "aupr_novel": score_metrics["average_precision"],
-        "fpr_at_95tpr": score_metrics["fpr_at_tpr"],
-        "oscr": open_set,
-    }

@@ -1,4 +1,9 @@
-"""Detection metrics (M1, M2, M2.1, per-sample novelty detection) at one threshold and over a grid."""
+"""Detection metrics (M1, M2, M2.1, per-sample novelty detection) at one threshold and over a grid.
+
+Each is registered in :data:`~owl_eval.protocols.ond.metrics.declared.OND` with the tag ``THRESHOLD_GRID``: it reads
+``options.threshold``, so :func:`~owl_eval.protocols.ond.metrics.program.program_metrics` can also report it at every
+threshold of the grid (:func:`threshold_rows`, :func:`vs_threshold`).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from owl_eval.metrics.declare import Declared, NAIf
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array
+from owl_eval.protocols.ond.metrics.declared import OND, THRESHOLD_GRID, ProgramOptions
 from owl_eval.protocols.ond.metrics.flat import FlatTrials, mean_over, zero_if_undefined
 from owl_eval.protocols.ond.metrics.trial import DETECTION_THRESHOLD_GRID, OndTrial
 
@@ -16,44 +23,147 @@ from owl_eval.protocols.ond.metrics.trial import DETECTION_THRESHOLD_GRID, OndTr
 # "given" the agent is told the red light, so these measure nothing (N/A with GIVEN_REASON).
 TRIAL_DETECTION_NAMES = ("m1_mean_fn_cdt", "m2_cdt_pct", "m2_cdt_pct_all", "m21_fp_pct")
 # Per-sample detection by the unknown-class score: p_class[:, 0] >= threshold against gt_novel (ours).
+UNKNOWN_SCORE_RATES = ("precision", "recall", "f1", "accuracy")
 UNKNOWN_SCORE_NAMES = tuple(
-    f"unknown_score_{rate}_{segment}"
-    for segment in ("pre", "post")
-    for rate in ("precision", "recall", "f1", "accuracy")
+    f"unknown_score_{rate}_{segment}" for segment in ("pre", "post") for rate in UNKNOWN_SCORE_RATES
 )
 # sail-on-client's m_ndp / m_ndp_pre / m_ndp_post on P(world changed): p_world_changed > threshold against
 # gt_novel, with the reference's segments and zero conventions, under the reference's key names.
+M_NDP_MODES = ("", "_pre", "_post")
 M_NDP_RATES = ("accuracy", "precision", "recall", "f1_score")
-M_NDP_NAMES = tuple(f"m_ndp{mode}_{rate}" for mode in ("", "_pre", "_post") for rate in M_NDP_RATES)
+M_NDP_NAMES = tuple(f"m_ndp{mode}_{rate}" for mode in M_NDP_MODES for rate in M_NDP_RATES)
 # What p_world_changed says: not measured when the red light is given.
 WORLD_CHANGED_NAMES = (*TRIAL_DETECTION_NAMES, *M_NDP_NAMES)
 DETECTION_METRIC_NAMES = (*TRIAL_DETECTION_NAMES, *UNKNOWN_SCORE_NAMES, *M_NDP_NAMES)
 GIVEN_REASON = "the red light is given (condition given): detection is not measured"
+GIVEN = NAIf(GIVEN_REASON, lambda options, **_: options.condition == "given")
+
+_INF = math.inf
 
 
-def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
-    out: dict[str, float | NA] = {}
-    detection = flat.first_detection(threshold)
-    detected = detection >= 0
-    has_novelty = flat.has_novelty
-    cdt = has_novelty & detected & (detection >= flat.red_light)
-    early = detected & (~has_novelty | (detection < flat.red_light))
-    n_novel_trials = int(has_novelty.sum())
-    out["m1_mean_fn_cdt"] = mean_over(
+# ---- trial-level detection: the first index with p_world_changed >= threshold, against the red light
+
+
+def _trial_detection(flat: FlatTrials, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trial: the first detection (-1: never), correctly detected (CDT: novelty and a detection at or after
+    the red light), early (a detection before the red light, any detection without novelty). Shared by M1-M2.1."""
+
+    def compute():
+        detection = flat.first_detection(threshold)
+        detected = detection >= 0
+        cdt = flat.has_novelty & detected & (detection >= flat.red_light)
+        early = detected & (~flat.has_novelty | (detection < flat.red_light))
+        return detection, cdt, early
+
+    return flat.shared(("trial_detection", threshold), compute)
+
+
+@OND.metric(
+    "m1_mean_fn_cdt",
+    higher_is_better=False,
+    bounds=(0.0, _INF),
+    description="M1: mean number of post-novelty samples before the first detection, over correctly detected trials",
+    na=(GIVEN,),
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _m1_mean_fn_cdt(flat: FlatTrials, options: ProgramOptions) -> float | NA:
+    """M1 = mean over CDT trials of (d - red_light), d the first detection (sail-on-client ``m_num_stats``)."""
+    detection, cdt, _ = _trial_detection(flat, options.threshold)
+    return mean_over(
         (detection - flat.red_light).astype(np.float64),
         cdt,
-        f"no correctly detected trial at threshold {threshold:g}: none of the {n_novel_trials} trials with novelty "
-        "has p_world_changed >= threshold at or after its red light",
+        f"no correctly detected trial at threshold {options.threshold:g}: none of the {int(flat.has_novelty.sum())} "
+        "trials with novelty has p_world_changed >= threshold at or after its red light",
     )
-    out["m2_cdt_pct"] = (
-        100.0 * cdt.sum() / n_novel_trials if n_novel_trials else NA("no trial has novelty (every red_light is None)")
-    )
-    out["m2_cdt_pct_all"] = 100.0 * cdt.sum() / flat.n_trials
-    out["m21_fp_pct"] = 100.0 * early.sum() / flat.n_trials
 
-    # per-sample novelty detection: p_class[:, 0] >= threshold against gt_novel, per trial, pre/post red light
+
+@OND.metric(
+    "m2_cdt_pct",
+    higher_is_better=True,
+    bounds=(0.0, 100.0),
+    description="M2: % of trials with novelty that are correctly detected (detection at or after the red light)",
+    na=(GIVEN,),
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _m2_cdt_pct(flat: FlatTrials, options: ProgramOptions) -> float | NA:
+    """M2 = 100 #CDT / #trials with novelty (sail-on-client ``m_num_stats``)."""
+    _, cdt, _ = _trial_detection(flat, options.threshold)
+    n_novel_trials = int(flat.has_novelty.sum())
+    if not n_novel_trials:
+        return NA("no trial has novelty (every red_light is None)")
+    return 100.0 * cdt.sum() / n_novel_trials
+
+
+@OND.metric(
+    "m2_cdt_pct_all",
+    higher_is_better=True,
+    bounds=(0.0, 100.0),
+    description="M2 over all trials: % correctly detected trials among all trials",
+    na=(GIVEN,),
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _m2_cdt_pct_all(flat: FlatTrials, options: ProgramOptions) -> float:
+    """100 #CDT / #trials."""
+    _, cdt, _ = _trial_detection(flat, options.threshold)
+    return 100.0 * cdt.sum() / flat.n_trials
+
+
+@OND.metric(
+    "m21_fp_pct",
+    higher_is_better=False,
+    bounds=(0.0, 100.0),
+    description="M2.1: % of trials with a detection before the red light (any detection when no novelty)",
+    na=(GIVEN,),
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _m21_fp_pct(flat: FlatTrials, options: ProgramOptions) -> float:
+    """M2.1 = 100 #early trials / #trials (sail-on-client ``m_is_cdt_and_is_early``)."""
+    _, _, early = _trial_detection(flat, options.threshold)
+    return 100.0 * early.sum() / flat.n_trials
+
+
+# ---- per-sample detection
+
+
+def _by_construction(segment: str, rate: str) -> bool:
+    # before the red light there is no novel sample: precision, recall and F1 are 0 by construction
+    return segment == "pre" and rate != "accuracy"
+
+
+@OND.family(
+    *(
+        OND.spec(
+            f"unknown_score_{rate}_{segment}",
+            None if _by_construction(segment, rate) else True,
+            (0.0, 1.0),
+            description=f"per-sample novelty detection {rate} of the unknown-class score p_class[:, 0] >= threshold "
+            f"against gt_novel, {segment} red light, mean over trials (not sail-on-client's m_ndp, which thresholds "
+            "p_world_changed)"
+            + (
+                " (N/A: no novel sample comes before the red light, so it would be 0 by construction)"
+                if _by_construction(segment, rate)
+                else ""
+            ),
+        )
+        for segment in ("pre", "post")
+        for rate in UNKNOWN_SCORE_RATES
+    ),
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _unknown_score(flat: FlatTrials, options: ProgramOptions) -> dict[str, float | NA]:
+    """Per trial and segment (pre: ``[:red_light]``, post: ``[red_light:]``), precision TP / (TP + FP), recall
+    TP / (TP + FN), F1 = 2PR / (P + R) and accuracy (TP + TN) / n of ``p_class[:, 0] >= threshold`` against
+    ``gt_novel`` (0 on an empty denominator, sail-on-client's convention), mean over the trials that have the
+    segment (METRICS.md section 1)."""
+    out: dict[str, float | NA] = {}
     segments = {"pre": (flat.starts, flat.post_start), "post": (flat.post_start, flat.ends)}
-    for segment, rates, has_segment, no_novel in _segment_rates(flat, flat.p_class[:, 0] >= threshold, segments):
+    predicted = flat.p_class[:, 0] >= options.threshold
+    for segment, rates, has_segment, no_novel in _segment_rates(flat, predicted, segments):
         reason = f"no trial has {segment}-novelty samples"
         # Without a novel sample in the segment (always so before the red light, which is the first novel
         # sample), TP = 0 and FN = 0: precision, recall and F1 are 0 by construction, not a measurement.
@@ -65,7 +175,6 @@ def _detection_metrics(flat: FlatTrials, threshold: float) -> dict[str, float | 
                 )
             else:
                 out[f"unknown_score_{rate}_{segment}"] = mean_over(values, has_segment, reason)
-    out.update(_m_ndp(flat, threshold))
     return out
 
 
@@ -94,7 +203,37 @@ def _segment_rates(flat: FlatTrials, predicted: np.ndarray, segments: dict):
         yield key, rates, included, bool(included.any() and not n_true[included].any())
 
 
-def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
+# sail-on-client's rates in the order _segment_rates yields them: the order m_ndp* values are reported in
+_M_NDP_REPORTED = tuple(
+    f"m_ndp{mode}_{rate}" for mode in M_NDP_MODES for rate in ("precision", "recall", "f1_score", "accuracy")
+)
+
+
+@OND.family(
+    *(
+        OND.spec(
+            f"m_ndp{mode}_{rate}",
+            None if (mode == "_pre" and rate != "accuracy") else True,
+            (0.0, 1.0),
+            description=f"sail-on-client's m_ndp{mode} {rate}: p_world_changed > threshold against gt_novel per sample, "
+            f"{where}, mean over trials (reference conventions, unrounded)",
+        )
+        for mode, where in zip(
+            M_NDP_MODES,
+            (
+                "whole trial",
+                "before the first novel sample (whole trial without novelty)",
+                "from the first novel sample on (trials with novelty)",
+            ),
+        )
+        for rate in M_NDP_RATES
+    ),
+    na=(GIVEN,),
+    na_names=lambda **_: _M_NDP_REPORTED,
+    needs=("flat", "options"),
+    tags=(THRESHOLD_GRID,),
+)
+def _m_ndp(flat: FlatTrials, options: ProgramOptions) -> dict[str, float | NA]:
     """sail-on-client 0.30's ``m_ndp`` (``metrics.py``) per trial on ``p_world_changed``, mean over trials.
 
     As the reference: a sample is predicted novel when ``p_world_changed > threshold`` (strictly);
@@ -115,7 +254,7 @@ def _m_ndp(flat: FlatTrials, threshold: float) -> dict[str, float | NA]:
         "_pre": "no trial has pre-novelty samples",
         "_post": "no trial has novelty (the reference reports -1)",
     }
-    predicted = flat.p_world_changed > threshold
+    predicted = flat.p_world_changed > options.threshold
     for mode, rates, included, no_novel in _segment_rates(flat, predicted, segments):
         for rate, values in rates.items():
             rate = "f1_score" if rate == "f1" else rate  # the reference's key
@@ -135,13 +274,13 @@ def detection_vs_threshold(
 ) -> dict[str, np.ndarray]:
     """The detection metrics (M1, M2, M2 over all trials, M2.1, per-sample NDP) at each threshold.
 
-    Returns ``{"threshold": [T], name: [T] for name in DETECTION_METRIC_NAMES}``, NaN where a value is
-    N/A (e.g. M1 without a correctly detected trial): the data of a detection-vs-threshold figure.
-    Each entry equals ``program_metrics(trials, threshold=t)[name]``.
+    Returns ``{"threshold": [T], name: [T] for name in DETECTION_METRIC_NAMES}`` (and every other registered
+    threshold-grid metric), NaN where a value is N/A (e.g. M1 without a correctly detected trial): the data of a
+    detection-vs-threshold figure. Each entry equals ``program_metrics(trials, threshold=t)[name]``.
     """
     grid = _check_thresholds(thresholds)
     flat = FlatTrials(trials)
-    return _detection_table(flat, grid)
+    return {"threshold": grid.copy(), **vs_threshold(threshold_rows(flat, None, ProgramOptions(), grid))}
 
 
 def _check_thresholds(thresholds) -> np.ndarray:
@@ -151,10 +290,33 @@ def _check_thresholds(thresholds) -> np.ndarray:
     return grid
 
 
-def _detection_table(flat: FlatTrials, grid: np.ndarray, rows: list | None = None) -> dict[str, np.ndarray]:
-    table = {"threshold": grid.copy()}
-    if rows is None:
-        rows = [_detection_metrics(flat, float(t)) for t in grid]
-    for name in DETECTION_METRIC_NAMES:
-        table[name] = np.array([math.nan if isinstance(row[name], NA) else row[name] for row in rows])
-    return table
+Row = list[tuple[Declared, dict, str | None]]
+
+
+def threshold_rows(
+    flat: FlatTrials, baseline: FlatTrials | None, options: ProgramOptions, grid: np.ndarray
+) -> list[Row]:
+    """Per threshold t of ``grid``, every threshold-grid metric at t: ``(entry, {name: value}, N/A rule reason)``."""
+    return [
+        list(
+            OND.compute(
+                {"flat": flat, "baseline": baseline, "options": options.at(float(t))},
+                where=lambda entry: THRESHOLD_GRID in entry.tags,
+            )
+        )
+        for t in grid
+    ]
+
+
+def vs_threshold(rows: list[Row]) -> dict[str, np.ndarray]:
+    """Each threshold-grid name over the thresholds of ``rows`` (NaN where N/A), in declaration order; a metric
+    that is N/A by a declared rule at every threshold (detection under the given condition) measures nothing
+    and has none."""
+    out: dict[str, np.ndarray] = {}
+    for i, (entry, _, _) in enumerate(rows[0] if rows else []):
+        if all(row[i][2] is not None for row in rows):
+            continue
+        for spec in entry.specs:
+            values = [row[i][1][spec.name] for row in rows]
+            out[spec.name] = np.array([math.nan if isinstance(v, NA) else v for v in values])
+    return out

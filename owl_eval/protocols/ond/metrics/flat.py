@@ -1,14 +1,21 @@
-"""All trials of a test as flat arrays: per-trial quantities are segment sums or ``reduceat``."""
+"""All trials of a test as flat arrays: per-trial quantities are segment sums or ``reduceat``.
+
+Every registered OND metric is a function of a :class:`FlatTrials`; what several of them read (the rank of the
+true class, running counts of top-k hits, the first detection at a threshold) is computed once per scoring and
+kept on the object (:meth:`FlatTrials.shared`).
+"""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError
+from owl_eval.protocols.ond.metrics.blocks import _rank_unchecked
 from owl_eval.protocols.ond.metrics.trial import OndTrial
 
 
@@ -47,6 +54,38 @@ class FlatTrials:
         self.gt_novel = np.concatenate([t.gt_novel for t in trials]).astype(bool)
         self.p_world_changed = np.concatenate([t.p_world_changed for t in trials])
         self.p_class = np.concatenate([t.p_class for t in trials])
+        self._shared: dict[Hashable, Any] = {}
+
+    def shared(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """``compute()`` once for these trials: arrays several metrics read (e.g. the first detection at one
+        threshold, read by M1, M2 and M2.1), so that computing the metrics one by one costs no more than
+        computing them together."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
+
+    @functools.cached_property
+    def rank(self) -> np.ndarray:
+        """Per sample, the 0-based rank of the true class among the K+1 scores (ties toward the lower column;
+        :func:`~owl_eval.protocols.ond.metrics.blocks.rank_of_true_class`). The arrays were checked by OndTrial."""
+        return _rank_unchecked(self.gt_class, self.p_class)
+
+    def topk_running(self, k: int) -> np.ndarray:
+        """Running count of the samples whose true class is among the ``k`` highest scores."""
+        return self.shared(("topk_running", k), lambda: self.cumulative(self.rank < k))
+
+    def topk_accuracy(self, k: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """Per trial, top-``k`` accuracy on the samples ``[lo_t, hi_t)`` (flat bounds); NaN on an empty segment."""
+        return ratio_or_nan(self.segment_sums(self.topk_running(k), lo, hi), hi - lo)
+
+    def segments(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """The flat bounds of the whole trials (``""``), of pre-novelty ``[:red_light]`` and of post-novelty
+        ``[red_light:]``, by the suffix of the names they give (``top1``, ``top1_pre``, ``top1_post``)."""
+        return {
+            "": (self.starts, self.ends),
+            "_pre": (self.starts, self.post_start),
+            "_post": (self.post_start, self.ends),
+        }
 
     @functools.cached_property
     def trial_of_sample(self) -> np.ndarray:

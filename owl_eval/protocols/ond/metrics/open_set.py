@@ -10,10 +10,16 @@ curve moves by a whole group at a time (so tied samples are neither ordered arbi
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_same_shape
+from owl_eval.protocols.ond.metrics.declared import OND
+
+if TYPE_CHECKING:  # flat.py imports this module (through blocks.py) to rank the true class
+    from owl_eval.protocols.ond.metrics.flat import FlatTrials
 
 __all__ = ["auroc", "average_precision", "fpr_at_tpr", "oscr", "novelty_score_metrics", "binary_curve_counts"]
 
@@ -198,3 +204,80 @@ def _oscr_unchecked(is_novel_b: np.ndarray, conf: np.ndarray, correct_b: np.ndar
     ccr = np.concatenate(([0], np.cumsum(sorted_flags >> 1)[group_end])) / n_known
     fpr = np.concatenate(([0], np.cumsum(sorted_flags & 1)[group_end])) / n_novel
     return float(np.sum(np.diff(fpr) * (ccr[1:] + ccr[:-1])) / 2.0)
+
+
+# ---- the open-set metrics of a test: every sample of every trial, p_class[:, 0] as the novelty score
+
+
+@OND.family(
+    OND.spec(
+        "auroc_novel",
+        True,
+        (0.0, 1.0),
+        description="AUROC of p_class[:, 0] for novel samples over all samples (ties count one half)",
+    ),
+    OND.spec(
+        "aupr_novel",
+        True,
+        (0.0, 1.0),
+        description="average precision of p_class[:, 0] for novel samples (sklearn average_precision_score)",
+    ),
+    OND.spec(
+        "fpr_at_95tpr",
+        False,
+        (0.0, 1.0),
+        description="share of known samples scored at or above the threshold that catches 95% of novel samples",
+    ),
+    OND.spec(
+        "oscr",
+        True,
+        (0.0, 1.0),
+        description="open-set classification rate (Dhamija et al. 2018) on the highest known-class score",
+    ),
+    needs=("flat",),
+)
+def _open_set(flat: FlatTrials) -> dict[str, float | NA]:
+    """:func:`~owl_eval.protocols.ond.metrics.blocks.open_set_metrics` over all samples of all trials pooled."""
+    return _open_set_metrics_unchecked(flat.gt_class, flat.gt_novel, flat.p_class, flat.rank)
+
+
+def _constant(values: np.ndarray) -> bool:
+    return values.size > 0 and values.min() == values.max()
+
+
+def _open_set_metrics_unchecked(labels, novel, scores, rank) -> dict[str, float | NA]:
+    """``open_set_metrics`` on checked arrays, reusing ``rank`` = rank_of_true_class(labels, scores).
+
+    A ranking metric of a score that is the same for every sample is fixed by construction (AUROC 0.5, AP =
+    share of novel samples, FPR@95TPR 1; OSCR = closed-set accuracy / 2), so it is N/A with that reason.
+    """
+    score_metrics = _novelty_score_metrics_unchecked(novel, scores[:, 0], tpr=0.95)
+    if _constant(scores[:, 0]) and novel.any() and not novel.all():
+        why = (
+            f"the novelty score p_class[:, 0] is {scores[0, 0]:g} for all {labels.size} samples: "
+            "{} by construction, not a measurement"
+        )
+        score_metrics = {
+            "auroc": NA(why.format("AUROC would be 0.5")),
+            "average_precision": NA(why.format("AP would be the share of novel samples")),
+            "fpr_at_tpr": NA(why.format("FPR@95TPR would be 1")),
+        }
+    # Correct known-class prediction without a second argmax: the true class g >= 1 is first among the
+    # known columns iff nothing but column 0 is ranked ahead of it; column 0 is ahead iff p_0 >= p_g
+    # (ties go to the lower column).
+    true_score = scores[np.arange(labels.size), labels]
+    column0_ahead = scores[:, 0] >= true_score
+    correct = (labels >= 1) & (rank - column0_ahead == 0)
+    confidence = scores[:, 1:].max(axis=1)
+    open_set = _oscr_unchecked(novel, confidence, correct)
+    if not isinstance(open_set, NA) and _constant(confidence):
+        open_set = NA(
+            f"the known-class confidence max(p_class[:, 1:]) is {confidence[0]:g} for all {labels.size} "
+            "samples: OSCR would be the closed-set accuracy / 2 by construction, not a measurement"
+        )
+    return {
+        "auroc_novel": score_metrics["auroc"],
+        "aupr_novel": score_metrics["average_precision"],
+        "fpr_at_95tpr": score_metrics["fpr_at_tpr"],
+        "oscr": open_set,
+    }

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.metrics.results import NA, MetricSpec
+from owl_eval.metrics.results import NA
 from owl_eval.protocols.trajectory.metrics.classification import auc, class_ece, classification_table, tnr_pr
 from owl_eval.protocols.trajectory.metrics.context import (
     OVERFLOW_REASON,
@@ -42,6 +42,7 @@ from owl_eval.protocols.trajectory.metrics.context import (
     finalize_ratio,
 )
 from owl_eval.protocols.trajectory.metrics.core import check_paths, draw_subset, step_errors
+from owl_eval.protocols.trajectory.metrics.declared import TRAJECTORY
 from owl_eval.protocols.trajectory.metrics.kde import kde_log_probs as _kde_log_probs
 from owl_eval.protocols.trajectory.metrics.table import (
     REGISTRY,
@@ -74,6 +75,7 @@ __all__ = [
     "table_metric",
     "specs_for",
     "REGISTRY",
+    "TRAJECTORY",
     "SPECS",
 ]
 
@@ -195,35 +197,6 @@ def kde_log_probs(true, pred, mask, *, joint=False, singular_rtol=1e-11):
     return _kde_log_probs(t, p, m, joint=joint, singular_rtol=singular_rtol)
 
 
-_CLASS_SPECS = [
-    MetricSpec(
-        "auc",
-        "trajectory",
-        True,
-        (0.0, 1.0),
-        latex=r"\emph{AUC}",
-        combine="none",
-        description="one-vs-rest ROC AUC weighted by class frequency (AUC_ROC.py)",
-    ),
-    MetricSpec(
-        "class_ece",
-        "trajectory",
-        False,
-        (0.0, 1.0),
-        latex=r"\emph{ECE}",
-        combine="none",
-        description="ECE of class probabilities, equal-count bins (ECE_class.py)",
-    ),
-    MetricSpec(
-        "tnr_pr",
-        "trajectory",
-        True,
-        (0.0, 1.0),
-        latex=r"\emph{TNR-PR}",
-        combine="none",
-        description="true negative rate at perfect recall (TNR_PR.py)",
-    ),
-]
-
-# the table's names once each, per-K names as templates (``min_ade_{k}_marginal``: every K of metrics.k_values)
-SPECS: list[MetricSpec] = [e.spec for e in REGISTRY] + _CLASS_SPECS
+# every registered trajectory metric (the table's names once each, per-K names as templates ``min_ade_{k}_marginal``:
+# every K of metrics.k_values; then the class metrics), always current: what owl_eval.evaluation.registry reads
+SPECS = TRAJECTORY.specs

@@ -1,7 +1,9 @@
 """Classification-type trajectory scenarios: AUC, ECE of class probabilities, TNR at perfect recall.
 
 Inputs as General-Framework's ``get_true_and_predicted_class_probabilities``: ``p_true[N_S, N_C]``
-one-hot, ``p_pred[N_S, N_C]`` rows summing to 1.
+one-hot, ``p_pred[N_S, N_C]`` rows summing to 1. Each is declared on its function (``@TRAJECTORY.metric``); the
+trajectory evaluation computes them with the class options (``metrics.auc_score``, ``class_ece_bins``,
+``tnr_pr_positive``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from scipy.stats import rankdata
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_option
+from owl_eval.protocols.trajectory.metrics.declared import TRAJECTORY
+
+_CLASS_INPUTS = ("p_true", "p_pred")
 
 
 def _check(p_true, p_pred, one_d_ok=False):
@@ -25,6 +30,14 @@ def _check(p_true, p_pred, one_d_ok=False):
     return p_true, p_pred
 
 
+@TRAJECTORY.metric(
+    "auc",
+    higher_is_better=True,
+    bounds=(0.0, 1.0),
+    latex=r"\emph{AUC}",
+    description="one-vs-rest ROC AUC weighted by class frequency (AUC_ROC.py)",
+    needs=_CLASS_INPUTS,
+)
 def auc(p_true, p_pred, *, score="raw"):
     """One-vs-rest ROC AUC, weighted by class frequency, with average ranks for ties.
 
@@ -52,6 +65,14 @@ def auc(p_true, p_pred, *, score="raw"):
     return float((auc_k * n_k[used]).sum() / n)
 
 
+@TRAJECTORY.metric(
+    "class_ece",
+    higher_is_better=False,
+    bounds=(0.0, 1.0),
+    latex=r"\emph{ECE}",
+    description="ECE of class probabilities, equal-count bins (ECE_class.py)",
+    needs=_CLASS_INPUTS,
+)
 def class_ece(p_true, p_pred, *, n_bins=10):
     """Expected calibration error over all (sample, class) probabilities, equal-count bins.
 
@@ -78,6 +99,14 @@ def class_ece(p_true, p_pred, *, n_bins=10):
     return float(err)
 
 
+@TRAJECTORY.metric(
+    "tnr_pr",
+    higher_is_better=True,
+    bounds=(0.0, 1.0),
+    latex=r"\emph{TNR-PR}",
+    description="true negative rate at perfect recall (TNR_PR.py)",
+    needs=_CLASS_INPUTS,
+)
 def tnr_pr(p_true, p_pred, *, positive_class=0):
     """True negative rate at perfect recall (TNR_PR.py).
 

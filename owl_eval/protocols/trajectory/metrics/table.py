@@ -2,8 +2,9 @@
 
 Registry
 --------
-Each table entry is one function ``state(ctx, idx, opts) -> np.ndarray`` plus one declaration. The
-function reduces a chunk of samples (a :class:`~owl_eval.protocols.trajectory.metrics.context.TrajContext`) to an additive float
+Each table entry is one function ``state(ctx, idx, opts) -> np.ndarray`` registered with its declaration in
+:data:`~owl_eval.protocols.trajectory.metrics.declared.TRAJECTORY` (the shared mechanism of
+:mod:`owl_eval.metrics.declare`) by :func:`table_metric`. The function reduces a chunk of samples (a :class:`~owl_eval.protocols.trajectory.metrics.context.TrajContext`) to an additive float
 vector; a ``finalize`` turns the vector summed over chunks into the value. To add a metric::
 
     from owl_eval.protocols.trajectory.metrics.table import table_metric
@@ -24,11 +25,11 @@ entries that need densities (skipped with ``kde=False``). ``opts`` holds ``miss_
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 import numpy as np
 
+from owl_eval.metrics.declare import Declared
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec
 from owl_eval.metrics.validation import MetricInputError, check_option
 from owl_eval.protocols.trajectory.metrics.context import (
@@ -40,21 +41,19 @@ from owl_eval.protocols.trajectory.metrics.context import (
     finalize_ratio,
 )
 from owl_eval.protocols.trajectory.metrics.core import STEP_COUNTS, check_paths, draw_subset
+from owl_eval.protocols.trajectory.metrics.declared import TRAJECTORY
 
 INF = math.inf
+TABLE_INPUTS = ("ctx", "idx", "opts")  # what a table entry's state function reads
+KDE = "kde"  # the tag of entries that need densities
+
+#: every registered trajectory metric in registration order (the table's entries are those reading TABLE_INPUTS)
+REGISTRY: list[Declared] = TRAJECTORY.entries
 
 
-@dataclass(frozen=True)
-class TableEntry:
-    spec: MetricSpec  # name may hold "{k}"
-    state: Callable
-    finalize: Callable = finalize_ratio
-    per_k: bool = False
-    needs: str = "paths"  # "paths" or "kde"
-    kind: str = "scalar"  # "scalar" or "series"
-
-
-REGISTRY: list[TableEntry] = []
+def table_entries() -> list[Declared]:
+    """The registered entries of the table, in order (the class metrics are computed apart)."""
+    return [e for e in TRAJECTORY if e.needs == TABLE_INPUTS]
 
 
 def table_metric(
@@ -71,24 +70,24 @@ def table_metric(
     needs="paths",
     kind="scalar",
 ):
-    """Decorator: register ``fn(ctx, idx, opts) -> state`` as a table metric named ``name``."""
-
-    def deco(fn):
-        spec = MetricSpec(
-            name=name,
-            protocol="trajectory",
-            higher_is_better=higher_is_better,
-            bounds=bounds,
-            log_scale=log_scale,
-            description=description,
-            latex=latex,
-            combine=combine,
-            series=kind == "series",
-        )
-        REGISTRY.append(TableEntry(spec, fn, finalize, per_k, needs, kind))
-        return fn
-
-    return deco
+    """Decorator: register ``fn(ctx, idx, opts) -> state`` as a table metric named ``name`` (``needs``: ``"paths"``,
+    or ``"kde"`` for a metric that needs densities; ``kind``: ``"scalar"`` or ``"series"``)."""
+    check_option("needs", needs, ("paths", KDE))
+    check_option("kind", kind, ("scalar", "series"))
+    return TRAJECTORY.metric(
+        name,
+        higher_is_better=higher_is_better,
+        bounds=bounds,
+        log_scale=log_scale,
+        latex=latex,
+        description=description,
+        combine=combine,
+        series=kind == "series",
+        needs=TABLE_INPUTS,
+        tags=(KDE,) if needs == KDE else (),
+        finalize=finalize,
+        per_k=per_k,
+    )
 
 
 def _register_builtins():
@@ -207,16 +206,16 @@ _register_builtins()
 def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
     """Concrete :class:`MetricSpec` list of the table for the given K values."""
     ks = list(k_values)
-    return [spec for e in REGISTRY for spec in ([e.spec.for_k(k) for k in ks] if e.per_k else [e.spec])]
+    return [spec for e in table_entries() for spec in ([e.spec.for_k(k) for k in ks] if e.extra["per_k"] else [e.spec])]
 
 
 def _plan(k_values, n_p, rng, kde):
     """Entries to compute with their concrete names and K-subsets (drawn once, in registry order)."""
-    plan: list[tuple[str, TableEntry, np.ndarray | None]] = []
-    for e in REGISTRY:
-        if e.needs == "kde" and not kde:
+    plan: list[tuple[str, Declared, np.ndarray | None]] = []
+    for e in table_entries():
+        if KDE in e.tags and not kde:
             continue
-        if e.per_k:
+        if e.extra["per_k"]:
             for k in k_values:
                 plan.append((e.spec.name.format(k=k), e, draw_subset(n_p, int(k), rng)))
         else:
@@ -238,12 +237,12 @@ def _accumulate(chunks, plan, opts, ctx_kwargs):
         # extreme inputs (1e308) overflow to inf: the finalizers turn that into N/A, so no warning is printed
         with np.errstate(over="ignore", invalid="ignore"):
             for name, entry, idx in plan:
-                st = np.asarray(entry.state(ctx, idx, opts), float)
+                st = np.asarray(entry.fn(ctx, idx, opts), float)
                 totals[name] = st if name not in totals else totals[name] + st
     res = MetricResults()
     for name, entry, _ in plan:
-        value = entry.finalize(totals[name]) if name in totals else NA("no samples")
-        if entry.kind == "series":
+        value = entry.extra["finalize"](totals[name]) if name in totals else NA("no samples")
+        if entry.spec.series:
             if isinstance(value, NA):
                 res.na[name] = value.reason
             else:
@@ -363,6 +362,3 @@ def trajectory_table_stream(
             yield t, p, m, None if lp_all is None else np.array(lp_all[sl]), None
 
     return _accumulate(chunks(), plan, opts, {"step_count": step_count, "singular_rtol": singular_rtol})
-
-
-SPECS: list[MetricSpec] = [e.spec for e in REGISTRY]  # per-K names as templates

@@ -1,5 +1,6 @@
 """The MLflow UI over a store filled by a real small sweep, in headless Chromium: the runs table shows the
-sweep's parent with its jobs nested under it, and the compare page shows the jobs' names and metric values.
+sweep's parent with its jobs nested under it, the compare page shows the jobs' names and metric values, and the
+parent's run page shows the verdict table.
 
 Screenshots land in the test's tmp dir and in outputs/test-artifacts/ (mlflow_ui_runs.png, mlflow_ui_compare.png).
 """
@@ -99,3 +100,21 @@ def test_runs_table_nesting_and_compare_page(
     assert value not in ("0", "0.5", "1")  # a value that only this metric of this run is likely to print
     page.get_by_text(value, exact=True).first.wait_for()
     save_screenshot(page, "mlflow_ui_compare")
+
+    # The sweep parent's run page shows the verdict table (its description, mlflow.note.content): the pair,
+    # the headline metric and the seeds, as the verdict.json artifact holds them.
+    page.goto(f"{url}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}")
+    close_assistant(page)
+    page.get_by_text("Verdicts: agent vs other, paired over seeds").first.wait_for()
+    table = json.loads(
+        Path(client.download_artifacts(parent.info.run_id, "verdict/verdict.json", str(tmp_path))).read_text()
+    )
+    top1 = next(
+        dict(zip(table["columns"], row)) for row in table["data"] if row[table["columns"].index("metric")] == "top1"
+    )
+    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("knn_novelty", "closed_world", 2)
+    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name="top1 ↑", exact=True))
+    row.first.wait_for()
+    text = row.first.inner_text()
+    assert "knn_novelty" in text and "closed_world" in text and text.rstrip().endswith("2")  # 2 seeds
+    save_screenshot(page, "mlflow_ui_verdict")
