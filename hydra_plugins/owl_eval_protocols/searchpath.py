@@ -11,13 +11,14 @@ from hydra.plugins.search_path_plugin import SearchPathPlugin
 class OwlEvalProtocolConfigs(SearchPathPlugin):
     def manipulate_search_path(self, search_path: ConfigSearchPath) -> None:
         try:
-            from owl_eval.paths import CONFIG_DIR, protocol_config_dirs
+            from owl_eval.paths import CONFIG_DIR, protocol_config_dirs, register_configs
         except ImportError:  # an owl_eval older than its protocol folders first on sys.path: nothing to add
             return
 
         ours = str(CONFIG_DIR)
         if not any(ours in str(element.path) for element in search_path.get_path()):
             return  # another Hydra app in the same environment: leave its search path alone
+        register_configs()  # each protocol's typed metrics node, in the ConfigStore before any composition
         present = {str(element.path) for element in search_path.get_path()}
         for name, folder in protocol_config_dirs().items():
             entry = f"file://{Path(folder)}"

@@ -51,7 +51,8 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
     # the figures name the agent under test (the trajectory scenes' titles)
     evaluation = evaluation_for(driver.name, {**driver.evaluation_context(), "agent": names["agent"]})
-    metric_options = evaluation.options(resolved.get("metrics") or {})
+    # the metrics node built by Hydra's instantiate (its _target_, the protocol's options class), checked on the way
+    metric_options = evaluation.options(cfg.get("metrics") or {})
     tags = (
         {
             "domain": getattr(domain, "name", names["domain"]),
@@ -119,10 +120,17 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
 
     from owl_eval.paths import CONFIG_DIR
     from owl_eval.runner.resolvers import register_resolvers
+    from owl_eval.typed import config_node_error
 
     register_resolvers()
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
+    except Exception as exc:  # a key the typed metrics node lacks: the command line's one message
+        error = config_node_error(exc)
+        if error is None:
+            raise
+        raise error from exc
     out = Path(output_dir) if output_dir else Path.cwd() / "outputs" / "api" / time.strftime("%Y-%m-%d_%H-%M-%S")
     out.mkdir(parents=True, exist_ok=True)
     with open_dict(cfg):

@@ -52,7 +52,13 @@ def _own_error_inside(exc: BaseException) -> ConfigError | None:
 
 
 def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several)."""
+    """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several); what OmegaConf refused
+    in a typed node (a key the ``metrics`` node lacks) is worded as our own checks word it."""
+    from owl_eval.typed import config_node_error
+
+    ours = config_node_error(exc)
+    if ours is not None:
+        return str(ours)
     if isinstance(exc, Terminated):
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):

@@ -48,7 +48,7 @@ def prepare_source(cfg: DictConfig):
     source = build_part(cfg, "source")
     data = source.load()  # validate everything before any run exists
     evaluation = evaluation_for(data.protocol)
-    metric_options = evaluation.options(resolved.get("metrics") or {}, record=data.record)
+    metric_options = evaluation.options(cfg.get("metrics") or {}, record=data.record)  # instantiated, checked
     tags = dict(data.tags)
     run_name = f"evaluate-{tags.get('source', 'source')}-{tags.get('session', tags.get('agent', ''))}".rstrip("-")
     return PreparedJob(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from owl_eval.paths import config_dirs
+from owl_eval.paths import config_dirs, stored_configs
 
 HEADER = "{app} is powered by Hydra.\n"
 FOOTER = "Powered by Hydra (https://hydra.cc)\nUse --hydra-help to view Hydra specific help\n"
@@ -14,8 +14,9 @@ FOOTER = "Powered by Hydra (https://hydra.cc)\nUse --hydra-help to view Hydra sp
 
 def config_groups(extra: tuple[Path, ...] = ()) -> dict[str, list[str]]:
     """Every config group (nested ones as ``agent/ond``) with the options directly in it, across the config
-    folders; Hydra's own groups (``hydra/``) left out."""
-    groups: dict[str, set[str]] = {}
+    folders and the nodes owl-eval stores in Hydra's ConfigStore (``metrics=<protocol>``); Hydra's own groups
+    (``hydra/``) left out."""
+    groups: dict[str, set[str]] = {group: set(options) for group, options in stored_configs().items()}
     for folder in config_dirs(extra):
         for path in folder.rglob("*.yaml"):
             group = path.parent.relative_to(folder).as_posix()

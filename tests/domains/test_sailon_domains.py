@@ -196,7 +196,7 @@ def test_experiments_take_the_domain_settings(domain, condition):
 
 def test_digits_experiments_are_unchanged():
     cfg = _compose(["+experiment=ond_given_detection"])
-    # owl_eval/protocols/ond/conf/protocol/ond.yaml and owl_eval/protocols/ond/conf/metrics/ond.yaml defaults
+    # owl_eval/protocols/ond/conf/protocol/ond.yaml and OndMetricOptions (metrics=ond) defaults
     assert (
         cfg.protocol.known_classes,
         cfg.protocol.batch_size,

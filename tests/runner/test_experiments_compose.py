@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
+from owl_eval.evaluation.options import options_class, parse
 from owl_eval.paths import CONFIG_DIR
 from owl_eval.protocols import all_protocols
 from owl_eval.runner.build import build_part
@@ -51,5 +52,37 @@ def test_experiment_composes_and_builds(name, tmp_path, shared_dir_or_none):
         build_part(cfg, "agent")
         if cfg.get("baseline"):
             build_part(cfg, "baseline")
+        # the metrics node (the protocol's options dataclass in Hydra's ConfigStore, or a YAML extending it):
+        # built by Hydra's instantiate of its _target_, every field checked
+        assert type(parse(protocol.name, cfg.metrics)) is options_class(protocol.name)
     finally:
         HydraConfig.instance().cfg = None
+
+
+@pytest.mark.parametrize("name", list(all_protocols()))
+def test_the_protocol_nodes_values_are_its_drivers_defaults(name):
+    """``protocol/<name>.yaml`` documents each setting of the driver, whose constructor has the same defaults (for
+    the Python API): every plain value of the node equals the constructor's default (interpolations, ``???`` and
+    nested nodes are the config's own)."""
+    import inspect
+
+    from omegaconf import OmegaConf
+
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        node = compose("config", overrides=[f"protocol={name}"]).protocol
+    values = OmegaConf.to_container(node, resolve=False)
+    try:
+        driver = all_protocols()[name].load(all_protocols()[name].driver)
+    except ImportError as exc:
+        pytest.skip(f"the {name} driver needs an optional extra: {exc}")
+    parameters = inspect.signature(driver).parameters
+    compared = 0
+    for key, value in values.items():
+        if key.startswith("_") or isinstance(value, (dict, list)) or "${" in str(value) or value == "???":
+            continue
+        assert key in parameters, f"protocol.{key} is no parameter of {driver.__name__}"
+        assert parameters[key].default == value, (
+            f"protocol.{key}: {value!r} in the YAML, {parameters[key].default!r} in {driver.__name__}"
+        )
+        compared += 1
+    assert compared >= 1

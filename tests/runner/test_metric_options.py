@@ -1,24 +1,40 @@
-"""Typed metric settings: defaults equal owl_eval/conf/metrics/*.yaml, every key is checked, each error names the key."""
+"""Typed metric settings: each protocol's ``metrics`` node is its options dataclass, registered in Hydra's ConfigStore
+(defaults written once), built by Hydra's instantiate; every key is checked, each error names the key."""
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
-import yaml
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.options import options_class, parse
-from owl_eval.paths import config_file
+from owl_eval.paths import CONFIG_DIR, config_dirs
+from owl_eval.runner.console import one_line
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
 
-def yaml_node(protocol: str) -> dict:
-    """The YAML's settings, without its ``_target_``."""
-    node = yaml.safe_load(config_file("metrics", protocol).read_text())
+def composed(*overrides: str):
+    """The packaged config composed with ``overrides`` (the ConfigStore filled by the search-path plugin)."""
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def metrics_node(protocol: str, *overrides: str):
+    return composed(f"metrics={protocol}", *overrides).metrics
+
+
+def node_settings(protocol: str) -> dict:
+    """The composed node's settings, without its ``_target_``."""
+    node = OmegaConf.to_container(metrics_node(protocol))
     return {k: v for k, v in node.items() if k != "_target_"}
 
 
@@ -28,24 +44,127 @@ def hook(protocol):
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_defaults_are_the_yaml_values_and_every_yaml_key_is_a_field(protocol):
-    node = yaml_node(protocol)
-    assert parse(protocol, {}).as_dict() == node  # nothing given: the YAML's values, key for key
-    assert parse(protocol, node).as_dict() == node  # the YAML itself passes unchanged
+def test_the_node_is_the_dataclass_with_its_defaults_and_no_yaml_repeats_them(protocol):
+    cls = options_class(protocol)
+    node = metrics_node(protocol)
+    assert OmegaConf.get_type(node) is cls.config_node  # metrics=<protocol> is the ConfigStore's schema
+    assert list(node) == ["_target_", *(f for f in cls.__dataclass_fields__)]  # the dataclass's order
+    assert parse(protocol, {}).as_dict() == node_settings(protocol)  # nothing given: the node's values, key for key
+    assert parse(protocol, node_settings(protocol)).as_dict() == node_settings(protocol)
+    assert not [
+        d / "metrics" / f"{protocol}.yaml" for d in config_dirs() if (d / "metrics" / f"{protocol}.yaml").exists()
+    ]
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_the_yaml_target_is_the_protocols_options_class_and_builds_it(protocol):
+def test_the_nodes_target_is_the_protocols_options_class_and_instantiate_builds_it(protocol):
     from hydra.utils import instantiate
 
-    full = yaml.safe_load(config_file("metrics", protocol).read_text())
+    node = metrics_node(protocol)
     cls = options_class(protocol)
-    assert full["_target_"] == f"owl_eval.protocols.{protocol}.options.{cls.__name__}"
-    assert parse(protocol, full) == cls()  # the node with its _target_ parses to the defaults
-    assert instantiate(full) == cls()  # and Hydra builds the same dataclass from it
+    assert node["_target_"] == f"owl_eval.protocols.{protocol}.options.{cls.__name__}"
+    assert parse(protocol, node) == cls()  # the node with its _target_ parses to the defaults
+    assert instantiate(node) == cls()  # and Hydra builds the same dataclass from it
+    full = OmegaConf.to_container(node)
     other = options_class(next(p for p in PROTOCOLS if p != protocol))
     with pytest.raises(ConfigError, match=rf"^metrics._target_: expected owl_eval.protocols.{protocol}.options."):
         parse(protocol, full | {"_target_": f"{other.__module__}.{other.__name__}"})
+
+
+def test_overrides_apply_to_the_node_and_keep_the_values_as_given():
+    """Not read-only (the dataclass is frozen, its schema is not); values reach the checks as typed on the command
+    line, so a check words the error (OmegaConf would have made ``threshold_grid=1`` true silently)."""
+    node = metrics_node("ond", "metrics.threshold=0.7", "metrics.threshold_grid=1", "metrics.asymptotic_width=60.0")
+    assert (node.threshold, node.threshold_grid, node.asymptotic_width) == (0.7, 1, 60.0)
+    with pytest.raises(ConfigError, match=r"^metrics.threshold_grid: expected true or false, got 1 \(int\)$"):
+        parse("ond", node)
+    built = parse("ond", metrics_node("ond", "metrics.threshold=0.7", "metrics.asymptotic_width=60.0"))
+    assert (built.threshold, built.asymptotic_width) == (0.7, 60) and type(built.asymptotic_width) is int
+    # the domain-specific nodes extend the stored one (defaults: [/metrics/ond@_here_, _self_])
+    assert parse("ond", metrics_node("ond/activity")).asymptotic_width == 60
+    # interpolations are resolved by Hydra's instantiate
+    assert parse("ond", composed("metrics.threshold=${seed}", "seed=1").metrics).threshold == 1.0
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        (
+            "metrics.treshold=0.7",
+            "metrics.treshold: unknown key (did you mean metrics.threshold?); valid keys: "
+            "threshold, asymptotic_width, nrp_window, threshold_grid, names",
+        ),
+        ("metrics={bogus: 1}", "metrics.bogus: unknown key; valid keys: threshold, asymptotic_width"),
+        (
+            "~metrics.threshold",
+            "metrics.threshold: cannot be deleted (~metrics.threshold), the keys of metrics are fixed",
+        ),
+    ],
+)
+def test_what_omegaconf_refuses_in_the_node_is_worded_as_our_checks_word_it(override, message):
+    with pytest.raises(Exception) as err:
+        composed("+experiment=ond_given_detection", override)
+    assert one_line(err.value).startswith(message)
+
+
+def test_an_unknown_key_added_with_plus_is_refused_by_the_check():
+    node = metrics_node("ond", "+metrics.treshold=0.7")
+    with pytest.raises(ConfigError, match=r"^metrics.treshold: unknown key \(did you mean metrics.threshold\?\)"):
+        parse("ond", node)
+
+
+def test_the_class_checks_its_fields_however_it_is_built():
+    cls = options_class("ond")
+    assert cls(threshold="0.3").threshold == 0.3
+    with pytest.raises(ConfigError, match=r"^metrics.threshold: expected a number <= 1, got 2$"):
+        cls(threshold=2)
+    with pytest.raises(ConfigError, match=r"^settings.threshold: expected a number, got 'x'$"):
+        parse("ond", {"threshold": "x"}, where="settings")
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_config_holding_the_node_pickles(protocol):
+    """Launchers send configs (and Hydra's ConfigStore) to other processes: the schema is found by name."""
+    node = metrics_node(protocol)
+    again = pickle.loads(pickle.dumps(node))
+    assert OmegaConf.get_type(again) is options_class(protocol).config_node
+    assert OmegaConf.to_container(again) == OmegaConf.to_container(node)
+
+
+def test_a_protocol_whose_options_do_not_import_leaves_the_others_working(monkeypatch):
+    """A plugin built for another owl-eval: its node holds its _target_ alone (using it fails on loading its parts,
+    as before the nodes were stored); every other node is stored."""
+    import dataclasses
+
+    from hydra.core.config_store import ConfigStore
+
+    import owl_eval.protocols as protocols
+    from owl_eval.paths import register_configs
+
+    register_configs()
+    installed = protocols.all_protocols()
+    broken = dataclasses.replace(installed["ond"], name="broken", options="no_such_module:Options")
+    monkeypatch.setattr(protocols, "all_protocols", lambda: {**installed, "broken": broken})
+    stored = ConfigStore.instance().repo["metrics"]
+    try:
+        register_configs()
+        assert OmegaConf.to_container(stored["broken.yaml"].node) == {"_target_": "no_such_module.Options"}
+        assert OmegaConf.get_type(stored["ond.yaml"].node) is options_class("ond").config_node
+    finally:
+        stored.pop("broken.yaml", None)
+
+
+def test_registering_the_nodes_imports_no_heavy_module():
+    code = (
+        "import sys; from owl_eval.paths import register_configs; register_configs(); "
+        "from hydra.core.config_store import ConfigStore; "
+        "print(sorted(ConfigStore.instance().list('metrics'))); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mlflow', 'matplotlib', 'sklearn', 'scipy') "
+        "or (m.startswith('owl_eval.protocols.') and m.endswith(('.metrics', '.evaluation', '.driver')))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert all(f"{p}.yaml" in out[0] for p in PROTOCOLS)
+    assert out[1] == "[]"
 
 
 def test_values_are_typed_as_a_careful_user_means_them():
@@ -221,14 +340,18 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
         protocol = {"ond": OndProtocol, "continual": ContinualProtocol, "trajectory": TrajectoryProtocol}[
             protocol_name
         ]()
-    node = yaml_node(protocol_name)
-    assert hook(protocol).options(node).as_dict() == node and "names" in hook(protocol).options({}).as_dict()
+    node = node_settings(protocol_name)
+    assert hook(protocol).options(node).as_dict() == node
+    assert (
+        hook(protocol).options(metrics_node(protocol_name)).as_dict() == node
+        and "names" in hook(protocol).options({}).as_dict()
+    )
     with pytest.raises(ConfigError, match=r"^metrics.bogus: unknown key"):
         hook(protocol).options({"bogus": 1})
 
 
-def test_typed_options_give_the_numbers_of_the_raw_yaml():
-    """The same OND record scored with the YAML node as read and with its typed form: identical values."""
+def test_typed_options_give_the_numbers_of_the_raw_node():
+    """The same OND record scored with the node's values as given and with their typed form: identical values."""
     from owl_eval.domains.classification import DigitsDomain
     from owl_eval.protocols.ond.driver import OndProtocol
     from tests.runner.test_ond_protocol import SpyAgent
@@ -237,6 +360,6 @@ def test_typed_options_give_the_numbers_of_the_raw_yaml():
         known_classes=6, num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=30, batch_size=10
     )
     record = protocol.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)
-    raw = yaml_node("ond") | {"threshold": 0.4}
+    raw = node_settings("ond") | {"threshold": 0.4}
     typed = hook(protocol).options({"threshold": "0.4"})
     assert hook(protocol).evaluate(record, typed).values == hook(protocol).evaluate(record, raw).values

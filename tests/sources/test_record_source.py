@@ -55,9 +55,7 @@ def ond_record(directory):
 
 def test_ond_record_rescored_with_another_threshold(tmp_path):
     path = ond_record(tmp_path)
-    at_05 = RecordSource(
-        path=str(path)
-    ).load()  # defaults of owl_eval/protocols/ond/conf/metrics/ond.yaml: threshold 0.5
+    at_05 = RecordSource(path=str(path)).load()  # OndMetricOptions' defaults: threshold 0.5
     assert at_05.tags["record_kind"] == "ond"
     # M1 = first detection - red light: 4 - 3 = 1 at threshold 0.5, 5 - 3 = 2 at 0.85
     assert evaluation_for(at_05.protocol).evaluate(at_05.record, {})["m1_mean_fn_cdt"] == 1.0
@@ -247,6 +245,4 @@ def test_trajectory_record_with_far_predictions_names_array_and_index(tmp_path):
 def test_settings_are_the_protocol_defaults_under_the_given_ones(tmp_path):
     data = RecordSource(path=str(ond_record(tmp_path))).load()
     typed = evaluation_for(data.protocol).options({"threshold": 0.85}, record=data.record)
-    assert (
-        typed.threshold == 0.85 and typed.asymptotic_width == 100
-    )  # the rest from owl_eval/protocols/ond/conf/metrics/ond.yaml
+    assert typed.threshold == 0.85 and typed.asymptotic_width == 100  # the rest: the defaults

@@ -1,5 +1,6 @@
-"""The selective ``metrics`` node, typed (``conf/metrics/selective.yaml``): the coverages the selective risk is
-reported at and the conventions of :mod:`owl_eval_selective.metrics`."""
+"""The selective ``metrics`` node, typed: the coverages the selective risk is reported at and the conventions of
+:mod:`owl_eval_selective.metrics`. owl-eval puts it in Hydra's ConfigStore as ``metrics=selective`` (from the
+descriptor's ``options``), its defaults written here only."""
 
 from __future__ import annotations
 
@@ -37,17 +38,24 @@ def _coverages(value, key) -> list[float]:
 
 @dataclass(frozen=True)
 class SelectiveMetricOptions(MetricOptions):
-    """``conf/metrics/selective.yaml``: see :mod:`owl_eval_selective.metrics` for what each choice means."""
+    """Selective-classification metrics (``metrics=selective``): AURC, E-AURC, the selective risk at each coverage,
+    accuracy; the risk-coverage curve as a series (step = accepted test samples) under ``detail/risk_coverage``.
+    See :mod:`owl_eval_selective.metrics` for what each choice means."""
 
     protocol = "selective"
+    # whole percentages in (0, 1]: risk_at_80_coverage, risk_at_90_coverage, ...
     coverages: list[float] = checked(list(DEFAULT_COVERAGES), _coverages)
+    # group: tied confidences accepted together | order: ties broken by sample order
     ties: str = checked("group", choice("group", "order"))
+    # step: (1/n) sum_k E_k / k (Geifman et al.) | trapezoid (FD-Shifts)
     integration: str = checked("step", choice("step", "trapezoid"))
+    # E-AURC's oracle AURC: empirical (exact on n samples) | closed_form (R + (1-R) ln(1-R))
     optimal: str = checked("empirical", choice("empirical", "closed_form"))
-    names: list[str] | None = checked(None, metric_names("selective"))
+    names: list[str] | None = checked(None, metric_names("selective"))  # null = every metric; or the names to keep
 
     def __post_init__(self):
-        """A selected ``risk_at_<k>_coverage`` is one of ``coverages`` (else it would silently be missing)."""
+        """A selected ``risk_at_<k>_coverage`` is one of ``coverages`` (else it would silently be missing); runs
+        after owl-eval's base class has checked and typed every field."""
         reported = {coverage_name(c) for c in self.coverages}
         for name in self.names or ():
             if COVERAGE_NAME.match(name) and name not in reported:

@@ -20,7 +20,7 @@ def _task_series_cap(value, key):
 
 @dataclass(frozen=True)
 class ContinualMetricOptions(MetricOptions):
-    """``owl_eval/protocols/continual/conf/metrics/continual.yaml``.
+    """The ``metrics`` node ``metrics=continual`` (METRICS.md section 2).
 
     ``max_task_series``: at most this many tasks get their accuracy over the sequence logged as a series
     ``task/<i>/accuracy`` (column i of the accuracy matrix, one point per completed task): every task when the
@@ -31,7 +31,7 @@ class ContinualMetricOptions(MetricOptions):
 
     protocol = "continual"
     max_task_series: int | None = checked(MAX_TASK_SERIES, _task_series_cap)
-    names: list[str] | None = checked(None, metric_names("continual"))
+    names: list[str] | None = checked(None, metric_names("continual"))  # null = every metric; or the names to keep
 
 
 def task_series_tasks(num_tasks: int, cap: int | None) -> np.ndarray:

@@ -38,23 +38,26 @@ def _data_range(value, key):
 
 @dataclass(frozen=True)
 class LifelongRLMetricOptions(MetricOptions):
-    """``owl_eval/protocols/lifelong_rl/conf/metrics/lifelong_rl.yaml``: l2metrics 3.1 settings (METRICS.md section 4)."""
+    """The ``metrics`` node ``metrics=lifelong_rl``: l2metrics 3.1 settings (METRICS.md section 4); the defaults reproduce
+    l2metrics 3.1."""
 
     protocol = "lifelong_rl"
     perf_measure: str = checked("reward", as_str)
     preset: str = checked("l2metrics", choice("l2metrics"))
     smoothing: str = checked("flat", choice("flat", "hanning", "hamming", "bartlett", "blackman", "none"))
-    smoothing_fraction: float = checked(0.2, unit_interval)
+    smoothing_fraction: float = checked(0.2, unit_interval)  # window min(int(fraction * n), max_window) (the seed's s)
     window_length: int | None = checked(None, _window_length)
     max_window: int = checked(100, positive_int)
     smooth_eval: bool = checked(False, as_bool)
     normalization: str = checked("task", choice("task", "run", "none"))
     data_range: dict | None = checked(None, _data_range)
     clamp_outliers: bool = checked(False, as_bool)
-    aggregation: str = checked("mean", choice("mean", "median"))
+    aggregation: str = checked("mean", choice("mean", "median"))  # over tasks
+    # time to learn: fraction of the STE saturation
     learn_threshold: float = checked(0.9, lambda v, k: as_float(v, k, minimum=0.0, maximum=1.0, open_minimum=True))
+    # aware: the task name <task>_<variant> is a task; agnostic: <task> only
     variant_mode: str = checked("aware", choice("aware", "agnostic"))
-    names: list[str] | None = checked(None, metric_names("lifelong_rl"))
+    names: list[str] | None = checked(None, metric_names("lifelong_rl"))  # null = every metric; or the names to keep
 
     def check_against(self, *, where: str = "metrics", columns: Any = None, **known: Any) -> None:
         """``perf_measure`` among the log's performance ``columns``."""

@@ -27,19 +27,19 @@ def _k_values(value, key):
 
 @dataclass(frozen=True)
 class TrajectoryMetricOptions(MetricOptions):
-    """``owl_eval/protocols/trajectory/conf/metrics/trajectory.yaml``: General-Framework's metric table (METRICS.md section 3)."""
+    """The ``metrics`` node ``metrics=trajectory``: General-Framework's metric table (METRICS.md section 3)."""
 
     protocol = "trajectory"
-    k_values: list[int] = checked([20], _k_values)
-    miss_threshold: float = checked(2.0, non_negative)
-    collision_radius: float = checked(0.2, non_negative)
-    step_count: str = checked("agent", choice("agent", "sample"))
-    kde: bool = checked(True, as_bool)
-    chunk_size: int = checked(256, positive_int)
+    k_values: list[int] = checked([20], _k_values)  # K of the *_K metrics (minADE_20, ...)
+    miss_threshold: float = checked(2.0, non_negative)  # [m]
+    collision_radius: float = checked(0.2, non_negative)  # [m]
+    step_count: str = checked("agent", choice("agent", "sample"))  # sample: General-Framework's zero-fill
+    kde: bool = checked(True, as_bool)  # false skips the KDE metrics (NLL, ECE, ML, Brier)
+    chunk_size: int = checked(256, positive_int)  # scenes scored at a time (memory); the numbers do not depend on it
     class_ece_bins: int = checked(10, positive_int)
     auc_score: str = checked("raw", choice("raw", "general_framework"))
-    tnr_pr_positive: str = checked("straight", as_str)
-    names: list[str] | None = checked(None, metric_names("trajectory"))
+    tnr_pr_positive: str = checked("straight", as_str)  # class whose recall must be perfect for TNR-PR
+    names: list[str] | None = checked(None, metric_names("trajectory"))  # null = every metric; or the names to keep
 
     def check_against(
         self,

@@ -5,7 +5,8 @@
 ``source.ste_paths``: STE logs, each a scenario directory or a folder of scenario directories (one STE
 log each, e.g. a store of STE runs); each must train exactly one task, and that task must be one of the
 log's tasks (``variant_mode: agnostic`` matches on the part before the first ``_``). Every
-l2metrics-style setting comes from the ``metrics`` config (``owl_eval/protocols/lifelong_rl/conf/metrics/lifelong_rl.yaml``).
+l2metrics-style setting comes from the ``metrics`` config (``metrics=lifelong_rl``, the fields of
+:class:`owl_eval.protocols.lifelong_rl.options.LifelongRLMetricOptions`).
 
 The folders are user data: they are listed without following links (a link anywhere below them is one
 error), and the record keeps exactly the files the reader parsed (see :class:`RLRecord`).
