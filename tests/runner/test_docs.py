@@ -168,8 +168,8 @@ def test_every_code_block_is_run_or_listed():
             f"{block.id}: a ```{block.language} block; tag it with one of {LANGUAGES} (and make this test run it)"
         )
         if block.language == "yaml":
-            assert re.match(r"#\s*owl_eval/conf/\S+\.yaml$", block.first_line), (
-                f"{block.id}: a YAML block must be a config file whose first line names owl_eval/conf/<group>/<x>.yaml"
+            assert re.match(r"#\s*(owl_eval/)?conf/\S+\.yaml$", block.first_line), (
+                f"{block.id}: a YAML block must be a config file whose first line names [owl_eval/]conf/<group>/<x>.yaml"
             )
         if block.language == "text" and (block.document, block.first_line) not in SKIPPED_BLOCKS:
             assert block.first_line.startswith("owl_eval/"), f"{block.id}: not a tree of the package: list it"
@@ -373,7 +373,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from owl_eval.runner.app import prepare_live
     from owl_eval.runner.resolvers import register_resolvers
 
-    path = re.match(r"#\s*owl_eval/conf/(\S+)\.yaml$", block.first_line)[1]
+    path = re.match(r"#\s*(?:owl_eval/)?conf/(\S+)\.yaml$", block.first_line)[1]
     group, option = path.split("/", 1)
     (tmp_path / "conf" / path).parent.mkdir(parents=True)
     (tmp_path / "conf" / f"{path}.yaml").write_text(block.text)

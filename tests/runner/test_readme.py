@@ -96,10 +96,11 @@ def bash_lines(documents: tuple[Path, ...] = (README,)) -> list[str]:
 
 
 def readme_configs() -> dict[str, str]:
-    """The README's config files: ```yaml blocks whose first line is ``# owl_eval/conf/<path>.yaml``."""
+    """The README's config files: ```yaml blocks whose first line is ``# conf/<path>.yaml`` (the reader's own folder,
+    given with ``--config-dir conf``) or ``# owl_eval/conf/<path>.yaml`` (docs/ show the shipped ones)."""
     found = {}
     for block in _blocks("yaml"):
-        match = re.match(r"#\s*owl_eval/conf/(\S+\.yaml)\s*\n", block)
+        match = re.match(r"#\s*(?:owl_eval/)?conf/(\S+\.yaml)\s*\n", block)
         if match:
             found[match[1]] = block
     return found
