@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import binom
 
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.ond.agents.knn import (
@@ -25,6 +24,7 @@ from owl_eval.protocols.ond.agents.knn import (
     kth_neighbour_distance,
     squared_distances,
 )
+from owl_eval.protocols.ond.agents.world_change import WorldChangeTest
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.typed import as_float, as_int
 
@@ -83,8 +83,12 @@ class KnnNoveltyAgent:
         self.world_cut = float(np.quantile(calibration, self.world_quantile))
 
     def start_trial(self, trial_id, num_samples):
-        self.exceedances: list[np.ndarray] = []
-        self.p_world = 0.0
+        self.world_test = WorldChangeTest(
+            world_cut=self.world_cut,
+            window=self.window,
+            world_quantile=self.world_quantile,
+            tests_per_trial=self.tests_per_trial,
+        )
 
     def predict_batch(self, batch: OndBatch):
         d2 = squared_distances(self.standardize(batch.features), self.train)
@@ -96,17 +100,4 @@ class KnnNoveltyAgent:
         return self._world_changed(score, batch), p_class
 
     def _world_changed(self, score: np.ndarray, batch: OndBatch) -> np.ndarray:
-        n = len(score)
-        if batch.novelty_started:
-            self.p_world = 1.0
-            return np.ones(n)
-        self.exceedances.append(score > self.world_cut)
-        history = np.concatenate(self.exceedances)
-        counts = np.concatenate([[0], np.cumsum(history)])
-        end = np.arange(len(history) - n, len(history)) + 1  # exclusive end of each sample's window
-        start = np.maximum(end - self.window, 0)
-        hits, seen = counts[end] - counts[start], end - start
-        p_value = binom.sf(hits - 1, seen, 1.0 - self.world_quantile)
-        p = np.maximum.accumulate(np.maximum(1.0 - np.minimum(1.0, p_value * self.tests_per_trial), self.p_world))
-        self.p_world = float(p[-1])
-        return p
+        return self.world_test(score, batch.novelty_started)

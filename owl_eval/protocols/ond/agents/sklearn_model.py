@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 from scipy.special import expit, logsumexp
-from scipy.stats import binom
 
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.adapters import (
@@ -42,6 +41,7 @@ from owl_eval.protocols.adapters import (
     seed_estimator,
 )
 from owl_eval.protocols.base import AgentOutputError, real_array
+from owl_eval.protocols.ond.agents.world_change import WorldChangeTest
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.typed import as_bool, as_float, as_int
 
@@ -197,8 +197,12 @@ class SklearnNoveltyAgent:
         return proba, score
 
     def start_trial(self, trial_id, num_samples):
-        self.exceedances: list[np.ndarray] = []
-        self.p_world = 0.0
+        self.world_test = WorldChangeTest(
+            world_cut=self.world_cut,
+            window=self.window,
+            world_quantile=self.world_quantile,
+            tests_per_trial=self.tests_per_trial,
+        )
 
     def predict_batch(self, batch: OndBatch):
         proba, score = self._scores(np.asarray(batch.features, dtype=np.float64), self.model, self.detector, "predict")
@@ -208,21 +212,7 @@ class SklearnNoveltyAgent:
         return self._world_changed(score, batch), p_class
 
     def _world_changed(self, score: np.ndarray, batch: OndBatch) -> np.ndarray:
-        """knn_novelty's windowed binomial test with a Bonferroni factor, monotone within the trial."""
-        n = len(score)
-        if batch.novelty_started:
-            self.p_world = 1.0
-            return np.ones(n)
-        self.exceedances.append(score > self.world_cut)
-        history = np.concatenate(self.exceedances)
-        counts = np.concatenate([[0], np.cumsum(history)])
-        end = np.arange(len(history) - n, len(history)) + 1  # exclusive end of each sample's window
-        start = np.maximum(end - self.window, 0)
-        hits, seen = counts[end] - counts[start], end - start
-        p_value = binom.sf(hits - 1, seen, 1.0 - self.world_quantile)
-        p = np.maximum.accumulate(np.maximum(1.0 - np.minimum(1.0, p_value * self.tests_per_trial), self.p_world))
-        self.p_world = float(p[-1])
-        return p
+        return self.world_test(score, batch.novelty_started)
 
 
 def _check(arr: np.ndarray, shape: tuple[int, ...], what: str, where: str, meaning: str) -> None:
