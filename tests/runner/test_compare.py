@@ -401,6 +401,31 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     knn_line = next(line.split(",") for line in lines if line.startswith("ond/knn_novelty,top1,"))
     assert knn_line[3] == "3" and float(knn_line[4]) == pytest.approx(0.91, rel=1e-12)  # full precision
 
+    # The verdicts on that parent, with figures: knn_novelty vs closed_world paired by seed. By hand, top1:
+    # differences 0.91-0.70, 0.87-0.74, 0.95-0.69 = 0.21, 0.13, 0.26, mean 0.2; every knn value beats every
+    # closed-world value, so P(improvement) = 9/9 = 1; every seed's gain is positive, so of the 2^3 sign
+    # patterns only the observed one reaches the observed mean: one-sided p = 1/8.
+    from owl_eval.runner import verdicts
+
+    runs = cmp.experiment_runs(client, name)
+    vrows, values = verdicts.verdicts(runs, ["agent"], rows)
+    top1 = next(v for v in vrows if v.metric == "top1")
+    assert (top1.agent, top1.other, top1.n_seeds) == ("knn_novelty", "closed_world", 3)
+    assert top1.difference == pytest.approx(0.2, abs=1e-12)
+    assert top1.p_improvement == 1.0 and top1.p_value == pytest.approx(1 / 8)
+    assert top1.ci_low <= 0.2 <= top1.ci_high and 0.13 <= top1.ci_low  # a bootstrap mean of seeds' gains
+    verdicts.log_to_parent(parent, vrows, values=values, figures=True)
+    paths = {a.path for a in client.list_artifacts(parent.run_id, "verdict")}
+    assert paths == {
+        "verdict/verdict.csv",
+        "verdict/verdict.json",
+        "verdict/verdict.tex",
+        "verdict/differences.png",
+        "verdict/profile.png",
+    }
+    tex = open(client.download_artifacts(parent.run_id, "verdict/verdict.tex")).read()
+    assert r"\toprule" in tex and "knn\\_novelty" in tex
+
 
 def test_command_line_errors_are_one_line(mlflow_store, capsys):
     with pytest.raises(ConfigError, match="name an experiment"):
