@@ -31,7 +31,7 @@ import numpy as np
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.adapters import _import, describe, has_method, require_call
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.typed import as_str
+from owl_eval.typed import as_int, as_str
 
 INSTALL_HINT = 'pip install -e ".[torch]"'
 SEED_HIGH = 2**31 - 1
@@ -62,13 +62,17 @@ def as_device(value: Any, key: str = "agent.device"):
 
 
 class TorchStream:
-    """One agent's torch random numbers: seeded once, resumed by every ``with stream.active():``.
+    """One agent's torch random numbers (and thread count): seeded once, resumed by every ``with stream.active():``.
 
-    Inside ``active()`` the global generator (and the CUDA device's, for a CUDA agent) holds the stream's state;
-    on leaving, the state is saved and the global one the process had before is put back."""
+    Inside ``active()`` the global generator (and the CUDA device's, for a CUDA agent) holds the stream's state and
+    torch runs ops on ``threads`` threads (None: torch's own setting); on leaving, the state is saved and the
+    process's own generator state and thread count are put back. One thread is the adapters' default: a small
+    network gains nothing from more, and torch's thread pool on a busy machine (parallel test workers, a sweep's
+    jobs) can be a hundred times slower than one thread."""
 
-    def __init__(self, seed: int, device):
+    def __init__(self, seed: int, device, threads: int | None = 1):
         self.torch = require_torch("agent")
+        self.threads = threads
         self.cuda = device.type == "cuda"
         self.device_index = device.index if device.index is not None else 0
         with self.torch.random.fork_rng(devices=[self.device_index] if self.cuda else []):
@@ -79,16 +83,25 @@ class TorchStream:
     @contextmanager
     def active(self) -> Iterator[None]:
         torch = self.torch
+        threads = torch.get_num_threads()
         with torch.random.fork_rng(devices=[self.device_index] if self.cuda else []):
             torch.set_rng_state(self.cpu_state)
             if self.cuda:
                 torch.cuda.set_rng_state(self.cuda_state, self.device_index)
+            if self.threads is not None and self.threads != threads:
+                torch.set_num_threads(self.threads)
             try:
                 yield
             finally:
                 self.cpu_state = torch.get_rng_state()
                 if self.cuda:
                     self.cuda_state = torch.cuda.get_rng_state(self.device_index)
+                if torch.get_num_threads() != threads:
+                    torch.set_num_threads(threads)
+
+
+def as_threads(value: Any, key: str = "agent.threads") -> int | None:
+    return None if value is None else as_int(value, key, minimum=1)
 
 
 class ModuleBuilder:
@@ -244,6 +257,6 @@ def logits(module, X: np.ndarray, device, batch: int = 4096) -> np.ndarray:
     module.eval()
     out = []
     with torch.no_grad():
-        for start in range(0, len(X), batch):
+        for start in range(0, max(len(X), 1), batch):  # an empty X still gives [0, width]
             out.append(module(as_tensor(X[start : start + batch], device)).detach().cpu().double().numpy())
-    return np.concatenate(out) if out else np.zeros((0, 0))
+    return np.concatenate(out)

@@ -35,6 +35,7 @@ from owl_eval.protocols.torch_support import (
     TorchStream,
     as_device,
     as_tensor,
+    as_threads,
     check_width,
     logits,
     make_optimizer,
@@ -54,6 +55,7 @@ class TorchNoveltyAgent(CalibratedNovelty):
         epochs: int = 30,
         batch_size: int = 32,
         device: str = "cpu",
+        threads: int | None = 1,
         standardize: bool = True,
         novelty: str = "max_softmax",
         calibration_fraction: float = 0.25,
@@ -71,6 +73,7 @@ class TorchNoveltyAgent(CalibratedNovelty):
         self.batch_size = as_int(batch_size, "agent.batch_size", minimum=1)
         self._device = as_device(device, "agent.device")
         self.device = str(device)
+        self.threads = as_threads(threads, "agent.threads")
         self.standardize = as_bool(standardize, "agent.standardize")
         if novelty not in SCORES:
             raise ConfigError(f"agent.novelty: expected one of {list(SCORES)}, got {novelty!r}")
@@ -93,7 +96,7 @@ class TorchNoveltyAgent(CalibratedNovelty):
             self.mean = X[fit_rows].mean(axis=0)
             std = X[fit_rows].std(axis=0)
             self.std = np.where(std > 0, std, 1.0)
-        self.stream = TorchStream(self.seed, self._device)
+        self.stream = TorchStream(self.seed, self._device, self.threads)
         with self.stream.active():
             model = self.builder.build(self._device)
             check_width(model, X.shape[1], self.num_known, self._device, f"known class (K = {self.num_known})")
@@ -118,7 +121,8 @@ class TorchNoveltyAgent(CalibratedNovelty):
     def _scores(self, X: np.ndarray, when: str) -> tuple[np.ndarray, np.ndarray]:
         """Known-class probabilities ``[n, K]`` (softmax of the logits) and novelty scores ``[n]``."""
         n, k = len(X), self.num_known
-        out = logits(self.model, self._inputs(X), self._device)
+        with self.stream.active():
+            out = logits(self.model, self._inputs(X), self._device)
         check_output(out, (n, k), "agent.module(X)", f"agent ({when})", f"(n samples, K = {k} logits)")
         proba = softmax(out, axis=1)
         score = -logsumexp(out, axis=1) if self.novelty == "energy" else 1.0 - proba.max(axis=1)
