@@ -75,7 +75,9 @@ def algorithm_class(value: Any, key: str = "agent.algo") -> tuple[Any, dict]:
     extra: dict = {}
     if isinstance(value, Mapping):
         if "_target_" not in value:
-            raise ConfigError(f"{key}: expected an algorithm name (PPO, A2C, DQN) or a node with _target_, got {value!r}")
+            raise ConfigError(
+                f"{key}: expected an algorithm name (PPO, A2C, DQN) or a node with _target_, got {value!r}"
+            )
         extra = {k: v for k, v in value.items() if not (k.startswith("_") and k.endswith("_"))}
         value = value["_target_"]
     if isinstance(value, str):
@@ -133,7 +135,19 @@ class _GlobalStream:
                 self.torch.set_num_threads(threads)
 
     @contextmanager
-    def active(self) -> Iterator[None]:
+    def active(self, draws: bool = True) -> Iterator[None]:
+        """The agent's generator states and thread count in force; ``draws=False`` (a deterministic ``predict``,
+        which draws nothing) only sets the thread count, saving two state copies per step."""
+        if not draws:
+            threads = self.torch.get_num_threads()
+            if self.threads is not None and self.threads != threads:
+                self.torch.set_num_threads(self.threads)
+            try:
+                yield
+            finally:
+                if self.torch.get_num_threads() != threads:
+                    self.torch.set_num_threads(threads)
+            return
         with self._kept():
             self._set(self.state)
             if self.threads is not None:
@@ -299,7 +313,7 @@ class Sb3Agent(AgentHooks):
 
     def act(self, observation) -> int:
         deterministic = self.deterministic_learning if self.learning and self.block.learning else self.deterministic
-        with self.stream.active():
+        with self.stream.active(draws=not deterministic):
             action, _ = self.model.predict(np.asarray(observation), deterministic=deterministic)
         return int(np.asarray(action).reshape(-1)[0])
 
