@@ -352,6 +352,9 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     experiment = AGENT_EXPERIMENTS.get(option.split("/")[0]) if group == "agent" else None
     if experiment and "lifelong_rl" in experiment:
         pytest.importorskip("gymnasium")
+    for module, needed in (("torch", r"\btorch\."), ("stable_baselines3", r"agents\.sb3\.")):
+        if re.search(needed, block.text):  # an adapter config of an optional extra (not in .[all])
+            pytest.importorskip(module, reason=f"{block.id} needs {module}, an optional extra")
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         overrides = [f"{group}={option}", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"]
         if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
@@ -365,7 +368,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key == "_target_":
+            if key.startswith("_") and key.endswith("_"):  # Hydra's own keys (_target_, _recursive_)
                 continue
             if isinstance(value, Mapping) and "_target_" in value:  # an adapter's nested object: built, then held
                 built = getattr(agent, key)

@@ -18,6 +18,7 @@ The README's other blocks (python, yaml, text) and every block of docs/*.md are 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -42,6 +43,11 @@ README = PROJECT_ROOT / "README.md"
 ETH_UCY = PROJECT_ROOT.parent / "shared" / "data" / "eth_ucy"
 
 SKIP = {r"^pip install\b": "installs packages; the test runs in the environment they would install"}
+# Lines that need an optional package (an extra not in .[all]): skipped with the reason where it is not installed.
+NEEDS = {
+    r"agent=lifelong_rl/(sb3|dqn)\b": ("stable_baselines3", 'needs the sb3 extra (pip install -e ".[sb3]")'),
+    r"agent=(ond|continual)/torch": ("torch", 'needs the torch extra (pip install -e ".[torch]")'),
+}
 OND_SMALL = [
     "protocol.num_trials=2",
     "protocol.trials_without_novelty=1",
@@ -66,6 +72,9 @@ SMALL = [
     (r"\+experiment=(lifelong_)?rl_\w+_ste", ["protocol.ste.episodes=6"]),
     (r"\+experiment=(lifelong_)?rl_ant_a", ["protocol.ste.missing=skip"]),  # ANT_A lists its blocks: nothing to shrink
     (r"\+experiment=(lifelong_)?rl_ant_b", ["protocol.ste.missing=skip", *RL_SMALL]),
+    # Stable-Baselines3: a short rollout per logged episode instead of one full episode's 200 steps
+    (r"agent=lifelong_rl/sb3\b", [*RL_SMALL, "agent.timesteps_per_episode=32", "agent.algo_kwargs.n_steps=32"]),
+    (r"agent=lifelong_rl/dqn\b", [*RL_SMALL, "agent.timesteps_per_episode=32", "agent.algo_kwargs.learning_starts=32"]),
     (r"\+experiment=(lifelong_)?rl_", RL_SMALL),
     # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative
     (r"\+source=sailon\b(?!.*tests/fixtures/)", ["source.class_index=zero_based_known"]),
@@ -246,6 +255,9 @@ def _prepared(line: str, ws: Path) -> tuple[list[str], dict]:
     """The line's words with placeholders filled and small sizes appended, and its environment."""
     for pattern, reason in SKIP.items():
         if re.search(pattern, line):
+            pytest.skip(reason)
+    for pattern, (module, reason) in NEEDS.items():
+        if re.search(pattern, line) and importlib.util.find_spec(module) is None:
             pytest.skip(reason)
     if "/path/to/eth_ucy" in line:
         if not ETH_UCY.is_dir():

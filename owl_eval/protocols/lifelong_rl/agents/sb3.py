@@ -196,7 +196,7 @@ class Sb3Agent(AgentHooks):
         self.deterministic_learning = as_bool(deterministic_learning, "agent.deterministic_learning")
         self.device = as_str(str(device), "agent.device")
         self.threads = None if threads is None else as_int(threads, "agent.threads", minimum=1)
-        self.save_dir = None if save_dir is None else Path(as_str(str(save_dir), "agent.save_dir"))
+        self.save_dir = None if save_dir is None else as_str(str(save_dir), "agent.save_dir")
         self.rng: np.random.Generator | None = None
         self.model: Any = None
 
@@ -319,8 +319,9 @@ class Sb3Agent(AgentHooks):
 
     def end_block(self, block: BlockInfo) -> None:
         if self.save_dir is not None and block.learning:
-            self.save_dir.mkdir(parents=True, exist_ok=True)
-            self.model.save(self.save_dir / f"block-{block.index:03d}-{block.spec.task_name}.zip")
+            folder = Path(self.save_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            self.model.save(folder / f"block-{block.index:03d}-{block.spec.task_name}.zip")
 
     def observe(self, observation, action, reward, next_observation, terminated, truncated) -> None:
         """Nothing: SB3 learns from its own rollouts on the private environment (see the module)."""
