@@ -37,6 +37,11 @@ INSTALL_HINT = 'pip install -e ".[torch]"'
 SEED_HIGH = 2**31 - 1
 
 
+def flat(exc: BaseException) -> str:
+    """An exception's message on one line (Hydra's span several)."""
+    return "; ".join(line.strip() for line in str(exc).splitlines() if line.strip()) or type(exc).__name__
+
+
 def require_torch(key: str):
     """The ``torch`` module, or one :class:`ConfigError` naming ``key`` and the extra that installs it."""
     try:
@@ -139,7 +144,7 @@ class ModuleBuilder:
                 return instantiate(dict(value), _convert_="all")
             except InstantiationException as exc:
                 cause = exc.__cause__ or exc
-                raise ConfigError(f"{self.key}: cannot build {value.get('_target_')!r} ({cause})") from None
+                raise ConfigError(f"{self.key}: cannot build {value.get('_target_')!r} ({flat(cause)})") from None
         if isinstance(value, self.torch.nn.Module):
             module = copy.deepcopy(value)
             for sub in module.modules():
@@ -151,7 +156,7 @@ class ModuleBuilder:
                 return value()
             except Exception as exc:
                 raise ConfigError(
-                    f"{self.key} ({describe(value)}): calling it without arguments failed ({exc})"
+                    f"{self.key} ({describe(value)}): calling it without arguments failed ({flat(exc)})"
                 ) from None
         return value
 
@@ -176,7 +181,7 @@ def optimizer_factory(value: Any, key: str = "agent.optimizer") -> Callable:
         try:
             value = instantiate({**value, "_partial_": True}, _convert_="all")
         except InstantiationException as exc:
-            raise ConfigError(f"{key}: cannot build {value.get('_target_')!r} ({exc.__cause__ or exc})") from None
+            raise ConfigError(f"{key}: cannot build {value.get('_target_')!r} ({flat(exc.__cause__ or exc)})") from None
     if not callable(value):
         raise ConfigError(f"{key} ({describe(value)}) is not callable as optimizer(params); name torch.optim.Adam etc.")
     require_call(value, key, "optimizer(params)", 1)
@@ -208,7 +213,7 @@ def check_width(module, num_features: int, width: int, device, meaning: str, key
     except Exception as exc:
         raise ConfigError(
             f"{key} ({describe(module)}) fails on a batch of shape (2, {num_features}) ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}); its input width must be {num_features}"
+            f"{flat(exc)}); its input width must be {num_features}"
         ) from None
     shape = tuple(getattr(out, "shape", ()))
     if not isinstance(out, torch.Tensor) or shape != (2, width):

@@ -52,6 +52,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.protocols.adapters import _import, describe, require_call
 from owl_eval.protocols.lifelong_rl.agents.base import AgentHooks
 from owl_eval.protocols.lifelong_rl.api import BlockInfo, TaskSpec
+from owl_eval.protocols.torch_support import flat
 from owl_eval.typed import as_bool, as_int, as_str
 
 INSTALL_HINT = 'pip install -e ".[sb3]"'
@@ -210,7 +211,7 @@ class Sb3Agent(AgentHooks):
         try:
             return instantiate(kwargs, _convert_="all") if kwargs else {}
         except InstantiationException as exc:
-            raise ConfigError(f"agent.algo_kwargs: cannot build a nested node ({exc.__cause__ or exc})") from None
+            raise ConfigError(f"agent.algo_kwargs: cannot build a nested node ({flat(exc.__cause__ or exc)})") from None
 
     def _policy(self, policy: Any) -> Any:
         from stable_baselines3.common.policies import BasePolicy
@@ -281,7 +282,7 @@ class Sb3Agent(AgentHooks):
             except (AssertionError, ValueError, TypeError, KeyError) as exc:
                 raise ConfigError(
                     f"agent.algo ({self.algo_class.__name__}) cannot learn task {spec.task_name} "
-                    f"(observations {env.observation_space}, actions {env.action_space}): {exc}"
+                    f"(observations {env.observation_space}, actions {env.action_space}): {flat(exc)}"
                 ) from None
         self.models.append((env.observation_space, env.action_space, model))
         self.budget[id(model)] = 0
