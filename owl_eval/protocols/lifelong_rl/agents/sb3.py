@@ -27,8 +27,10 @@ private copy of each block's environment, and the driver's episodes are the logg
   ``set_env`` (a new variant starts a fresh private episode). Progress-based schedules (a learning-rate function,
   DQN's ``exploration_fraction``) see each ``learn`` call as SB3 does with ``reset_num_timesteps=False``.
 - ``save_dir``: after each learning block the block's model is saved as
-  ``<save_dir>/block-<index>-<task_name>.zip`` (``PPO.load`` reads it back): the policy of the evaluation blocks
-  that follow, until the next learning block of the same model.
+  ``<save_dir>/run-<n>/block-<index>-<task_name>.zip`` (``PPO.load`` reads it back): the policy of the evaluation
+  blocks that follow, until the next learning block of the same model. Each run of the agent takes the first free
+  ``run-<n>`` at its first save: the syllabus, then each single-task expert it computes (the STE agent's config is
+  the agent's, ``save_dir`` included), so a fresh ``save_dir`` holds the syllabus's models in ``run-0``.
 
 Seeds: ``seed(rng)`` keeps the agent's generator; each model's ``seed=`` and each private environment's seed are
 drawn from it in the order they are first needed. SB3 draws from the process-global generators (``random``,
@@ -236,6 +238,7 @@ class Sb3Agent(AgentHooks):
         self.models: list[tuple[Any, Any, Any]] = []  # (observation space, action space, model)
         self.budget: dict[int, int] = {}  # id(model) -> the steps it may have learned by now
         self.model = None
+        self.run_folder: Path | None = None
 
     def _env(self, spec: TaskSpec):
         """The private copy of the (task, variant)'s environment, built once and seeded from the agent's generator."""
@@ -320,9 +323,22 @@ class Sb3Agent(AgentHooks):
 
     def end_block(self, block: BlockInfo) -> None:
         if self.save_dir is not None and block.learning:
-            folder = Path(self.save_dir)
-            folder.mkdir(parents=True, exist_ok=True)
-            self.model.save(folder / f"block-{block.index:03d}-{block.spec.task_name}.zip")
+            self.model.save(self._run_folder() / f"block-{block.index:03d}-{block.spec.task_name}.zip")
+
+    def _run_folder(self) -> Path:
+        """This run's folder under ``save_dir``: the first free ``run-<n>``, taken at the run's first save."""
+        if self.run_folder is None:
+            root = Path(str(self.save_dir))
+            root.mkdir(parents=True, exist_ok=True)
+            n = 0
+            while True:
+                try:
+                    (root / f"run-{n}").mkdir()
+                    break
+                except FileExistsError:
+                    n += 1
+            self.run_folder = root / f"run-{n}"
+        return self.run_folder
 
     def observe(self, observation, action, reward, next_observation, terminated, truncated) -> None:
         """Nothing: SB3 learns from its own rollouts on the private environment (see the module)."""
