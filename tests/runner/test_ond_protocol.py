@@ -263,7 +263,7 @@ class OldSignatureAgent(SpyAgent):
             dict(agent=RLLikeAgent()),
             "agent (tests.runner.test_ond_protocol.RLLikeAgent) is not an OND agent: it has no "
             "predict_batch(batch) method; choose agent=ond/<option> (ond/closed_world, "
-            "ond/knn_novelty, ond/sklearn)",
+            "ond/knn_novelty, ond/sklearn, ond/torch)",
         ),
         (
             dict(baseline=RLLikeAgent()),

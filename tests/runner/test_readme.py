@@ -251,13 +251,20 @@ def _run_with_record(ws: Path) -> str:
     return _run_with_record(ws)
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses the module, or a module set to None
+        return False
+
+
 def _prepared(line: str, ws: Path) -> tuple[list[str], dict]:
     """The line's words with placeholders filled and small sizes appended, and its environment."""
     for pattern, reason in SKIP.items():
         if re.search(pattern, line):
             pytest.skip(reason)
     for pattern, (module, reason) in NEEDS.items():
-        if re.search(pattern, line) and importlib.util.find_spec(module) is None:
+        if re.search(pattern, line) and not _installed(module):
             pytest.skip(reason)
     if "/path/to/eth_ucy" in line:
         if not ETH_UCY.is_dir():

@@ -240,7 +240,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
             dict(agent=OndLikeAgent()),
             "agent (tests.runner.test_rl_protocol.OndLikeAgent) is not a lifelong-RL agent: it "
             "has no act(observation) method; choose agent=lifelong_rl/<option> ("
-            "lifelong_rl/linear_q, lifelong_rl/policy, lifelong_rl/q_learning, lifelong_rl/random)",
+            "lifelong_rl/linear_q, lifelong_rl/policy, lifelong_rl/q_learning, lifelong_rl/random, lifelong_rl/sb3)",
         ),
         (
             dict(baseline=PushRight()),
