@@ -218,6 +218,22 @@ def test_sb3_bad_settings_are_one_config_error():
         assert message in str(info.value) and "\n" not in str(info.value), str(info.value)
 
 
+def test_sb3_algorithm_by_name_dotted_path_or_target_node():
+    pytest.importorskip("stable_baselines3", reason="the sb3 adapter needs stable-baselines3: pip install -e '.[sb3]'")
+    import stable_baselines3
+
+    from owl_eval.protocols.lifelong_rl.agents.sb3 import Sb3Agent
+
+    assert Sb3Agent("DQN").algo_class is stable_baselines3.DQN
+    assert Sb3Agent("stable_baselines3.A2C").algo_class is stable_baselines3.A2C
+    node = Sb3Agent({"_target_": "stable_baselines3.A2C", "_partial_": True, "n_steps": 8}, algo_kwargs={"gamma": 0.9})
+    assert node.algo_class is stable_baselines3.A2C and node.kwargs == {"n_steps": 8, "gamma": 0.9}
+    nested = {"net_arch": [8], "activation_fn": {"_target_": "hydra.utils.get_class", "path": "torch.nn.Tanh"}}
+    assert Sb3Agent("PPO", algo_kwargs={"policy_kwargs": nested}).kwargs["policy_kwargs"]["activation_fn"] is (
+        torch.nn.Tanh
+    )
+
+
 def test_sb3_algorithm_that_cannot_take_discrete_actions_is_one_error():
     pytest.importorskip("stable_baselines3", reason="the sb3 adapter needs stable-baselines3: pip install -e '.[sb3]'")
     from owl_eval.protocols.lifelong_rl.agents.sb3 import Sb3Agent

@@ -60,6 +60,7 @@ def one_thread():
 
 
 # ------------------------------------------------------------------------------------------------- OND
+@pytest.mark.slow
 def test_ond_torch_mlp_on_digits_equals_a_hand_written_loop(experiment, client, tmp_path, one_thread):
     """agent=ond/torch as shipped (5 epochs): p_class equals [p_unknown, (1 - p_unknown) softmax] of the same network
     trained here, p_unknown the sigmoid of the max-softmax score against the held-out rows' 95 % quantile."""
@@ -142,6 +143,7 @@ def _fisher(net, X, y) -> list:
 
 
 @pytest.mark.parametrize("strategy", ["finetune", "ewc"])
+@pytest.mark.slow
 def test_continual_torch_on_split_digits_equals_a_hand_written_loop(strategy, experiment, client, tmp_path, one_thread):
     """agent=continual/torch as shipped (2 epochs): the logged accuracy matrix and the accuracies before training
     equal those of the same loop written here, with EWC's penalty and Fisher written here too."""
@@ -231,6 +233,7 @@ def _rollout(model, variant_params: dict, seed: int) -> float:
     return total
 
 
+@pytest.mark.slow
 def test_ppo_on_the_cartpole_syllabus_replays_in_gymnasium(experiment, client, tmp_path, one_thread):
     """agent=lifelong_rl/sb3 (PPO, 32-step rollouts): every evaluation episode's logged return is the return of the
     model saved after the preceding learning block, stepped here in gymnasium with the same evaluation seed; a second
