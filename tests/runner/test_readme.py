@@ -362,7 +362,7 @@ def test_every_readme_line_is_taken_and_the_tables_still_match():
     # a table pattern that matches no line any more is stale: the README changed, update the table (the docs'
     # lines, run by tests/runner/test_docs.py with these tables, count too)
     documented = lines + bash_lines(tuple(sorted((PROJECT_ROOT / "docs").glob("*.md"))))
-    for pattern in [p for p, _ in SMALL if "(lifelong_)?rl_" not in p] + list(INPUTS):
+    for pattern in [p for p, _ in SMALL if "(lifelong_)?rl_" not in p] + list(INPUTS) + list(NEEDS):
         assert any(re.search(pattern, line) for line in documented), f"no documented line matches {pattern!r} any more"
 
 
