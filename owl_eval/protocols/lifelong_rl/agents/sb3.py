@@ -189,7 +189,8 @@ class Sb3Agent(AgentHooks):
         self.kwargs = self._built(kwargs)
         name = self.algo_class.__name__
         require_call(self.algo_class, "agent.algo", f"{name}(policy, env, **agent.algo_kwargs)", 2, self.kwargs)
-        self.policy = self._policy(policy)
+        self.policy = policy
+        self.policy_class = self._policy(policy)  # an alias name (MlpPolicy) or a policy class
         self.timesteps_per_episode = (
             None
             if timesteps_per_episode is None
@@ -281,7 +282,7 @@ class Sb3Agent(AgentHooks):
         seed = int(self._rng().integers(SEED_HIGH))
         with self.stream.active():
             try:
-                model = self.algo_class(self.policy, env, seed=seed, device=self.device, verbose=0, **self.kwargs)
+                model = self.algo_class(self.policy_class, env, seed=seed, device=self.device, verbose=0, **self.kwargs)
             except (AssertionError, ValueError, TypeError, KeyError) as exc:
                 raise ConfigError(
                     f"agent.algo ({self.algo_class.__name__}) cannot learn task {spec.task_name} "
