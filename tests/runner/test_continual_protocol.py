@@ -261,7 +261,7 @@ class OndLikeAgent:
             dict(agent=OndLikeAgent()),
             "agent (tests.runner.test_continual_protocol.OndLikeAgent) is not a continual learner: "
             "it has no learn(task_id, X, y) method; choose agent=continual/<option> "
-            "(continual/finetune, continual/joint, continual/replay, continual/sklearn)",
+            "(continual/finetune, continual/joint, continual/replay, continual/sklearn, continual/torch)",
         ),
         (
             dict(domain=DigitsDomain()),

@@ -388,6 +388,9 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     )
     if experiment and "lifelong_rl" in experiment:
         pytest.importorskip("gymnasium")
+    for module, needed in (("torch", r"\btorch\."), ("stable_baselines3", r"agents\.sb3\.")):
+        if re.search(needed, block.text):  # an adapter config of an optional extra (not in .[all])
+            pytest.importorskip(module, reason=f"{block.id} needs {module}, an optional extra")
     overrides = [f"+experiment={experiment}"] if experiment else []
     if experiment and "lifelong_rl" in experiment:  # paths that name Hydra's run folder, here in tmp_path
         overrides += rl_paths(tmp_path)
@@ -404,7 +407,7 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     if group == "agent":
         assert type(agent).__name__ == node["_target_"].rsplit(".", 1)[-1]
         for key, value in node.items():
-            if key.startswith("_"):  # _target_, _recursive_: Hydra's, not the agent's
+            if key.startswith("_") and key.endswith("_"):  # Hydra's own keys (_target_, _recursive_)
                 continue
             if isinstance(value, Mapping):
                 # an adapter's nested object, built by Hydra, then held (with _recursive_: false the adapter builds

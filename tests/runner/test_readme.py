@@ -19,6 +19,7 @@ The README's other blocks (python, yaml, text) and every block of docs/*.md are 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -43,6 +44,11 @@ README = PROJECT_ROOT / "README.md"
 ETH_UCY = PROJECT_ROOT.parent / "shared" / "data" / "eth_ucy"
 
 SKIP = {r"^pip install\b": "installs packages; the test runs in the environment they would install"}
+# Lines that need an optional package (an extra not in .[all]): skipped with the reason where it is not installed.
+NEEDS = {
+    r"agent=lifelong_rl/(sb3|dqn)\b": ("stable_baselines3", 'needs the sb3 extra (pip install -e ".[sb3]")'),
+    r"agent=(ond|continual)/torch": ("torch", 'needs the torch extra (pip install -e ".[torch]")'),
+}
 OND_SMALL = [
     "protocol.num_trials=2",
     "protocol.trials_without_novelty=1",
@@ -67,6 +73,9 @@ SMALL = [
     (r"\+experiment=(lifelong_)?rl_\w+_ste", ["protocol.ste.episodes=6"]),
     (r"\+experiment=(lifelong_)?rl_ant_a", ["protocol.ste.missing=skip"]),  # ANT_A lists its blocks: nothing to shrink
     (r"\+experiment=(lifelong_)?rl_ant_b", ["protocol.ste.missing=skip", *RL_SMALL]),
+    # Stable-Baselines3: a short rollout per logged episode instead of one full episode's 200 steps
+    (r"agent=lifelong_rl/sb3\b", [*RL_SMALL, "agent.timesteps_per_episode=32", "agent.algo_kwargs.n_steps=32"]),
+    (r"agent=lifelong_rl/dqn\b", [*RL_SMALL, "agent.timesteps_per_episode=32", "agent.algo_kwargs.learning_starts=32"]),
     (r"\+experiment=(lifelong_)?rl_", RL_SMALL),
     # the hand-made results of tests/sources write known classes 0..K-1 and novel ones negative (the repository's
     # fixtures and the shipped samples of examples/results/ are read as they are)
@@ -258,10 +267,20 @@ def _run_with_record(ws: Path) -> str:
     return _run_with_record(ws)
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses the module, or a module set to None
+        return False
+
+
 def _prepared(line: str, ws: Path) -> tuple[list[str], dict]:
     """The line's words with placeholders filled and small sizes appended, and its environment."""
     for pattern, reason in SKIP.items():
         if re.search(pattern, line):
+            pytest.skip(reason)
+    for pattern, (module, reason) in NEEDS.items():
+        if re.search(pattern, line) and not _installed(module):
             pytest.skip(reason)
     if "/path/to/eth_ucy" in line:
         if not ETH_UCY.is_dir():
@@ -359,7 +378,7 @@ def test_every_readme_line_is_taken_and_the_tables_still_match():
     # a table pattern that matches no line any more is stale: the README changed, update the table (the docs'
     # lines, run by tests/runner/test_docs.py with these tables, count too)
     documented = lines + bash_lines(tuple(sorted((PROJECT_ROOT / "docs").glob("*.md"))))
-    for pattern in [p for p, _ in SMALL if "(lifelong_)?rl_" not in p] + list(INPUTS):
+    for pattern in [p for p, _ in SMALL if "(lifelong_)?rl_" not in p] + list(INPUTS) + list(NEEDS):
         assert any(re.search(pattern, line) for line in documented), f"no documented line matches {pattern!r} any more"
 
 

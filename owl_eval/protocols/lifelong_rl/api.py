@@ -26,6 +26,8 @@ class TaskSpec:
     names (``task_name`` = ``<task>_<variant>``). Discrete observations have ``num_observations`` set (the
     observation is an int in ``[0, num_observations)``); continuous ones have ``observation_low`` /
     ``observation_high`` (finite bounds a discretiser may use; true values can leave them).
+    ``max_episode_steps`` is the step limit of the block's episodes (set by ``RLDomain``; None if unknown): an
+    agent that runs its own copy of the environment (``agent=lifelong_rl/sb3``) truncates its episodes there too.
     """
 
     task: str
@@ -37,6 +39,7 @@ class TaskSpec:
     observation_low: np.ndarray | None = field(default=None, compare=False)
     observation_high: np.ndarray | None = field(default=None, compare=False)
     params: dict[str, Any] = field(default_factory=dict, compare=False)
+    max_episode_steps: int | None = field(default=None, compare=False)
 
     @property
     def task_name(self) -> str:

@@ -8,6 +8,7 @@ hot loop. gymnasium is the ``rl`` extra: a domain built without it fails with th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -230,7 +231,9 @@ class RLDomain:
         return dict(node["variants"][variant])
 
     def spec(self, task: str, variant: str) -> TaskSpec:
-        return self._task(task)["family"].spec(task, variant, self.params(task, variant))
+        node = self._task(task)
+        spec = node["family"].spec(task, variant, self.params(task, variant))
+        return dataclasses.replace(spec, max_episode_steps=node["max_episode_steps"])
 
     def make(self, task: str, variant: str) -> TaskEnv:
         node = self._task(task)

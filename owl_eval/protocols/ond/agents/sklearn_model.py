@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.special import expit, logsumexp
+from scipy.special import logsumexp
 
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.adapters import (
@@ -41,19 +41,16 @@ from owl_eval.protocols.adapters import (
     seed_estimator,
 )
 from owl_eval.protocols.base import AgentOutputError, real_array
-from owl_eval.protocols.ond.agents.world_change import WorldChangeTest
+from owl_eval.protocols.ond.agents.calibration import CalibratedNovelty
+from owl_eval.protocols.ond.agents.calibration import check_output as _check
 from owl_eval.protocols.ond.api import OndBatch
-from owl_eval.typed import as_bool, as_float, as_int
+from owl_eval.typed import as_bool
 
 SCORES = ("max_softmax", "energy")
 DETECTOR_SCORES = ("score_samples", "decision_function")
 
 
-def _open_unit(value, key: str) -> float:
-    return as_float(value, key, minimum=0.0, maximum=1.0, open_minimum=True, open_maximum=True)
-
-
-class SklearnNoveltyAgent:
+class SklearnNoveltyAgent(CalibratedNovelty):
     def __init__(
         self,
         classifier: Any,
@@ -104,26 +101,14 @@ class SklearnNoveltyAgent:
             )
             require_methods(self.novelty, "agent.novelty", ("fit",), need=detector_need)
             self.detector_score = first_method(self.novelty, "agent.novelty", DETECTOR_SCORES, need=detector_need)
-        self.calibration_fraction = _open_unit(calibration_fraction, "agent.calibration_fraction")
-        self.unknown_quantile = _open_unit(unknown_quantile, "agent.unknown_quantile")
-        self.temperature = as_float(temperature, "agent.temperature", minimum=0.0, open_minimum=True)
+        self._calibration_settings(
+            calibration_fraction, unknown_quantile, temperature, world_quantile, window, tests_per_trial, given_shift
+        )
         self.refit = as_bool(refit, "agent.refit")
-        self.world_quantile = _open_unit(world_quantile, "agent.world_quantile")
-        self.window = as_int(window, "agent.window", minimum=1)
-        self.tests_per_trial = as_float(tests_per_trial, "agent.tests_per_trial", minimum=0.0, open_minimum=True)
-        self.given_shift = as_float(given_shift, "agent.given_shift", minimum=0.0)
 
     @property
     def uses_detector(self) -> bool:
         return not isinstance(self.novelty, str)
-
-    def check_training_size(self, num_samples: int, *, role: str = "agent") -> None:
-        """Called before any run with the smallest training split the protocol can hand over."""
-        if num_samples < 2:
-            raise ConfigError(
-                f"{role}.calibration_fraction: the {num_samples} training sample(s) of the known classes leave none "
-                "to hold out for calibration"
-            )
 
     # -- training ------------------------------------------------------------------------------------------
     def fit(self, features, labels, *, num_known, rng):
@@ -137,25 +122,8 @@ class SklearnNoveltyAgent:
         fit_rows = ~held
         clf, det = self._fit_models(X[fit_rows], y[fit_rows], clf_seed, det_seed)
         _, scores = self._scores(X[held], clf, det, "calibration")
-        self.threshold = float(np.quantile(scores, self.unknown_quantile))
-        self.world_cut = float(np.quantile(scores, self.world_quantile))
-        spread = float(np.std(scores))
-        self.scale = spread if spread > 1e-12 * max(1.0, abs(self.threshold)) else max(1.0, abs(self.threshold))
+        self._calibrate(scores)
         self.model, self.detector = self._fit_models(X, y, clf_seed, det_seed) if self.refit else (clf, det)
-
-    def _held_out(self, y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Stratified: ``calibration_fraction`` of each class (rounded down; each class keeps one sample to fit)."""
-        held = np.zeros(len(y), dtype=bool)
-        for c in range(1, self.num_known + 1):
-            rows = rng.permutation(np.flatnonzero(y == c))
-            take = min(int(np.floor(self.calibration_fraction * len(rows))), len(rows) - 1)
-            held[rows[: max(take, 0)]] = True
-        if not held.any():
-            raise ConfigError(
-                f"agent.calibration_fraction: {self.calibration_fraction:g} of the {len(y)} training samples "
-                f"({self.num_known} classes) holds out none; raise it"
-            )
-        return held
 
     def _fit_models(self, X, y, clf_seed: int, det_seed: int):
         clf = seed_estimator(fresh(self.classifier), np.random.default_rng(clf_seed))
@@ -196,27 +164,6 @@ class SklearnNoveltyAgent:
             score = 1.0 - proba.max(axis=1)
         return proba, score
 
-    def start_trial(self, trial_id, num_samples):
-        self.world_test = WorldChangeTest(
-            world_cut=self.world_cut,
-            window=self.window,
-            world_quantile=self.world_quantile,
-            tests_per_trial=self.tests_per_trial,
-        )
-
     def predict_batch(self, batch: OndBatch):
         proba, score = self._scores(np.asarray(batch.features, dtype=np.float64), self.model, self.detector, "predict")
-        threshold = self.threshold - (self.given_shift * self.scale if batch.novelty_started else 0.0)
-        p_unknown = expit(self.temperature * (score - threshold) / self.scale)
-        p_class = np.column_stack([p_unknown, (1.0 - p_unknown)[:, None] * proba])
-        return self._world_changed(score, batch), p_class
-
-    def _world_changed(self, score: np.ndarray, batch: OndBatch) -> np.ndarray:
-        return self.world_test(score, batch.novelty_started)
-
-
-def _check(arr: np.ndarray, shape: tuple[int, ...], what: str, where: str, meaning: str) -> None:
-    if arr.shape != shape:
-        raise AgentOutputError(f"{where}: {what} returned shape {arr.shape}, expected {shape} {meaning}")
-    if not np.all(np.isfinite(arr)):
-        raise AgentOutputError(f"{where}: {what} returned NaN or inf")
+        return self._outputs(proba, score, batch)
