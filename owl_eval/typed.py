@@ -195,7 +195,7 @@ def config_node_error(exc: BaseException) -> ConfigError | None:
 
     - a key the node lacks (``metrics.treshold=0.3``, ``metrics={treshold: 0.3}``, a YAML file merged onto the
       node): the message of :func:`check_keys`, with the closest valid key and the valid ones;
-    - a key deleted (``~metrics.threshold``): its keys are fixed; the default is what leaving it out gives.
+    - a key deleted (``~metrics.threshold``): the node's keys are fixed; the message gives the key's default.
     """
     from omegaconf.errors import OmegaConfBaseException
 

@@ -107,6 +107,16 @@ def test_what_omegaconf_refuses_in_the_node_is_worded_as_our_checks_word_it(over
     assert one_line(err.value).startswith(message)
 
 
+def test_an_unknown_key_in_a_users_yaml_is_worded_as_the_check_words_it(tmp_path):
+    (tmp_path / "experiment").mkdir()
+    (tmp_path / "experiment" / "mine.yaml").write_text(
+        "# @package _global_\ndefaults:\n  - override /metrics: trajectory\nmetrics:\n  chunksize: 64\n"
+    )
+    with pytest.raises(Exception) as err:
+        composed("+experiment=mine", f"hydra.searchpath=[file://{tmp_path}]")
+    assert one_line(err.value).startswith("metrics.chunksize: unknown key (did you mean metrics.chunk_size?)")
+
+
 def test_an_unknown_key_added_with_plus_is_refused_by_the_check():
     node = metrics_node("ond", "+metrics.treshold=0.7")
     with pytest.raises(ConfigError, match=r"^metrics.treshold: unknown key \(did you mean metrics.threshold\?\)"):
