@@ -29,7 +29,6 @@ def small_sweep(store: dict, name: str, sweep_dir: Path) -> None:
         "agent=ond/knn_novelty,ond/closed_world",
         "seed=0,1",
         "protocol.num_trials=3",
-        "figures=false",
         "progress=false",
         f"tracking.uri={store['uri']}",
         f"tracking.artifact_location={store['artifacts']}",
@@ -117,4 +116,7 @@ def test_runs_table_nesting_and_compare_page(
     row.first.wait_for()
     text = row.first.inner_text()
     assert "knn_novelty" in text and "closed_world" in text and text.rstrip().endswith("2")  # 2 seeds
+    # with figures on (the default), the parent also holds the verdict figures
+    drawn = {a.path for a in client.list_artifacts(parent.info.run_id, "verdict")}
+    assert {"verdict/differences.png", "verdict/profile.png", "verdict/verdict.csv", "verdict/verdict.json"} <= drawn
     save_screenshot(page, "mlflow_ui_verdict")
