@@ -65,6 +65,9 @@ RL_SMALL = [
 # Appended to a line by the first pattern found in it (after the line's own words: they win over its values).
 SMALL = [
     # a command-line list replaces the experiment's own sweep list (Hydra refuses hydra.sweeper.params.* lists)
+    # the torch and SB3 adapters' lines: fewer epochs and learning steps (a line that sets them keeps its own)
+    (r"agent=ond/torch(?!.*agent\.epochs=)", [*OND_SMALL, "agent.epochs=3"]),
+    (r"agent=lifelong_rl/(sb3|dqn)\b(?!.*timesteps_per_episode=)", [*RL_SMALL, "agent.timesteps_per_episode=20"]),
     (r"\+experiment=ond_all_domains", ["seed=0", "agent=ond/knn_novelty", "domain=digits,activity", *OND_SMALL]),
     (r"\+experiment=ond_", OND_SMALL),
     (r"\+experiment=continual_", ["agent.epochs=1"]),
