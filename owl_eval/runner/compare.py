@@ -5,7 +5,10 @@ callback (logged to the parent run) and the command line use the same function::
     owl-eval-compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
         [--sweep PARENT_RUN_ID] [--group protocol.condition] [--uri sqlite:////abs/mlflow.db | --store-dir DIR]
 
-Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
+Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``). What each
+MLflow key holds (its metric, direction, whether it is a series or a headline metric) comes from the runs'
+``metric_keys.json`` (:class:`~owl_eval.runner.key_index.StoredKeys`: one download per protocol and metric
+settings); runs logged before that file existed are compared without directions, and one line on stderr says so.
 """
 
 from __future__ import annotations
@@ -24,10 +27,11 @@ from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers
     comparable_metrics,
     compare,
     grouping_keys,
-    metric_direction,
     summarize,
     swept_keys,
+    unindexed,
 )
+from owl_eval.runner.key_index import INDEX_ARTIFACT, StoredKeys
 from owl_eval.runner.tracking import (
     RUN_KIND_TAG,
     TrackingSettings,
@@ -122,20 +126,34 @@ def sweep_comparison(
     if sweeper_params is None:
         sweeper_params = json.loads(params.get(SWEEP_PARAMS_PARAM) or "{}")
     keys = group or grouping_keys(runs, swept_keys(overrides, sweeper_params))
-    return compare(runs, ["agent", *(k for k in keys if k != "agent")], metrics)
+    return stored_comparison(client, runs, ["agent", *(k for k in keys if k != "agent")], metrics)
+
+
+def stored_comparison(
+    client, runs: Sequence, group_keys: Sequence[str], metrics: Sequence[str] | None = None
+) -> list[Row]:
+    """:func:`compare` of stored runs, with what their ``metric_keys.json`` says of each key; runs without one
+    (logged before it existed) make one line on stderr."""
+    keys = StoredKeys.of(client)
+    rows = compare(runs, group_keys, metrics, keys)
+    old = unindexed(runs, keys)
+    if old:
+        print(
+            f"note: {len(old)} of {len(runs)} runs have no {INDEX_ARTIFACT} (logged before owl-eval wrote it): "
+            "their metrics are compared without a better direction, series included",
+            file=sys.stderr,
+        )
+    return rows
 
 
 # -- output ----------------------------------------------------------------------------------------------
 def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
     """Parent-run metrics ``<group>/<metric>/<stat>`` of the headline metrics and ``<group>/n_runs`` (seeds);
     non-finite values left out. Every other metric is in the comparison CSV/Markdown artifacts only."""
-    from owl_eval.evaluation.registry import is_headline
-    from owl_eval.protocols import all_protocols
-
     out: dict[str, float] = {}
     for r in rows:
         out[f"{r.label}/n_runs"] = max(out.get(f"{r.label}/n_runs", 0), r.runs or r.n)
-        if not any(is_headline(protocol, r.metric) for protocol in all_protocols()):
+        if r.headline is None:
             continue
         for stat in STATS:
             value = getattr(r, stat)
@@ -239,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         what = f"--sweep {opts['sweep']}"
     else:
         runs = experiment_runs(client, opts["experiment"], opts["tags"])
-        rows = compare(runs, group or grouping_keys(runs), opts["metrics"]) if runs else []
+        rows = stored_comparison(client, runs, group or grouping_keys(runs), opts["metrics"]) if runs else []
         what = f"experiment={opts['experiment']}"
     if not rows:
         raise ConfigError(f"no FINISHED job runs match {what}" + (f" with tags {opts['tags']}" if opts["tags"] else ""))

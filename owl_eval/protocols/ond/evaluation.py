@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.ond.metrics import DETECTION_THRESHOLD_GRID, detection_vs_threshold, program_metrics
 from owl_eval.protocols.ond.metrics.open_set import binary_curve_counts
@@ -39,7 +40,7 @@ class OndEvaluation(Evaluation[OndMetricOptions]):
         }
         for label, trials, key in (
             ("agent", record.trials, "auroc_novel"),
-            ("baseline", record.baseline_trials, "baseline.auroc_novel"),
+            ("baseline", record.baseline_trials, MetricKey("auroc_novel", agent="baseline")),
         ):
             points = roc_points(trials) if trials else None
             if points is not None:
@@ -57,14 +58,14 @@ def score_ond(record, options: OndMetricOptions) -> MetricResults:
     results = program_metrics(record.trials, record.baseline_trials, condition=record.condition, **settings)
     if record.baseline_trials:
         base = program_metrics(record.baseline_trials, None, condition=record.condition, **settings)
-        own = lambda name: not name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
+        own = lambda key: not key.name.startswith(("m3_", "m4_", "m5_", "m6_"))  # noqa: E731  (vs itself: meaningless)
         results.update(
             MetricResults(
                 values={k: v for k, v in base.values.items() if own(k)},
                 series=base.series,
                 na={k: v for k, v in base.na.items() if own(k)},
             ),
-            prefix="baseline.",
+            agent="baseline",
         )
     return results
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricResults, Series
 from owl_eval.metrics.validation import MetricInputError, check_option
 from owl_eval.protocols.ond.metrics.blocks import (  # re-exported: the public building blocks
@@ -94,7 +95,7 @@ def program_metrics(
             acc = ratio_or_nan(flat.segment_sums(running[id(rank), k], lo, hi), hi - lo)
             accuracy[k, suffix] = acc
             results.set(f"top{k}{suffix}", mean_over(acc, hi > lo, f"no trial has {suffix[1:]}-novelty samples"))
-        results.series[f"top{k}_batch"] = _batch_series(flat, correct)
+        results.series[MetricKey(f"top{k}", axis="batch")] = _batch_series(flat, correct)
 
     # ---- baseline-dependent metrics: M3/M4 (NRP), M5 (OPTI), M6 (APTI)
     nrp_prefix = "m3" if condition == "system" else "m4"
@@ -115,12 +116,13 @@ def program_metrics(
         for t, row in zip(grid, rows):
             for name, value in row.items():
                 not_measured = given and name in WORLD_CHANGED_NAMES
-                results.set(f"{name}@{t:g}", NA(GIVEN_REASON) if not_measured else value)  # an N/A keeps its reason
+                point = MetricKey(name, threshold=float(t))
+                results.set(point, NA(GIVEN_REASON) if not_measured else value)  # an N/A keeps its reason
         table = _detection_table(flat, grid, rows)
         steps = np.round(grid * 1000).astype(np.int64)
         for name in DETECTION_METRIC_NAMES:
             if not (given and name in WORLD_CHANGED_NAMES):
-                results.series[f"{name}_vs_threshold"] = Series(steps, table[name])  # NaN where N/A
+                results.series[MetricKey(name, axis="threshold")] = Series(steps, table[name])  # NaN where N/A
     return results
 
 

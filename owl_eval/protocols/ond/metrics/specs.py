@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricSpec
 from owl_eval.protocols.ond.metrics.detection import DETECTION_METRIC_NAMES
 from owl_eval.protocols.ond.metrics.trial import DETECTION_THRESHOLD_GRID
@@ -148,7 +149,8 @@ def _build_specs() -> list[MetricSpec]:
     ]
     for t in DETECTION_THRESHOLD_GRID:
         for name, (higher, bounds, description) in _DETECTION_SPECS.items():
-            specs.append(_spec(f"{name}@{t:g}", higher, bounds, f"{description}; at threshold {t:g}"))
+            point = MetricKey(name, threshold=float(t))  # declared under its reported name, m2_cdt_pct@0.3
+            specs.append(_spec(point, higher, bounds, f"{description}; at threshold {t:g}"))
     return specs
 
 
@@ -156,7 +158,7 @@ SPECS: list[MetricSpec] = _build_specs()
 
 #: per-step series reported by :func:`program_metrics` (name -> what a step is)
 SERIES = {
-    "top1_batch": "mini-batch index",
-    "top3_batch": "mini-batch index",
-    **{f"{name}_vs_threshold": "threshold x 1000" for name in DETECTION_METRIC_NAMES},
+    MetricKey("top1", axis="batch"): "mini-batch index",
+    MetricKey("top3", axis="batch"): "mini-batch index",
+    **{MetricKey(name, axis="threshold"): "threshold x 1000" for name in DETECTION_METRIC_NAMES},
 }
