@@ -1,5 +1,7 @@
-"""A run's ``metric_keys.json``: each MLflow key the run logged, with the fields of its
+"""A run's ``metric_keys.json``: the MLflow key of each metric the run reported, with the fields of its
 :class:`~owl_eval.metrics.keys.MetricKey` and what its declaration says (direction, bounds, series, headline rank).
+A value fixed by construction is not logged (``metrics_na.json`` holds it) but has its entry too, so runs of one
+protocol and metric settings have the same index however their agents fared.
 
 :class:`~owl_eval.runner.tracking.TrackedRun` writes it with the metrics; the end-of-run summary and
 ``owl-eval-compare`` read it instead of reading anything out of a key's text::
@@ -20,8 +22,10 @@ protocol does not declare. Runs logged before this file existed have none: :clas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,10 +83,27 @@ def read_index(data: Mapping[str, Any]) -> dict[str, LoggedKey]:
     return {key: LoggedKey.from_json(entry) for key, entry in (data.get("keys") or {}).items()}
 
 
+_PROGRESS_BAR = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+
+
+@contextlib.contextmanager
+def _no_progress_bar():
+    """MLflow draws a "Downloading artifacts" bar on stderr for every download: not for a few kB of index."""
+    before = os.environ.get(_PROGRESS_BAR)
+    os.environ[_PROGRESS_BAR] = "false"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(_PROGRESS_BAR, None)
+        else:
+            os.environ[_PROGRESS_BAR] = before
+
+
 def download_index(client, run_id: str) -> dict[str, LoggedKey] | None:
     """The run's ``metric_keys.json`` read through ``client``, or None when the run has none (logged before it
     existed, or ended before logging any metric)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, _no_progress_bar():
         try:
             local = Path(client.download_artifacts(run_id, INDEX_ARTIFACT, tmp))
             data = json.loads(local.read_text())

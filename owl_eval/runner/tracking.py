@@ -490,7 +490,8 @@ class TrackedRun:
         """Scalars at step 0 and series with their steps under the keys of :func:`mlflow_key` (headline plain, the
         rest ``detail/``, ``baseline/``); threshold sweeps as one logged table each (``threshold/<name>.json``);
         every N/A reason as a tag ``na.<key>``, except values fixed by construction, and all of them in
-        ``metrics_na.json``; first of all, every key in ``metric_keys.json``.
+        ``metrics_na.json``; first of all, every key of ``results`` in ``metric_keys.json`` (those fixed by
+        construction too, though not logged: runs of one setting then share one index).
 
         ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
@@ -514,8 +515,10 @@ class TrackedRun:
                 items.append(Metric(keyed(name, series=False), float(value), now, 0))
         na_tags: dict[str, str] = {}
         for name, reason in results.na.items():
-            if not sweeps.add_point(name, None, reason) and not constant_by_design(reason):
-                na_tags[f"na.{keyed(name, series=False)}"[:250]] = reason[:5000]
+            if not sweeps.add_point(name, None, reason):
+                key = keyed(name, series=False)  # indexed even when not logged (fixed by construction)
+                if not constant_by_design(reason):
+                    na_tags[f"na.{key}"[:250]] = reason[:5000]
         downsampled: dict[str, str] = {}
         series_items = []
         for name, series in results.series.items():
