@@ -24,7 +24,13 @@ made from the fields, once, in the constructor; nothing builds a key from a stri
 (:meth:`MetricKey.of`, which refuses text in one of the qualified forms above), so nothing reads fields back
 out of text. Code that needs a field reads the field (``key.agent``, ``key.threshold``), never the text.
 A string operation on a key (``key + "_x"``) gives a plain ``str``, no key: make a new key with
-:meth:`MetricKey.with_fields` instead.
+:meth:`MetricKey.with_fields` instead. Two keys whose fields render alike (``MetricKey("a_batch")`` and
+``MetricKey("a", axis="batch")``) are one name, as they were as text; protocols make only the second.
+
+Why a ``str`` subclass rather than a frozen dataclass: a dataclass would need the same equality and hash with its
+text to keep lookups by name, plus its own JSON, sorting and printing, and every consumer that only passes names
+along (figures, ``metrics_na.json``, logs, the ~144 lookups of the tests) would change; as a ``str`` they stay as
+they were, and the fields are what the code that needs them (tracking, the registry, selection, thresholds) reads.
 
 The MLflow key of a metric key is made in one place, ``owl_eval.runner.tracking.mlflow_key``.
 """
