@@ -129,10 +129,11 @@ def test_metrics_and_formats_agree_on_the_l2logger_timestamp_format():
 
 @pytest.mark.parametrize("name", ["ond", "continual", "trajectory", "lifelong_rl"])
 def test_protocol_plots_compute_no_metric(name):
-    """A protocol's figures draw the evaluation's figure data: from owl_eval they import the result type only
-    (no evaluate_log, KDE levels or detection tables recomputed while drawing)."""
+    """A protocol's figures draw the evaluation's figure data: from owl_eval they import the result types only
+    (the results and the keys they are looked up by; no evaluate_log, KDE levels or detection tables recomputed
+    while drawing)."""
     found = {module for _, module in imports(PACKAGE / "protocols" / name / "figures.py")}
-    assert found <= {"owl_eval.metrics.results"}
+    assert found <= {"owl_eval.metrics.results", "owl_eval.metrics.keys"}
 
 
 def test_the_four_protocols_are_folders_with_a_descriptor():

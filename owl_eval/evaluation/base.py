@@ -10,11 +10,12 @@ results and the values the figures draw) and draws the figures from those values
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
 from owl_eval.evaluation.options import MetricOptions, build, options_class, parse
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 
 #: the protocol's typed ``metrics`` node (its descriptor's ``options``), e.g. ``OndMetricOptions``
@@ -55,9 +56,17 @@ class Evaluation(ABC, Generic[OptionsT]):
         """``{name: matplotlib Figure}`` drawn from ``scored`` alone."""
         return {}
 
-    def run_tags(self, record: Any, options: OptionsT, *, record_logged: bool = True) -> dict[str, str]:
+    def run_tags(
+        self,
+        record: Any,
+        options: OptionsT,
+        *,
+        record_logged: bool = True,
+        logged_as: Callable[[MetricKey], str] = str,
+    ) -> dict[str, str]:
         """Tags the run gets for what the scoring of ``record`` left out of its metrics (and where it is
-        instead); ``record_logged``: whether the record is logged (``tracking.log_record``)."""
+        instead); ``record_logged``: whether the record is logged (``tracking.log_record``); ``logged_as``: the
+        key a metric is logged under (the runner's ``tracking.mlflow_key``; default: its reported name)."""
         return {}
 
     def evaluate(self, record: Any, settings: Mapping[str, Any] | None = None) -> MetricResults:

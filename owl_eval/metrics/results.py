@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
+
+from owl_eval.metrics.keys import MetricKey
+
+V = TypeVar("V")
 
 
 @dataclass(frozen=True)
@@ -88,20 +94,80 @@ class Series:
         object.__setattr__(self, "values", values)
 
 
-@dataclass
+class KeyedDict(dict[MetricKey, V]):
+    """A dict whose keys are :class:`MetricKey`: a plain name (``"top1"``) set as a key becomes ``MetricKey("top1")``
+    (:meth:`MetricKey.of`; text in a qualified form such as ``"baseline.top1"`` is refused). Looking up by the
+    reported name works as for any dict (a key equals its reported name)."""
+
+    def __init__(self, items: Mapping[Any, V] | Iterable[tuple[Any, V]] = (), /, **more: V):
+        super().__init__()
+        self.update(items, **more)
+
+    def __setitem__(self, key: str, value: V) -> None:
+        super().__setitem__(MetricKey.of(key), value)
+
+    # a lookup takes the reported name as well as the key
+    def __getitem__(self, key: str) -> V:
+        return super().__getitem__(key)  # type: ignore[index]
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)  # type: ignore[arg-type]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return super().get(key, default)  # type: ignore[call-overload]
+
+    def pop(self, key: str, *default: Any) -> Any:
+        return super().pop(key, *default)  # type: ignore[call-overload]
+
+    def update(self, items: Any = (), /, **more: V) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        for key, value in [*pairs, *more.items()]:
+            self[key] = value
+
+    def setdefault(self, key: str, default: Any = None) -> V:
+        if key not in self:
+            self[key] = default
+        return self[key]
+
+    def copy(self) -> KeyedDict[V]:
+        return KeyedDict(self)
+
+    def __ior__(self, other: Any) -> KeyedDict[V]:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
+
+def _keyed(items: Mapping[Any, V] | None) -> KeyedDict[V]:
+    return items if isinstance(items, KeyedDict) else KeyedDict(items or {})
+
+
+@dataclass(init=False)
 class MetricResults:
-    """What a protocol's evaluation returns: scalar values, N/A reasons and per-step series.
+    """What a protocol's evaluation returns: scalar values, N/A reasons and per-step series, keyed by
+    :class:`~owl_eval.metrics.keys.MetricKey` (a plain name set as a key becomes its key; a lookup by the
+    reported name, ``results["top1"]``, ``results.values["baseline.top1"]``, finds the key).
 
     ``values`` holds only real numbers; every metric that could not be computed is in ``na`` with its
     reason, so nothing is silently dropped.
     """
 
-    values: dict[str, float] = field(default_factory=dict)
-    na: dict[str, str] = field(default_factory=dict)
-    series: dict[str, Series] = field(default_factory=dict)
+    values: KeyedDict[float]
+    na: KeyedDict[str]
+    series: KeyedDict[Series]
 
-    def set(self, name: str, value) -> None:
+    def __init__(
+        self,
+        values: Mapping[Any, float] | None = None,
+        na: Mapping[Any, str] | None = None,
+        series: Mapping[Any, Series] | None = None,
+    ):
+        self.values = _keyed(values)
+        self.na = _keyed(na)
+        self.series = _keyed(series)
+
+    def set(self, name: MetricKey | str, value) -> None:
         """Store ``value`` (a number or :class:`NA`) under ``name``; NaN becomes N/A with a reason."""
+        name = MetricKey.of(name)
         if isinstance(value, NA):
             self.na[name] = value.reason
             self.values.pop(name, None)
@@ -113,13 +179,19 @@ class MetricResults:
         self.values[name] = value
         self.na.pop(name, None)
 
-    def update(self, other: MetricResults, prefix: str = "") -> None:
+    def update(self, other: MetricResults, *, agent: str = "") -> None:
+        """Add ``other``'s values, N/A reasons and series; ``agent``: every key of ``other`` as that agent's
+        (``agent="baseline"``: ``top1`` becomes ``MetricKey("top1", agent="baseline")``, reported ``baseline.top1``)."""
+
+        def keyed(key: MetricKey) -> MetricKey:
+            return key.with_fields(agent=agent) if agent else key
+
         for k, v in other.values.items():
-            self.values[prefix + k] = v
-        for k, v in other.na.items():
-            self.na[prefix + k] = v
-        for k, v in other.series.items():
-            self.series[prefix + k] = v
+            self.values[keyed(k)] = v
+        for k, r in other.na.items():
+            self.na[keyed(k)] = r
+        for k, s in other.series.items():
+            self.series[keyed(k)] = s
 
     def __getitem__(self, name: str):
         if name in self.values:

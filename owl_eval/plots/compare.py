@@ -141,11 +141,12 @@ def to_markdown(rows: Sequence[Row]) -> str:
 
 # -- figure ------------------------------------------------------------------------------------------------
 def headline_metrics(rows, limit: int = MAX_PANELS) -> list[str]:
-    """Metrics worth a panel: measured in at least one group and with a better direction, the agent's own
-    (not baseline, not per-threshold) first."""
+    """Metrics worth a panel: measured in at least one group and with a better direction, the protocol's headline
+    metrics first in its headline order (``Row.headline``, from the runs' ``metric_keys.json``)."""
     measured = list(dict.fromkeys(r.metric for r in rows if r.n > 0))
     directed = {r.metric for r in rows if r.direction != "none"}
-    plain = [m for m in measured if m in directed and not m.startswith("baseline.") and "_at_" not in m]
+    rank = {r.metric: r.headline for r in rows if r.headline is not None}
+    plain = sorted((m for m in measured if m in directed and m in rank), key=lambda m: rank[m])
     rest = [m for m in measured if m in directed and m not in plain]
     return (plain + rest)[:limit] or measured[:limit]
 

@@ -10,15 +10,12 @@ stored runs) imports none of their code.
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from owl_eval.metrics.keys import QUALIFIERS
 from owl_eval.metrics.results import MetricSpec
-
-#: a key prefix is a literal (``"baseline."``) or a pattern whose match is data (``task/<task>/``)
-KeyPrefix = str | re.Pattern[str]
 
 
 @dataclass(frozen=True)
@@ -36,9 +33,9 @@ class Protocol:
     - ``headline``: what users of the field look at first, in this order: logged under plain MLflow keys and
       printed at the end of a run; ``{k}`` in a name matches any K.
     - ``reported``: names the driver or the scoring report besides the metric modules (counts, series).
-    - ``key_prefixes``: prefixes put before a declared name (``baseline.``, ``task/<task>/``);
-      ``series_prefixes``: those of them that make the name a series (``by_task/``).
-    - ``series_suffixes``: ``<name><suffix>`` is a series of the declared ``<name>``.
+    - ``key_qualifiers``: the qualifiers its reported keys give a declared name
+      (:data:`owl_eval.metrics.keys.QUALIFIERS`: ``"baseline"``, ``"task"``, ``"batch"``, ``"vs_threshold"``,
+      ``"by_task"``); a ``metrics.names`` list may name a metric so qualified (``baseline.top1``).
     - ``record_files``: file name of a saved record -> ``"module:function"`` reading it,
       ``function(path, *, settings, chunk_size) -> SourceData`` (``owl-eval-evaluate +source=record``).
     - ``record_folder``: a file whose presence in a folder makes the folder a record of this protocol (an
@@ -56,11 +53,14 @@ class Protocol:
     headline: tuple[str, ...]
     config: str = ""
     reported: tuple[MetricSpec, ...] = ()
-    key_prefixes: tuple[KeyPrefix, ...] = ()
-    series_prefixes: tuple[str, ...] = ()
-    series_suffixes: tuple[str, ...] = ()
+    key_qualifiers: tuple[str, ...] = ()
     record_files: Mapping[str, str] = field(default_factory=dict)
     record_folder: str | None = None
+
+    def __post_init__(self):
+        unknown = [q for q in self.key_qualifiers if q not in QUALIFIERS]
+        if unknown:
+            raise ValueError(f"protocol {self.name!r}: unknown key_qualifiers {unknown}; known: {sorted(QUALIFIERS)}")
 
     def load(self, reference: str) -> Any:
         """The object a ``"module:attribute"`` reference names (imported now)."""

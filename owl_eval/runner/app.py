@@ -16,6 +16,7 @@ from owl_eval.runner.build import build_part
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.job import PreparedJob, config_hash, execute, find_parent_run, log_outcome  # noqa: F401
 from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
+from owl_eval.runner.tracking import logged_as
 
 __all__ = ["config_hash", "find_parent_run", "log_outcome", "prepare_live", "run", "run_job"]
 
@@ -92,7 +93,9 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
         final_tags=lambda record: (
             driver.tags()
             | driver.record_tags(record)
-            | evaluation.run_tags(record, metric_options, record_logged=settings.log_record)
+            | evaluation.run_tags(
+                record, metric_options, record_logged=settings.log_record, logged_as=logged_as(evaluation.name)
+            )
         ),
         parts={"protocol": driver, "domain": domain, "agent": agent, "baseline": baseline, "names": names},
     )

@@ -7,7 +7,11 @@ callback (logged to the parent run) and the command line use the same function::
         [--out DIR]
 
 Prints the comparison table and the verdicts between its agents (:mod:`owl_eval.runner.verdicts`); ``--out``
-writes both as files (comparison.csv/.md, verdict.csv/.json/.tex). Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
+writes both as files (comparison.csv/.md, verdict.csv/.json/.tex). Reads through ``MlflowClient`` with the runner's
+store resolution (default ``<cwd>/outputs/mlflow.db``). What each MLflow key holds (its metric, direction, whether
+it is a series or a headline metric) comes from the runs' ``metric_keys.json``
+(:class:`~owl_eval.runner.key_index.StoredKeys`: one download per protocol and metric settings); runs logged before
+that file existed are compared without directions, and one line on stderr says so.
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from owl_eval.runner.comparison import (  # noqa: F401  (re-exported for callers
     comparable_metrics,
     compare,
     grouping_keys,
-    metric_direction,
     summarize,
     swept_keys,
+    unindexed,
     with_required,
 )
+from owl_eval.runner.key_index import INDEX_ARTIFACT, StoredKeys
 from owl_eval.runner.tracking import (
     RUN_KIND_TAG,
     TrackingSettings,
@@ -133,7 +138,24 @@ def sweep_selection(
 def sweep_comparison(client, parent_run_id: str, *, metrics: Sequence[str] | None = None, **selection) -> list[Row]:
     """The comparison of a sweep's finished jobs (:func:`sweep_selection`); [] when no job matches."""
     runs, keys = sweep_selection(client, parent_run_id, **selection)
-    return compare(runs, keys, metrics) if runs else []
+    return stored_comparison(client, runs, keys, metrics) if runs else []
+
+
+def stored_comparison(
+    client, runs: Sequence, group_keys: Sequence[str], metrics: Sequence[str] | None = None
+) -> list[Row]:
+    """:func:`compare` of stored runs, with what their ``metric_keys.json`` says of each key; runs without one
+    (logged before it existed) make one line on stderr."""
+    keys = StoredKeys.of(client)
+    rows = compare(runs, group_keys, metrics, keys)
+    old = unindexed(runs, keys)
+    if old:
+        print(
+            f"note: {len(old)} of {len(runs)} runs have no {INDEX_ARTIFACT} (logged before owl-eval wrote it): "
+            "their metrics are compared without a better direction, series included",
+            file=sys.stderr,
+        )
+    return rows
 
 
 # -- output ----------------------------------------------------------------------------------------------
@@ -141,10 +163,9 @@ def as_metrics(rows: Sequence[Row]) -> dict[str, float]:
     """Parent-run metrics a person reads: ``<agent>[/<setting>]/<metric>`` for the headline metrics (the mean,
     rounded to its interval's digits) and ``<agent>[/<setting>]/n_seeds`` (:func:`owl_eval.runner.verdicts.
     headline_keys`). Every statistic at full precision is in the comparison CSV."""
-    from owl_eval.protocols import all_protocols
     from owl_eval.runner.verdicts import headline_keys, headline_metrics
 
-    return headline_keys(rows, headline_metrics(rows, set(all_protocols())))
+    return headline_keys(rows, headline_metrics(rows))
 
 
 def log_to_parent(tracked_run, rows: Sequence[Row], *, figures: bool = True) -> None:
@@ -191,7 +212,7 @@ def summarize_sweep_with_verdicts(
     runs, keys = sweep_selection(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
     if not runs:
         return [], []
-    rows = compare(runs, keys)
+    rows = stored_comparison(client, runs, keys)
     parent = TrackedRun(client, parent_run_id)
     log_to_parent(parent, rows, figures=figures)
     vrows, values = verdicts.verdicts(runs, keys, rows)
@@ -263,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
         runs = experiment_runs(client, opts["experiment"], opts["tags"])
         keys = (with_required(runs, group) if group else grouping_keys(runs)) if runs else []
         what = f"experiment={opts['experiment']}"
-    rows = compare(runs, keys, opts["metrics"]) if runs else []
+    rows = stored_comparison(client, runs, keys, opts["metrics"]) if runs else []
     if not rows:
         raise ConfigError(f"no FINISHED job runs match {what}" + (f" with tags {opts['tags']}" if opts["tags"] else ""))
     print(to_markdown(rows), end="")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from owl_eval.errors import ConfigError
+from owl_eval.runner.key_index import LoggedKey, StoredKeys
 from owl_eval.runner.tracking import (
     CONFIG_HASH_TAG,
     metric_key,
@@ -44,6 +45,7 @@ class Row:
     ci95_high: float
     runs: int = 0  # seeds in the group (n < runs when the metric is N/A in some)
     na_reason: str = ""  # why there is no value (n = 0)
+    headline: int | None = None  # the metric's place in its protocol's headline (metric_keys.json), else None
 
     @property
     def label(self) -> str:
@@ -177,67 +179,84 @@ def with_required(runs: Sequence, chosen: Sequence[str], swept: Sequence[str] = 
 
 
 # -- which runs, which metrics --------------------------------------------------------------------------
-def _declared(protocol: str, key: str):
-    """The declaration behind an MLflow metric key (exact: ``fpr_at_95tpr`` stays ``fpr_at_95tpr``)."""
-    from owl_eval.evaluation.registry import spec_for_key
-    from owl_eval.protocols import known
-
-    return spec_for_key(protocol, key) if known(protocol) else None
-
-
-def metric_direction(protocol: str, key: str) -> str:
-    spec = _declared(protocol, key)
-    return spec.direction if spec is not None else "none"
+def logged_keys(run) -> list[str]:
+    """The MLflow keys of a run's metrics and of its N/A reasons (tracking tags an N/A reason ``na.<MLflow key>``)."""
+    logged = dict.fromkeys(run.data.metrics)
+    logged.update(dict.fromkeys(t[len("na.") :] for t in run.data.tags if t.startswith("na.")))
+    return list(logged)
 
 
-def _is_series(protocol: str, key: str) -> bool:
-    from owl_eval.evaluation.registry import is_series_key
-    from owl_eval.protocols import known
+def _entry(members: Sequence, key: str, keys: StoredKeys) -> LoggedKey | None:
+    """What ``key`` holds, from the first run of ``members`` that logged it (as a value or an N/A reason)."""
+    for r in members:
+        if key in r.data.metrics or f"na.{key}"[:250] in r.data.tags:
+            found = keys.entry(r, key)
+            if found is not None:
+                return found
+    return None
 
-    return known(protocol) and is_series_key(protocol, key)
+
+def _order(key: str, entry: LoggedKey | None) -> tuple:
+    """Timings last, then the baseline agent's, then the rest (``detail/``) after the headline; names holding
+    ``_at_`` after the others (the order of earlier versions); keys without an entry (runs logged before
+    ``metric_keys.json``) by their text."""
+    if entry is None:
+        return (False, False, False, "_at_" in key, key)
+    timing, baseline = entry.key.timing, entry.key.agent != ""
+    detail = not (timing or baseline or entry.headline_rank is not None)
+    return (timing, baseline, detail, "_at_" in key, key)
 
 
-def comparable_metrics(runs: Sequence, wanted: Sequence[str] | None = None) -> list[str]:
-    """Scalar metrics to compare: those listed, else every declared metric the runs logged or marked N/A.
+def comparable_metrics(
+    runs: Sequence, wanted: Sequence[str] | None = None, keys: StoredKeys | None = None
+) -> list[str]:
+    """Scalar metrics to compare: those listed, else every declared metric the runs logged or marked N/A
+    (their ``metric_keys.json`` says which keys those are; :mod:`owl_eval.runner.key_index`).
 
-    Per-step series (``top1_batch``) are left out: a run's latest value of a series is not a summary.
+    Per-step series (``top1_batch``) are left out: a run's latest value of a series is not a summary. A run logged
+    before ``metric_keys.json`` existed (and no run of its protocol and metric settings with one) cannot tell: its
+    every logged key is compared, without a direction (:func:`unindexed`).
     """
+    keys = keys or StoredKeys.fixed(None)
     logged: dict[str, None] = {}
     for r in runs:
-        logged.update(dict.fromkeys(r.data.metrics))
-        logged.update(dict.fromkeys(k[3:] for k in r.data.tags if k.startswith("na.")))
-    protocols = {r.data.tags.get("protocol", "") for r in runs} - {""}
+        logged.update(dict.fromkeys(logged_keys(r)))
     if wanted:
-        keys = [_logged_as(w, logged, protocols) for w in wanted]
-        missing = [w for w, k in zip(wanted, keys) if k not in logged]
+        names = [_logged_as(w, logged, runs, keys) for w in wanted]
+        missing = [w for w, k in zip(wanted, names) if k not in logged]
         if missing:
             raise ConfigError(f"--metrics: {missing} not logged by these runs; logged: {sorted(logged)}")
-        return keys
-    keep = [k for k in logged if any(_declared(p, k) is not None and not _is_series(p, k) for p in protocols)]
-    return sorted(
-        keep,
-        key=lambda k: (
-            k.startswith("time/"),
-            k.startswith(("baseline/", "baseline.")),
-            k.startswith("detail/"),
-            "_at_" in k,
-            k,
-        ),
-    )
+        return names
+    keep: dict[str, LoggedKey | None] = {}
+    for k in logged:
+        logged_by = [r for r in runs if k in r.data.metrics or f"na.{k}"[:250] in r.data.tags]
+        entry = _entry(logged_by, k, keys)
+        if entry is not None and entry.declared and not entry.series:
+            keep[k] = entry
+        elif entry is None and any(not keys.indexed(r) for r in logged_by):
+            keep[k] = None
+    return sorted(keep, key=lambda k: _order(k, keep[k]))
 
 
-def _logged_as(name: str, logged: Mapping, protocols: Iterable[str]) -> str:
-    """The key a metric name is logged under in these runs: as given (``detail/top1_pre``), or the key the
-    runner gives the reported name (``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``)."""
-    from owl_eval.evaluation.registry import logged_key
-    from owl_eval.protocols import all_protocols
+def unindexed(runs: Sequence, keys: StoredKeys) -> list:
+    """The runs read without a ``metric_keys.json`` (neither theirs nor one of their protocol and metric settings):
+    logged before it existed."""
+    return [r for r in runs if not keys.indexed(r)]
 
+
+def _logged_as(name: str, logged: Mapping, runs: Sequence, keys: StoredKeys) -> str:
+    """The key a metric name is logged under in these runs: as given (``detail/top1_pre``), or the key whose index
+    entry reports that name (``top1_pre`` -> ``detail/top1_pre``, ``baseline.top1`` -> ``baseline/top1``)."""
     key = metric_key(name)
     if key in logged:
         return key
-    for protocol in sorted(set(protocols) & set(all_protocols())):
-        if logged_key(protocol, name) in logged:
-            return logged_key(protocol, name)
+    for k in logged:
+        for r in runs:
+            entry = keys.entry(r, k) if k in r.data.metrics or f"na.{k}"[:250] in r.data.tags else None
+            if entry is not None:
+                if entry.key == name:
+                    return k
+                break
     return key
 
 
@@ -270,20 +289,29 @@ def _na_reason(members: Sequence, key: str) -> str:
     return found[0] if found else "not logged by these runs"
 
 
-def compare(runs: Sequence, group_keys: Sequence[str], metrics: Sequence[str] | None = None) -> list[Row]:
-    """The comparison table: a Row per (group, metric), groups and metrics in a stable order."""
+def compare(
+    runs: Sequence, group_keys: Sequence[str], metrics: Sequence[str] | None = None, keys: StoredKeys | None = None
+) -> list[Row]:
+    """The comparison table: a Row per (group, metric), groups and metrics in a stable order.
+
+    ``keys``: the runs' ``metric_keys.json`` entries (:class:`~owl_eval.runner.key_index.StoredKeys`, read by
+    :mod:`owl_eval.runner.compare`), which give each metric its direction and headline place; None: no run has
+    one (every metric undirected)."""
+    keys = keys or StoredKeys.fixed(None)
     runs = dedupe(runs)
-    names = comparable_metrics(runs, metrics)
+    names = comparable_metrics(runs, metrics, keys)
     groups: dict[tuple, list] = {}
     for r in runs:
         groups.setdefault(tuple((k, run_value(r, k)) for k in group_keys), []).append(r)
     rows = []
     for group in sorted(groups):
         members = one_per_seed(groups[group])
-        protocol = members[0].data.tags.get("protocol", "")
         for name in names:
             values = [r.data.metrics.get(name, math.nan) for r in members]
             stats = summarize(values)
             reason = _na_reason(members, name) if stats[0] == 0 else ""
-            rows.append(Row(group, name, metric_direction(protocol, name), *stats, runs=len(members), na_reason=reason))
+            entry = _entry(members, name, keys) or _entry(runs, name, keys)
+            direction = entry.direction if entry is not None else "none"
+            rank = entry.headline_rank if entry is not None else None
+            rows.append(Row(group, name, direction, *stats, runs=len(members), na_reason=reason, headline=rank))
     return rows

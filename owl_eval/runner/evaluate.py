@@ -17,6 +17,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from owl_eval.errors import ConfigError  # noqa: E402
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.paths import CONFIG_DIR  # noqa: E402
 from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
 
@@ -37,6 +38,7 @@ def prepare_source(cfg: DictConfig):
     from owl_eval.runner.build import build_part
     from owl_eval.runner.job import PreparedJob
     from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
+    from owl_eval.runner.tracking import logged_as
 
     if not cfg.get("source"):
         from owl_eval.runner.options import group_options
@@ -61,8 +63,10 @@ def prepare_source(cfg: DictConfig):
         tags=tags,
         run_name=run_name,
         record=lambda: data.record,
-        final_tags=lambda record: evaluation.run_tags(record, metric_options, record_logged=settings.log_record),
-        setup_key="time/read_s",
+        final_tags=lambda record: evaluation.run_tags(
+            record, metric_options, record_logged=settings.log_record, logged_as=logged_as(evaluation.name)
+        ),
+        setup_key=MetricKey("read_s", timing=True),
         record_key=None,
         resumable=False,
     )

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
@@ -60,8 +61,8 @@ class PreparedJob:
     tags: dict[str, str]
     run_name: str
     record: Callable[[], Record]  # the record step
-    setup_key: str = "time/setup_s"  # what the seconds until the run starts are logged as
-    record_key: str | None = "time/protocol_s"  # what the record step's seconds are logged as
+    setup_key: MetricKey = MetricKey("setup_s", timing=True)  # the seconds until the run starts (time/setup_s)
+    record_key: MetricKey | None = MetricKey("protocol_s", timing=True)  # the record step's seconds (time/protocol_s)
     resumable: bool = True  # a resumed sweep skips a config that already has a finished run
     final_tags: Callable[[Any], dict[str, str]] = lambda record: {}  # tags the record tells
     parts: dict[str, Any] = field(default_factory=dict)  # what was built (driver, domain, agents), for tests
@@ -76,7 +77,7 @@ class JobHeader:
     resolved: dict
     tags: dict[str, str]
     run_name: str
-    setup_key: str
+    setup_key: MetricKey
     resumable: bool
 
 
@@ -90,7 +91,7 @@ class Outcome:
     record and the figures' PNG files, and the tags the record tells."""
 
     results: MetricResults
-    timings: dict[str, float]
+    timings: dict[MetricKey, float]
     record_dir: Path | None = None
     figure_dir: Path | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -236,7 +237,7 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
             run.set_tags(outcome.tags)  # what actually happened (e.g. which references were reused)
             timings = {header.setup_key: setup_seconds} | outcome.timings
             log_outcome(run, outcome, timings)
-            run.log_metrics({**timings, "time/total_s": time.perf_counter() - started})
+            run.log_timings({**timings, MetricKey("total_s", timing=True): time.perf_counter() - started})
         finally:
             _attach_job_log(run)
     return dict(outcome.results.values)
@@ -295,11 +296,11 @@ def _scored_partial(job: PreparedJob, exc: BaseException, scratch: Path) -> Outc
 def score_record(job: PreparedJob, record: Record, scratch: Path, *, figures: bool) -> Outcome:
     """A complete or partial record scored by the job's evaluation with its checked options; the record saved
     (``tracking.log_record``) and the figures drawn as PNG files under ``scratch``, ready for MLflow."""
-    timings: dict[str, float] = {}
+    timings: dict[MetricKey, float] = {}
     clock = time.perf_counter()
     scored = job.evaluation.score(record, job.metric_options, figures=figures)
     results = select(finite_only(scored.results), job.evaluation.name, job.metric_options.names)
-    timings["time/metrics_s"] = time.perf_counter() - clock
+    timings[MetricKey("metrics_s", timing=True)] = time.perf_counter() - clock
     record_dir = figure_dir = None
     if job.settings.log_record:
         record_dir = scratch / "record"
@@ -317,11 +318,11 @@ def score_record(job: PreparedJob, record: Record, scratch: Path, *, figures: bo
                 fig.savefig(figure_dir / f"{name}.png")
             finally:
                 plt.close(fig)
-        timings["time/figures_s"] = time.perf_counter() - clock
+        timings[MetricKey("figures_s", timing=True)] = time.perf_counter() - clock
     return Outcome(results, timings, record_dir, figure_dir)
 
 
-def log_outcome(run: TrackedRun, outcome: Outcome, timings: dict[str, float] | None = None) -> None:
+def log_outcome(run: TrackedRun, outcome: Outcome, timings: dict[MetricKey, float] | None = None) -> None:
     """Metrics, the record and the figures of a scored record into ``run``; ``timings`` gets the seconds the
     scoring took and those spent logging to MLflow."""
     clock = time.perf_counter()
@@ -332,7 +333,7 @@ def log_outcome(run: TrackedRun, outcome: Outcome, timings: dict[str, float] | N
         run.log_artifact(outcome.figure_dir, "plots")
     if timings is not None:
         timings.update(outcome.timings)
-        timings["time/mlflow_logging_s"] = time.perf_counter() - clock
+        timings[MetricKey("mlflow_logging_s", timing=True)] = time.perf_counter() - clock
 
 
 def finite_only(results: MetricResults) -> MetricResults:

@@ -12,12 +12,11 @@ import shlex
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from owl_eval.evaluation.registry import headline_rank
 from owl_eval.plots.compare import significant
-from owl_eval.protocols import all_protocols, known
+from owl_eval.runner.key_index import LoggedKey, download_index
 from owl_eval.stats import plus_minus
 
 VERDICT_LINES = 8  # printed at the end of a sweep; the rest are in verdict.csv
@@ -52,25 +51,24 @@ def _cell_lines(value: str, room: int) -> list[str]:
     return textwrap.wrap(value, room, break_long_words=False, break_on_hyphens=False) or [value]
 
 
-def headline_rows(protocol: str, metrics: dict[str, float], tags: dict[str, str]) -> list[tuple[str, str]]:
-    """(key, shown value) of the protocol's headline metrics a run logged, in the order of its descriptor's headline: the
-    value to 3 significant digits, or ``N/A (reason)``. Values fixed by construction are not logged, so not shown."""
-    if not known(protocol):
-        return []
-    found: dict[str, str] = {}
-    for key, value in metrics.items():
-        if headline_rank(protocol, key) is not None:
-            found[key] = significant(value) if math.isfinite(value) else str(value)
-    for tag, reason in tags.items():
-        key = tag[len("na.") :]
-        if tag.startswith("na.") and key not in found and headline_rank(protocol, key) is not None:
-            found[key] = f"N/A ({' '.join(reason.split())})"  # whole: the table wraps it
-
-    def order(key: str) -> tuple:
-        digits = "".join(ch for ch in key if ch.isdigit())  # min_ade_20 before min_ade_50
-        return headline_rank(protocol, key), int(digits) if digits else 0, key
-
-    return [(key, found[key]) for key in sorted(found, key=order)]
+def headline_rows(
+    index: Mapping[str, LoggedKey] | None, metrics: Mapping[str, float], tags: Mapping[str, str]
+) -> list[tuple[str, str]]:
+    """(key, shown value) of the headline metrics a run logged, in the order of its protocol's headline (the run's
+    ``metric_keys.json``, ``index``, says which keys those are; None: a run without one shows none): the value to 3
+    significant digits, or ``N/A (reason)``. Values fixed by construction are not logged, so not shown."""
+    found: dict[str, tuple[tuple, str]] = {}
+    for key, entry in (index or {}).items():
+        if entry.headline_rank is None:
+            continue
+        order = (entry.headline_rank, entry.key.k or 0, key)  # min_ade_20 before min_ade_50
+        if key in metrics:
+            value = metrics[key]
+            found[key] = order, significant(value) if math.isfinite(value) else str(value)
+        elif f"na.{key}"[:250] in tags:
+            reason = tags[f"na.{key}"[:250]]
+            found[key] = order, f"N/A ({' '.join(reason.split())})"  # whole: the table wraps it
+    return [(key, shown) for key, (_, shown) in sorted(found.items(), key=lambda item: item[1][0])]
 
 
 def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) -> str:
@@ -79,7 +77,7 @@ def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) ->
     run = client.get_run(run_id)
     experiment = client.get_experiment(run.info.experiment_id)
     protocol = run.data.tags.get("protocol", "")
-    rows = headline_rows(protocol, run.data.metrics, run.data.tags)
+    rows = headline_rows(download_index(client, run_id), run.data.metrics, run.data.tags)
     width = max([len(k) for k, _ in rows] + [6])
     status = run.info.status
     lines = [f"{protocol or 'run'} {status}" + (f": {run.data.tags['error']}" if "error" in run.data.tags else "")]
@@ -130,12 +128,12 @@ def with_summary(job: Callable, cfg, *, full: bool = True):
 
 # -- end of a sweep --------------------------------------------------------------------------------------
 def _ranked_metric(rows: Sequence) -> str | None:
-    """The first headline metric (in the descriptors' headline order) with a direction and a value in some group."""
-    candidates = []
-    for r in rows:
-        protocol = next((p for p in all_protocols() if headline_rank(p, r.metric) is not None), None)
-        if protocol and r.direction != "none" and r.n > 0 and math.isfinite(r.mean):
-            candidates.append((headline_rank(protocol, r.metric), r.metric))
+    """The first headline metric (in the descriptor's headline order) with a direction and a value in some group."""
+    candidates = [
+        (r.headline, r.metric)
+        for r in rows
+        if r.headline is not None and r.direction != "none" and r.n > 0 and math.isfinite(r.mean)
+    ]
     return min(candidates)[1] if candidates else None
 
 

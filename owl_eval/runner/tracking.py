@@ -3,10 +3,15 @@
 One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eval.runner.callbacks``) and a
 nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
 10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
+
+A reported metric (a :class:`~owl_eval.metrics.keys.MetricKey`) gets its MLflow key from :func:`mlflow_key` alone;
+each run also gets ``metric_keys.json`` (:mod:`owl_eval.runner.key_index`), every MLflow key it logged with the
+fields of its metric key and its declaration, which is how stored runs are read back.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
 import logging
 import os
@@ -20,7 +25,7 @@ import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -33,8 +38,9 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 import numpy as np  # noqa: E402
 
-from owl_eval.evaluation.registry import metric_key  # noqa: E402
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
+from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, index_json  # noqa: E402
 from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F401  (re-exported)
 
 # MLflow's log_batch limits per request.
@@ -55,6 +61,76 @@ SERVER_CHECK_ATTEMPTS = 2
 SERVER_CHECK_PAUSE = 1.0
 
 log = logging.getLogger(__name__)
+
+
+DETAIL_PREFIX = "detail/"
+THRESHOLD_PREFIX = "threshold/"
+SERIES_KEY_SUFFIX = "_by_step"  # a series logged beside a scalar of the same name
+
+_INVALID_KEY_CHARS = re.compile(r"[^0-9A-Za-z_\-. /]")
+
+
+def metric_key(text: str) -> str:
+    """``text`` with only the characters MLflow accepts in keys (letters, digits, ``_ - . / space``): ``@`` becomes
+    ``_at_``, anything else ``_``. For text that is already an MLflow key but for its characters (a comparison
+    group's statistics); the MLflow key of a reported metric is :func:`mlflow_key`'s."""
+    return _INVALID_KEY_CHARS.sub("_", text.replace("@", "_at_"))
+
+
+def mlflow_key(key: MetricKey, protocol: str | None = None, *, beside_scalar: bool = False) -> str:
+    """The MLflow key of a reported metric: the one place a :class:`MetricKey` becomes MLflow text.
+
+    - a point of a threshold sweep (``threshold`` set) and the sweep's series (``axis="threshold"``): the sweep's
+      logged table, ``threshold/<name>`` (``threshold/baseline/<name>`` for the baseline agent's);
+    - a timing: ``time/<phase>``;
+    - with ``protocol`` None or not installed: the reported name;
+    - the baseline agent's: ``baseline/<the rest>``;
+    - the metric itself when the protocol's descriptor lists it in its headline: the reported name;
+    - anything else: ``detail/<reported name>``.
+
+    Characters MLflow refuses are replaced (:func:`metric_key`: ``@`` in a task's name becomes ``_at_``).
+    ``beside_scalar``: a series whose scalar of the same name is logged too, under ``<key>_by_step`` (never a
+    headline key: MLflow would hold two values at step 0).
+    """
+    from owl_eval.evaluation.registry import headline_rank
+    from owl_eval.protocols import known
+
+    if key.threshold is not None or key.axis == "threshold":
+        swept = key.with_fields(agent="", threshold=None, axis=None)
+        return THRESHOLD_PREFIX + (f"{key.agent}/" if key.agent else "") + metric_key(swept)
+    suffix = SERIES_KEY_SUFFIX if beside_scalar else ""
+    if key.timing or protocol is None or not known(protocol):
+        return metric_key(key) + suffix
+    if key.agent:
+        return f"{key.agent}/" + metric_key(key.with_fields(agent="")) + suffix
+    if not beside_scalar and headline_rank(protocol, key) is not None:
+        return metric_key(key)
+    return DETAIL_PREFIX + metric_key(key) + suffix
+
+
+def logged_as(protocol: str | None) -> Callable[[MetricKey], str]:
+    """:func:`mlflow_key` for one protocol's keys (what an evaluation's ``run_tags`` names keys by)."""
+    return functools.partial(mlflow_key, protocol=protocol)
+
+
+def logged_key_entry(key: MetricKey, protocol: str | None, *, series: bool, beside_scalar: bool = False) -> LoggedKey:
+    """The ``metric_keys.json`` entry of ``key`` logged under :func:`mlflow_key` (``series``: logged as a series or a
+    table)."""
+    from owl_eval.evaluation.registry import headline_rank, is_series, spec_for
+    from owl_eval.protocols import known
+
+    spec = spec_for(protocol, key) if protocol and known(protocol) else None
+    rank = None
+    if spec is not None and protocol is not None and not beside_scalar:
+        rank = headline_rank(protocol, key)
+    return LoggedKey(
+        key=key,
+        declared=spec is not None,
+        direction=spec.direction if spec is not None else "none",
+        bounds=spec.bounds if spec is not None else (-float("inf"), float("inf")),
+        series=series or (spec is not None and protocol is not None and is_series(protocol, key)),
+        headline_rank=rank,
+    )
 
 
 def filter_literal(value: str, *, what: str) -> str:
@@ -286,6 +362,8 @@ class TrackedRun:
         self.max_series_points = max_series_points
         self.protocol = protocol  # whose headline metrics log_results keys plainly
         self._ended = False
+        self._index: dict[str, LoggedKey] = {}  # metric_keys.json: every MLflow key logged through a MetricKey
+        self._index_protocol: str | None = None
 
     @classmethod
     def start(
@@ -368,18 +446,40 @@ class TrackedRun:
             self.client.log_batch(self.run_id, tags=chunk)
 
     def log_metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
+        """Values under MLflow keys given as text (characters MLflow refuses replaced): a sweep parent's comparison
+        statistics. A reported metric is logged by :meth:`log_results` or :meth:`log_timings`."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [Metric(metric_key(k), float(v), now, int(step)) for k, v in values.items()]
         self._send_metrics(items)
 
-    def log_series(self, name: str, steps: np.ndarray, values: np.ndarray) -> None:
+    def _known_protocol(self, protocol: str | None = None) -> str | None:
+        from owl_eval.protocols import known
+
+        protocol = protocol or self.protocol
+        return protocol if protocol and known(protocol) else None
+
+    def _log_index(self, protocol: str | None, entries: Mapping[str, LoggedKey]) -> None:
+        """Add ``entries`` to the run's ``metric_keys.json`` and write it (before the metrics it describes)."""
+        if not entries or all(self._index.get(k) == e for k, e in entries.items()):
+            return
+        self._index.update(entries)
+        self._index_protocol = self._index_protocol or protocol
+        self.log_dict(index_json(self._index_protocol, self._index), INDEX_ARTIFACT)
+
+    def log_timings(self, timings: Mapping[MetricKey, float]) -> None:
+        """Seconds of the job's phases (timing keys, ``MetricKey("total_s", timing=True)``) at step 0."""
         from mlflow.entities import Metric
 
+        protocol = self._known_protocol()
         now = int(time.time() * 1000)
-        key = metric_key(name)
-        items = [Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v)]
+        items, entries = [], {}
+        for key, seconds in timings.items():
+            name = mlflow_key(key, protocol)
+            items.append(Metric(name, float(seconds), now, 0))
+            entries[name] = logged_key_entry(key, protocol, series=False)
+        self._log_index(protocol, entries)
         self._send_metrics(items)
 
     def _send_metrics(self, items: list) -> None:
@@ -387,37 +487,45 @@ class TrackedRun:
             self.client.log_batch(self.run_id, metrics=chunk)
 
     def log_results(self, results: MetricResults, protocol: str | None = None) -> None:
-        """Scalars at step 0 and series with their steps under the keys of
-        :func:`owl_eval.evaluation.registry.logged_key` (headline plain, the rest ``detail/``, ``baseline/``);
-        threshold sweeps as one logged table each (``threshold/<name>.json``); every N/A reason as a tag
-        ``na.<key>``, except values fixed by construction, and all of them in ``metrics_na.json``.
+        """Scalars at step 0 and series with their steps under the keys of :func:`mlflow_key` (headline plain, the
+        rest ``detail/``, ``baseline/``); threshold sweeps as one logged table each (``threshold/<name>.json``);
+        every N/A reason as a tag ``na.<key>``, except values fixed by construction, and all of them in
+        ``metrics_na.json``; first of all, every key of ``results`` in ``metric_keys.json`` (those fixed by
+        construction too, though not logged: runs of one setting then share one index).
 
         ``protocol``: whose headline metrics get plain keys (default: the run's ``protocol`` tag)."""
         from mlflow.entities import Metric
 
-        from owl_eval.evaluation.registry import constant_by_design, logged_key
-        from owl_eval.protocols import known
-
-        protocol = protocol or self.protocol
-        keyed = (lambda n: logged_key(protocol, n)) if protocol and known(protocol) else metric_key  # noqa: E731
-        now = int(time.time() * 1000)
+        from owl_eval.evaluation.registry import constant_by_design
         from owl_eval.runner.threshold_tables import ThresholdSweeps
+
+        protocol = self._known_protocol(protocol)
+        now = int(time.time() * 1000)
+        entries: dict[str, LoggedKey] = {}
+
+        def keyed(key: MetricKey, *, series: bool, beside_scalar: bool = False) -> str:
+            name = mlflow_key(key, protocol, beside_scalar=beside_scalar)
+            entries[name] = logged_key_entry(key, protocol, series=series, beside_scalar=beside_scalar)
+            return name
 
         sweeps = ThresholdSweeps()
         items = []
         for name, value in results.values.items():
             if not sweeps.add_point(name, value):
-                items.append(Metric(keyed(name), float(value), now, 0))
+                items.append(Metric(keyed(name, series=False), float(value), now, 0))
         na_tags: dict[str, str] = {}
         for name, reason in results.na.items():
-            if not sweeps.add_point(name, None, reason) and not constant_by_design(reason):
-                na_tags[f"na.{keyed(name)}"[:250]] = reason[:5000]
+            if not sweeps.add_point(name, None, reason):
+                key = keyed(name, series=False)  # indexed even when not logged (fixed by construction)
+                if not constant_by_design(reason):
+                    na_tags[f"na.{key}"[:250]] = reason[:5000]
         downsampled: dict[str, str] = {}
+        series_items = []
         for name, series in results.series.items():
             if sweeps.add_series(name, series):
                 continue
             # A series may not share its key with a scalar: MLflow would hold two values at step 0.
-            key = keyed(name if name not in results.values else f"{name}_by_step")
+            key = keyed(name, series=True, beside_scalar=name in results.values)
             steps, values = series.steps, series.values
             if self.max_series_points and len(steps) > self.max_series_points:
                 # 100,000 per-episode points cost ~20 s in SQLite: log bin means, keep every point in a CSV.
@@ -425,12 +533,16 @@ class TrackedRun:
                 downsampled[key] = (
                     f"mean over {len(series.steps) / len(steps):.1f} steps per point; full series in series/{key.replace('/', '_')}.csv"
                 )
-                self.log_text(series_csv(series), f"series/{key.replace('/', '_')}.csv")
+                series_items.append((series_csv(series), f"series/{key.replace('/', '_')}.csv"))
             items.extend(
                 Metric(key, float(v), now, int(s)) for s, v in zip(steps.tolist(), values.tolist()) if np.isfinite(v)
             )
+        tables = {keyed(swept, series=True): columns for swept, columns in sweeps.tables().items()}
+        self._log_index(protocol, entries)
+        for text, path in series_items:
+            self.log_text(text, path)
         self._send_metrics(items)
-        self.log_tables({f"{name}.json": columns for name, columns in sweeps.tables().items()})
+        self.log_tables({f"{name}.json": columns for name, columns in tables.items()})
         if downsampled:
             self.set_tags({f"downsampled.{k}"[:250]: v for k, v in downsampled.items()})
         if na_tags:

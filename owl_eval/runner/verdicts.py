@@ -37,29 +37,31 @@ def setting_of(row: Row) -> tuple[tuple[str, str], ...]:
     return tuple(item for item in row.group if item[0] != "agent")
 
 
-def _headline_rank(metric: str, protocols: set[str]) -> int | None:
-    from owl_eval.evaluation.registry import headline_rank
-    from owl_eval.protocols import known
+def _headline_ranks(rows: Sequence[Row]) -> dict[str, int]:
+    """Metric -> its place in its protocol's headline, as the runs' ``metric_keys.json`` says (``Row.headline``)."""
+    ranks: dict[str, int] = {}
+    for r in rows:
+        if r.headline is not None:
+            ranks[r.metric] = min(ranks.get(r.metric, r.headline), r.headline)
+    return ranks
 
-    ranks = [r for p in sorted(protocols) if known(p) for r in [headline_rank(p, metric)] if r is not None]
-    return min(ranks) if ranks else None
 
-
-def headline_metrics(rows: Sequence[Row], protocols: set[str]) -> list[str]:
+def headline_metrics(rows: Sequence[Row]) -> list[str]:
     """The headline metrics some group measured, in the protocol's headline order."""
-    ranked = {r.metric: _headline_rank(r.metric, protocols) for r in rows if r.n > 0}
-    return sorted((m for m, rank in ranked.items() if rank is not None), key=lambda m: (ranked[m], m))
+    ranks = _headline_ranks(rows)
+    measured = {r.metric for r in rows if r.n > 0 and r.metric in ranks}
+    return sorted(measured, key=lambda m: (ranks[m], m))
 
 
-def verdict_metrics(rows: Sequence[Row], protocols: set[str]) -> list[str]:
+def verdict_metrics(rows: Sequence[Row]) -> list[str]:
     """The headline metrics with a better direction that two or more agents measured (in some setting), in the
     protocol's headline order (its descriptor's ``headline``: what users of the field look at first)."""
     measured: dict[str, set[str]] = {}
     for r in rows:
         if r.n > 0 and r.direction != "none":
             measured.setdefault(r.metric, set()).add(dict(r.group)["agent"])
-    ranked = {m: _headline_rank(m, protocols) for m in measured if len(measured[m]) >= 2}
-    return sorted((m for m, rank in ranked.items() if rank is not None), key=lambda m: (ranked[m], m))
+    ranks = _headline_ranks(rows)
+    return sorted((m for m in measured if len(measured[m]) >= 2 and m in ranks), key=lambda m: (ranks[m], m))
 
 
 def seed_values(runs: Sequence, keys: Sequence[str], metrics: Sequence[str]) -> dict:
@@ -100,8 +102,7 @@ def verdicts(
 ) -> tuple[list[VerdictRow], dict]:
     """The verdict rows of a comparison (see the module docstring; [] with fewer than two agents) and the
     per-seed values they were computed from (:func:`seed_values`)."""
-    protocols = {r.data.tags.get("protocol", "") for r in runs} - {""}
-    metrics = verdict_metrics(rows, protocols)
+    metrics = verdict_metrics(rows)
     if not metrics:
         return [], {}
     order = agent_order(rows, metrics)

@@ -18,11 +18,13 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for, registry
 from owl_eval.metrics.declare import MetricSet, NAIf
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricSpec
 from owl_eval.protocols.continual.metrics import CONTINUAL, continual_metrics
 from owl_eval.protocols.continual.record import ContinualRecord
 from owl_eval.protocols.ond.metrics import OND, SPECS, OndTrial, program_metrics
 from owl_eval.protocols.ond.record import OndRecord
+from owl_eval.runner.tracking import mlflow_key
 
 ADDED = "tests.fixtures.added_metrics"
 ADDED_NAMES = {"ond": ("mean_unknown_score", "top1_gain"), "continual": ("learning_accuracy", "learning_gain")}
@@ -31,8 +33,7 @@ ADDED_NAMES = {"ond": ("mean_unknown_score", "top1_gain"), "continual": ("learni
 def _forget_declarations() -> None:
     # the registry caches each protocol's declarations on first use: a test that registers a metric after that
     # (or removes one) must drop them, or the next test would see a stale list
-    for cached in (registry._declared, registry.specs, registry._templates, registry._by_key):
-        cached.cache_clear()
+    registry.forget()
 
 
 @contextmanager
@@ -119,8 +120,8 @@ def test_an_added_ond_metric_is_declared(added):
     assert registry.spec_for("ond", "mean_unknown_score").direction == "none"
     assert registry.spec_for("ond", "top1_gain").direction == "maximize"
     assert registry.spec_for("ond", "top1_gain").bounds == (-1.0, 1.0)
-    assert registry.spec_for("ond", "baseline.mean_unknown_score").name == "mean_unknown_score"
-    assert registry.logged_key("ond", "top1_gain") == "detail/top1_gain"
+    assert registry.spec_for("ond", MetricKey("mean_unknown_score", agent="baseline")).name == "mean_unknown_score"
+    assert mlflow_key(MetricKey("top1_gain"), "ond") == "detail/top1_gain"
     # metrics.names accepts it with no other change (no YAML, no options field)
     assert evaluation_for("ond").options({"names": ["top1_gain"]}).names == ["top1_gain"]
 
@@ -152,9 +153,11 @@ def test_an_added_continual_metric_is_computed_by_the_scoring(added):
 def test_an_added_continual_metric_is_declared(added):
     spec = registry.spec_for("continual", "learning_accuracy")
     assert spec.direction == "maximize" and spec.bounds == (0.0, 1.0)
-    assert registry.spec_for("continual", "by_task/learning_gain").name == "learning_gain"
-    assert registry.is_series_key("continual", "by_task/learning_gain")
-    assert registry.logged_key("continual", "learning_gain") == "detail/learning_gain"
+    by_task = MetricKey("learning_gain", axis="task")
+    assert registry.spec_for("continual", by_task).name == "learning_gain"
+    assert registry.is_series("continual", by_task)
+    assert mlflow_key(by_task, "continual") == "detail/by_task/learning_gain"
+    assert mlflow_key(MetricKey("learning_gain"), "continual") == "detail/learning_gain"
 
 
 def test_registration_ends_with_its_scope():

@@ -1,9 +1,9 @@
-"""Every name a protocol can report has exactly one declaration, found again from its MLflow key.
+"""Every name a protocol can report has exactly one declaration, found from the fields of its MetricKey.
 
 Two parts, like sklearn's ``test_common.py``: (1) for every protocol of the registry, every declared name and
-every name made from it (``baseline.``, ``@threshold``, ``task/<task>/``, ``by_task/``, per-K, series,
-``time/``) resolves to that declaration, by name and by MLflow key; (2) each protocol's ``evaluate`` on a
-small real record reports only declared names, and every finite value lies within its declared bounds.
+every key made from it (``baseline``, a threshold, a task, a series axis, per-K, ``time/``) resolves to that
+declaration by its fields; (2) each protocol's ``evaluate`` on a small real record reports only declared keys, and
+every finite value lies within its declared bounds.
 """
 
 from __future__ import annotations
@@ -16,62 +16,73 @@ import pytest
 
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
-from owl_eval.evaluation.registry import (
-    base_name,
-    is_series_key,
-    metric_key,
-    spec_for,
-    spec_for_key,
-    specs,
-)
-from owl_eval.evaluation.selection import check_names, select
-from owl_eval.metrics.results import MetricResults
+from owl_eval.evaluation.registry import declared_key, is_series, spec_for, specs
+from owl_eval.evaluation.selection import check_names, select, selection_base
+from owl_eval.metrics.keys import MetricKey
+from owl_eval.metrics.results import MetricResults, Series
+from owl_eval.runner.tracking import logged_key_entry, metric_key
 
 PROTOCOLS = sorted(("ond", "continual", "trajectory", "lifelong_rl"))  # the shipped protocols
-ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters
+ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters but '/'
 
 
-def variants(protocol: str, name: str) -> list[str]:
-    """The names a protocol makes from a declared name (each must resolve to the same declaration)."""
-    out = [name]
+def variants(protocol: str, key: MetricKey) -> list[MetricKey]:
+    """The keys a protocol makes from a declared key (each must resolve to the same declaration)."""
+    out = [key]
     if protocol == "ond":
-        out.append(f"baseline.{name}")
+        out.append(key.with_fields(agent="baseline"))
+        if key.threshold is None:
+            out += [key.with_fields(axis="batch"), key.with_fields(agent="baseline", axis="threshold")]
     if protocol == "continual":
-        out += [f"by_task/{name}", *(f"task/{t}/{name}" for t in ODD_TASKS)]
+        out += [key.with_fields(axis="task"), *(key.with_fields(task=t) for t in ODD_TASKS)]
     if protocol == "lifelong_rl":
-        out += [f"task/{t}/{name}" for t in ODD_TASKS]
+        out += [key.with_fields(task=t) for t in ODD_TASKS]
     return out
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
-def test_every_declared_name_survives_the_round_trip(protocol):
+def test_every_declared_name_is_found_from_the_fields_of_its_keys(protocol):
     declared = specs(protocol)
     assert declared and all(s.protocol == protocol for s in declared.values())
-    keys = {metric_key(n) for n in declared}
+    keys = {metric_key(str(declared_key(s))) for s in declared.values()}
     assert len(keys) == len(declared), "two declared names share one MLflow key"
     for name, spec in declared.items():
         assert spec.direction in ("maximize", "minimize", "none") and spec.bounds[0] <= spec.bounds[1], name
-        for reported in variants(protocol, name):
-            assert spec_for(protocol, reported) is spec, reported
-            assert spec_for_key(protocol, metric_key(reported)) is spec, (reported, metric_key(reported))
+        assert declared_key(spec) == name
+        for key in variants(protocol, declared_key(spec)):
+            assert spec_for(protocol, key) is spec, key.fields()
 
 
-def test_names_that_were_lost_on_the_way_back():
-    # fpr_at_95tpr once became "fpr@95tpr" and then "fpr"; a threshold variant keeps its own declaration
-    assert spec_for_key("ond", "fpr_at_95tpr").name == "fpr_at_95tpr"
-    assert spec_for_key("ond", "fpr_at_95tpr").direction == "minimize"
-    assert spec_for_key("ond", "baseline.fpr_at_95tpr").name == "fpr_at_95tpr"
-    assert spec_for_key("ond", "m2_cdt_pct_at_0.3").name == "m2_cdt_pct@0.3"
-    assert spec_for_key("ond", "unknown_score_f1_post_at_0.175").name == "unknown_score_f1_post@0.175"
+def test_declarations_found_by_fields_never_by_a_neighbour():
+    fpr = spec_for("ond", MetricKey("fpr_at_95tpr"))
+    assert fpr.name == "fpr_at_95tpr" and fpr.direction == "minimize"
+    assert spec_for("ond", MetricKey("fpr_at_95tpr", agent="baseline")) is fpr
+    point = spec_for("ond", MetricKey("m2_cdt_pct", threshold=0.3))
+    assert point.name == "m2_cdt_pct@0.3" and point is not spec_for("ond", MetricKey("m2_cdt_pct"))
+    assert spec_for("ond", MetricKey("unknown_score_f1_post", threshold=0.175)).name == "unknown_score_f1_post@0.175"
+    assert spec_for("ond", MetricKey("m2_cdt_pct", axis="threshold")) is spec_for("ond", MetricKey("m2_cdt_pct"))
     for protocol, key in (
-        ("ond", "fpr"),
-        ("ond", "m2_cdt_pct_at_0.42"),
-        ("continual", "baseline.forgetting"),
-        ("trajectory", "min_ade_0_marginal"),
-        ("lifelong_rl", "task/a/b/saturation"),
-        ("ond", "time/"),
+        ("ond", MetricKey("fpr")),
+        ("ond", MetricKey("m2_cdt_pct", threshold=0.42)),  # not a point of the grid
+        ("continual", MetricKey("top1")),
+        ("trajectory", MetricKey("min_ade_marginal")),
+        ("trajectory", MetricKey("min_xde_{k}_marginal", k=5)),
     ):
-        assert spec_for_key(protocol, key) is None, key
+        assert spec_for(protocol, key) is None, key.fields()
+    assert spec_for("ond", MetricKey("anything", timing=True)).direction == "none"
+    for bad in (
+        dict(name="min_ade_{k}_marginal", k=0),
+        dict(name="min_ade_{k}_marginal"),
+        dict(name="saturation", task="a/b"),
+        dict(name="m2_cdt_pct@0.3"),
+        dict(name="top1", agent="other"),
+        dict(name="top1", axis="episode"),
+        dict(name="top1", threshold=0.3, axis="threshold"),
+        dict(name="total_s", timing=True, agent="baseline"),
+        dict(name=""),
+    ):
+        with pytest.raises(ValueError):
+            MetricKey(**bad)
 
 
 @pytest.mark.parametrize("k", [1, 5, 20, 50, 100])
@@ -83,21 +94,21 @@ def test_trajectory_per_k_names_for_any_k(k):
         "min_fde_{k}_joint",
         "miss_rate_{k}_joint",
     ):
-        name = template.format(k=k)
-        spec = spec_for("trajectory", name)
-        assert spec is not None and spec.name == name and spec.direction == "minimize", name
-        assert spec_for_key("trajectory", metric_key(name)) == spec
+        key = MetricKey(template, k=k)
+        spec = spec_for("trajectory", key)
+        assert spec is not None and spec.name == key == template.format(k=k) and spec.direction == "minimize", key
 
 
 def test_series_are_recognised():
-    assert is_series_key("ond", "top1_batch") and spec_for_key("ond", "top1_batch").name == "top1"
-    assert (
-        is_series_key("ond", "m21_fp_pct_vs_threshold")
-        and spec_for_key("ond", "m21_fp_pct_vs_threshold").direction == "minimize"
-    )
-    assert is_series_key("continual", "by_task/forgetting") and is_series_key("continual", "task/2/accuracy")
-    assert is_series_key("trajectory", "displacement_by_step_marginal") and is_series_key("lifelong_rl", "reward")
-    assert not is_series_key("ond", "top1") and not is_series_key("lifelong_rl", "task/a/saturation")
+    top1_batch = MetricKey("top1", axis="batch")
+    assert is_series("ond", top1_batch) and spec_for("ond", top1_batch).name == "top1"
+    m21 = MetricKey("m21_fp_pct", axis="threshold")
+    assert is_series("ond", m21) and spec_for("ond", m21).direction == "minimize"
+    assert is_series("continual", MetricKey("forgetting", axis="task"))
+    assert is_series("continual", MetricKey("accuracy", task=2))
+    assert is_series("trajectory", MetricKey("displacement_by_step_marginal"))
+    assert is_series("lifelong_rl", MetricKey("reward"))
+    assert not is_series("ond", MetricKey("top1")) and not is_series("lifelong_rl", MetricKey("saturation", task="a"))
 
 
 # -- (2) what evaluate really reports ----------------------------------------------------------------------
@@ -217,13 +228,16 @@ def test_every_reported_name_is_declared_and_within_bounds(protocol):
     assert set(RECORDS) == set(PROTOCOLS)  # a new protocol needs a record here
     for results in RECORDS[protocol]():
         names = [*results.values, *results.na, *results.series]
-        assert names
+        assert names and all(isinstance(name, MetricKey) for name in names)
         for name in names:
             spec = spec_for(protocol, name)
             assert spec is not None, f"{protocol}: {name!r} is reported but not declared"
-            assert spec_for_key(protocol, metric_key(name)) is not None, name
-            assert is_series_key(protocol, metric_key(name)) == (name in results.series), name
-            assert check_names(protocol, [base_name(name, protocol)]) == [base_name(name, protocol)], name
+            assert is_series(protocol, name) == (name in results.series), name
+            entry = logged_key_entry(name, protocol, series=name in results.series)
+            assert entry.declared and entry.direction == spec.direction and entry.series == is_series(protocol, name)
+            base = str(selection_base(name))
+            assert check_names(protocol, [base]) == [base], name
+            assert check_names(protocol, [str(name)]) == [name], name  # a reported name may be listed as it is
         for name, value in results.values.items():
             low, high = spec_for(protocol, name).bounds
             assert math.isfinite(value) and low <= value <= high, (name, value, (low, high))
@@ -274,6 +288,9 @@ def test_check_names_validates_against_declarations_only():
         ("ond", ["top1", "m9"], r"unknown metric\(s\) \['m9'\] for protocol 'ond'; valid names: .*'m2_cdt_pct'"),
         ("ond", ["fpr"], r"unknown metric\(s\) \['fpr'\]"),
         ("continual", ["baseline.forgetting"], "unknown metric"),
+        ("ond", ["detail/top1_pre"], "unknown metric"),  # an MLflow key is not a metric's name
+        ("trajectory", ["min_ade_0_marginal"], "unknown metric"),
+        ("lifelong_rl", ["task/a/b/saturation"], "unknown metric"),
         ("nope", ["top1"], "protocol 'nope' is not installed"),
     ]
     for protocol, names, message in cases:
@@ -285,16 +302,32 @@ def test_check_names_validates_against_declarations_only():
 def test_select_keeps_a_name_and_the_names_made_from_it():
     results = MetricResults(
         values={
-            "top1": 0.5,
-            "baseline.top1": 0.4,
-            "m2_cdt_pct@0.3": 50.0,
-            "m2_cdt_pct": 40.0,
-            "fpr_at_95tpr": 0.2,
-            "oscr": 0.7,
-        }
+            MetricKey("top1"): 0.5,
+            MetricKey("top1", agent="baseline"): 0.4,
+            MetricKey("m2_cdt_pct", threshold=0.3): 50.0,
+            MetricKey("m2_cdt_pct"): 40.0,
+            MetricKey("fpr_at_95tpr"): 0.2,
+            MetricKey("oscr"): 0.7,
+        },
+        series={
+            MetricKey("top1", axis="batch"): Series([0], [0.5]),
+            MetricKey("top1", agent="baseline", axis="batch"): Series([0], [0.4]),
+        },
     )
     kept = select(results, "ond", ["top1", "m2_cdt_pct@0.3", "fpr_at_95tpr"])
     assert kept.values == {"top1": 0.5, "baseline.top1": 0.4, "m2_cdt_pct@0.3": 50.0, "fpr_at_95tpr": 0.2}
+    assert not kept.series  # a series is its own name
     assert select(results, "ond", ["m2_cdt_pct"]).values == {"m2_cdt_pct@0.3": 50.0, "m2_cdt_pct": 40.0}
+    assert list(select(results, "ond", ["top1_batch"]).series) == ["top1_batch", "baseline.top1_batch"]
+    assert list(select(results, "ond", ["baseline.top1_batch"]).series) == ["baseline.top1_batch"]
+    continual = MetricResults(
+        values={MetricKey("forgetting"): 0.1},
+        series={
+            MetricKey("forgetting", axis="task"): Series([0], [0.1]),
+            MetricKey("accuracy", task=3): Series([0], [1]),
+        },
+    )
+    assert list(select(continual, "continual", ["forgetting"]).series) == ["by_task/forgetting"]
+    assert list(select(continual, "continual", ["task/3/accuracy"]).series) == ["task/3/accuracy"]
     with pytest.raises(ConfigError, match="metrics.names: unknown metric"):
         select(results, "ond", ["m9"])

@@ -1,5 +1,7 @@
 """owl_eval.runner.compare: per-group mean, std and 95 % Student-t CI over seeds, checked against hand arithmetic,
-then the same through a real SQLite store (parent-run logging, the sweep summary and the command line)."""
+then the same through a real SQLite store (parent-run logging, the sweep summary and the command line). What a key
+holds (direction, series, headline) comes from each run's metric_keys.json: written here as tracking writes it,
+and by real in-process runs."""
 
 from __future__ import annotations
 
@@ -12,7 +14,22 @@ import pytest
 from scipy.stats import t
 
 from owl_eval.errors import ConfigError
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.runner import compare as cmp
+from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
+from owl_eval.runner.tracking import logged_key_entry, mlflow_key
+
+
+def index_of(protocol: str, *keys: MetricKey, series: tuple[MetricKey, ...] = ()) -> dict[str, LoggedKey]:
+    """metric_keys.json entries as TrackedRun writes them for these keys (``series``: logged as series)."""
+    out = {mlflow_key(k, protocol): logged_key_entry(k, protocol, series=False) for k in keys}
+    out.update({mlflow_key(k, protocol): logged_key_entry(k, protocol, series=True) for k in series})
+    return out
+
+
+def plain_keys(protocol: str, *names: str) -> StoredKeys:
+    """The index of runs that logged these plain names (as :func:`index_of`)."""
+    return StoredKeys.fixed(index_of(protocol, *map(MetricKey, names)))
 
 
 def fake_run(agent: str, seed: int, metrics: dict, params: dict | None = None, tags: dict | None = None):
@@ -91,7 +108,10 @@ def test_groups_by_agent_and_swept_params_not_seed():
     )
     assert keys == ["agent", "protocol.condition"]
     assert cmp.grouping_keys(runs, keys) == cmp.grouping_keys(runs) == ["agent", "protocol.condition"]
-    rows = {(r.label, r.metric): r for r in cmp.compare(runs, keys, ["top1", "m21_fp_pct"])}
+    rows = {
+        (r.label, r.metric): r
+        for r in cmp.compare(runs, keys, ["top1", "m21_fp_pct"], plain_keys("ond", "top1", "m21_fp_pct"))
+    }
     assert set(rows) == {
         (g, m)
         for g in (
@@ -128,7 +148,7 @@ def test_seed_copies_and_job_directories_never_split_a_group():
         r = fake_run(
             "lifelong_rl/q_learning",
             seed,
-            {"saturation": value},
+            {"detail/saturation": value},
             {
                 "protocol.ste.seed": str(seed),
                 "protocol.log_dir": f"/tmp/outputs/{uuid.uuid4().hex}/l2log",
@@ -141,9 +161,10 @@ def test_seed_copies_and_job_directories_never_split_a_group():
 
     runs = [job(0, 10.0, 1), job(1, 20.0, 2), job(2, 60.0, 3), job(0, 40.0, 4, progress="false")]
     assert cmp.grouping_keys(runs) == ["agent"]
-    (row,) = cmp.compare(runs, ["agent"], ["saturation"])
+    (row,) = cmp.compare(runs, ["agent"], ["saturation"], plain_keys("lifelong_rl", "saturation"))
     # seed 0 counts once (its latest run, 40): 40, 20, 60 -> mean 40
     assert (row.n, row.runs, row.mean) == (3, 3, pytest.approx(40.0))
+    assert (row.metric, row.direction) == ("detail/saturation", "maximize")  # the name listed, found by its index entry
 
 
 def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_finished():
@@ -177,18 +198,46 @@ def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_f
 
 
 def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
-    keys = {
-        "fpr_at_95tpr": "minimize",
-        "m2_cdt_pct_at_0.3": "maximize",
-        "baseline.fpr_at_95tpr": "minimize",
-        "m1_mean_fn_cdt_at_0.175": "minimize",
-        "oscr": "maximize",
-        "time/total_s": "none",
+    directions = {
+        MetricKey("fpr_at_95tpr"): "minimize",
+        MetricKey("fpr_at_95tpr", agent="baseline"): "minimize",
+        MetricKey("m21_fp_pct"): "minimize",
+        MetricKey("oscr"): "maximize",
+        MetricKey("m3_nrp_top1_n_excluded"): "none",
+        MetricKey("total_s", timing=True): "none",
     }
-    for key, direction in keys.items():
-        assert cmp.metric_direction("ond", key) == direction, key
-    runs = [fake_run("ond/knn_novelty", s, {**dict.fromkeys(keys, 0.1 * s), "top1_batch": 0.5}) for s in range(2)]
-    assert set(cmp.comparable_metrics(runs)) == set(keys)  # top1_batch is a series: left out
+    batch = MetricKey("top1", axis="batch")
+    entries = index_of("ond", *directions, series=(batch,))
+    logged = {mlflow_key(k, "ond"): d for k, d in directions.items()}
+    assert set(logged) == {
+        "detail/fpr_at_95tpr",
+        "baseline/fpr_at_95tpr",
+        "m21_fp_pct",
+        "oscr",
+        "detail/m3_nrp_top1_n_excluded",
+        "time/total_s",
+    }
+    runs = [
+        fake_run("ond/knn_novelty", s, {**dict.fromkeys(logged, 0.1 * s), "detail/top1_batch": 0.5}) for s in range(2)
+    ]
+    keys = StoredKeys.fixed(entries)
+    # top1_batch is a series: left out; the headline first, then detail/, baseline/, time/ (the earlier order)
+    assert cmp.comparable_metrics(runs, keys=keys) == [
+        "m21_fp_pct",
+        "oscr",
+        "detail/m3_nrp_top1_n_excluded",
+        "detail/fpr_at_95tpr",
+        "baseline/fpr_at_95tpr",
+        "time/total_s",
+    ]
+    rows = cmp.compare(runs, ["agent"], keys=keys)
+    assert {r.metric: r.direction for r in rows} == logged
+    assert {r.metric: r.headline for r in rows if r.headline is not None} == {"m21_fp_pct": 4, "oscr": 10}
+    # a name listed as reported is found by its index entry
+    assert cmp.comparable_metrics(runs, ["baseline.fpr_at_95tpr", "fpr_at_95tpr"], keys) == [
+        "baseline/fpr_at_95tpr",
+        "detail/fpr_at_95tpr",
+    ]
 
 
 def test_not_applicable_cells_are_never_best():
@@ -203,7 +252,7 @@ def test_not_applicable_cells_are_never_best():
         fake_run("ond/closed_world", s, {"top3": 1.0}, tags={"na.m5_opti_top1": reason, "na.m1_mean_fn_cdt": "no CDT"})
         for s in range(2)
     ]
-    rows = cmp.compare(runs, ["agent"])
+    rows = cmp.compare(runs, ["agent"], keys=plain_keys("ond", "m5_opti_top1", "top3", "m1_mean_fn_cdt"))
     md = cmp.to_markdown(rows)
     m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
     # columns: closed_world, knn (sorted); knn alone is measured, so nothing is "best"
@@ -233,8 +282,12 @@ SEED_OFFSET = [0.0, 0.02, 0.07]  # mean 0.03; deviations -0.03, -0.01, 0.04 -> v
 
 
 def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, name):
-    """A job run as owl_eval.runner.app logs it: tags, the flattened config (a seed copy and a job directory among it)."""
-    from mlflow.entities import Metric, Param, RunTag
+    """A job run as owl_eval.runner.app logs it: tags, the flattened config (a seed copy and a job directory among it),
+    the metrics through TrackedRun.log_results (with metric_keys.json)."""
+    from mlflow.entities import Param, RunTag
+
+    from owl_eval.metrics.results import NA, MetricResults, Series
+    from owl_eval.runner.tracking import TrackedRun
 
     tags = {
         "agent": agent,
@@ -263,18 +316,14 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
         "progress": "false",
     }
     top1 = AGENTS[agent] + DOMAINS[domain] + CONDITIONS[condition] + SEED_OFFSET[seed]
-    metrics = {"top1": top1, "top1_batch": 0.1}
+    results = MetricResults(values={"top1": top1}, series={MetricKey("top1", axis="batch"): Series([0], [0.1])})
     if agent == "ond/knn_novelty":
-        metrics["fpr_at_95tpr"] = 0.3 + 0.1 * seed
+        results.set("fpr_at_95tpr", 0.3 + 0.1 * seed)
     else:
-        tags["na.fpr_at_95tpr"] = "the novelty score p_class[:, 0] is 0 for all 120 samples"
+        results.set("fpr_at_95tpr", NA("the novelty score p_class[:, 0] is 0 for all 120 samples"))
     run = client.create_run(exp_id, run_name=f"{job_num}", tags=tags)
-    client.log_batch(
-        run.info.run_id,
-        metrics=[Metric(k, v, 0, 0) for k, v in metrics.items()],
-        params=[Param(k, v) for k, v in params.items()],
-        tags=[RunTag("x", "y")],
-    )
+    client.log_batch(run.info.run_id, params=[Param(k, v) for k, v in params.items()], tags=[RunTag("x", "y")])
+    TrackedRun(client, run.info.run_id, protocol="ond").log_results(results)
     client.set_terminated(run.info.run_id)
 
 
@@ -316,12 +365,12 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
         r = top1[f"ond.{agent}__domain-{domain}__condition-{condition}"]
         assert (r.mean, r.std, r.ci95_high) == pytest.approx((mean, math.sqrt(0.0013), mean + half), rel=1e-9)
     # fpr_at_95tpr survives the name round trip: knn 0.3, 0.4, 0.5 -> mean 0.4; closed world N/A with its reason
-    fpr = {r.label: r for r in rows if r.metric == "fpr_at_95tpr"}
+    fpr = {r.label: r for r in rows if r.metric == "detail/fpr_at_95tpr"}
     knn = fpr["ond.knn_novelty__domain-digits__condition-given"]
     assert (knn.direction, knn.n, knn.mean, knn.std) == ("minimize", 3, pytest.approx(0.4), pytest.approx(0.1))
     cw = fpr["ond.closed_world__domain-activity__condition-system"]
     assert cw.n == 0 and cw.na_reason.startswith("the novelty score p_class[:, 0] is 0")
-    assert not any(r.metric == "top1_batch" for r in rows)
+    assert not any("top1_batch" in r.metric for r in rows)
     logged = client.get_run(parent_id).data.metrics
     # <agent>/<setting>/<metric>: the mean 0.88 rounded to its interval (half-width 0.0896: 2 decimals)
     assert logged["knn_novelty/domain-digits__condition-given/top1"] == pytest.approx(0.88, rel=1e-12)
@@ -346,6 +395,7 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
 
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
+    from owl_eval.metrics.results import MetricResults
     from owl_eval.runner.tracking import TrackedRun, TrackingSettings
 
     name = f"compare-{uuid.uuid4().hex[:8]}"
@@ -365,8 +415,8 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
                     "team": "it's ours",
                 },
             )
-            client.log_metric(run.info.run_id, "top1", v)
-            client.log_metric(run.info.run_id, "m21_fp_pct", 10.0 * seed)
+            results = MetricResults(values={"top1": v, "m21_fp_pct": 10.0 * seed})
+            TrackedRun(client, run.info.run_id, protocol="ond").log_results(results)
             client.log_param(run.info.run_id, "seed", str(seed))
             client.set_terminated(run.info.run_id)
     # Hand: knn 0.91, 0.87, 0.95 -> mean 0.91, deviations 0, -0.04, 0.04 -> var 0.0032/2 = 0.0016, std 0.04.
@@ -460,9 +510,142 @@ def test_best_is_chosen_among_agents_of_one_setting_only():
         ]
         for s in range(2)
     ]
-    rows = cmp.compare(runs, ["agent", "domain"])
+    rows = cmp.compare(runs, ["agent", "domain"], keys=plain_keys("ond", "top1"))
     md = cmp.to_markdown(rows)
     header = next(line for line in md.splitlines() if line.startswith("| metric |")).split(" | ")[2:]
     top1 = next(line for line in md.splitlines() if line.startswith("| top1 |")).split(" | ")[2:]
     bold = sorted(h.strip(" |") for h, c in zip(header, top1) if c.startswith("**"))
     assert bold == ["ond.knn_novelty__domain-activity", "ond.knn_novelty__domain-digits"]
+
+
+# -- stored runs read through their metric_keys.json ---------------------------------------------------------
+def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client, capsys, monkeypatch):
+    """Real in-process OND jobs (two agents x two seeds) into a SQLite store, compared from MlflowClient: every
+    direction, series and headline place comes from the runs' metric_keys.json, read once for the four runs
+    (one protocol, one metric setting)."""
+    import owl_eval.runner.key_index as key_index
+    from owl_eval.runner.app import run
+
+    for agent in ("ond/knn_novelty", "ond/closed_world"):
+        for seed in (0, 1):
+            run(
+                [
+                    "+experiment=ond_system_detection",
+                    *experiment["overrides"],
+                    f"agent={agent}",
+                    f"seed={seed}",
+                    "protocol.num_trials=3",
+                    "protocol.trials_without_novelty=1",
+                    "protocol.pre_novelty=20",
+                    "protocol.post_novelty=30",
+                    "figures=false",
+                ],
+                output_dir=experiment["root"] / f"out-{experiment['name']}-{agent.replace('/', '_')}-{seed}",
+            )
+    downloads = []
+    real = key_index.download_index
+    monkeypatch.setattr(key_index, "download_index", lambda c, run_id: downloads.append(run_id) or real(c, run_id))
+    capsys.readouterr()
+    rows = cmp.main([f"experiment={experiment['name']}", "--uri", experiment["uri"]])
+    captured = capsys.readouterr()
+    assert len(downloads) == 1 and "note:" not in captured.err  # once for the group, every run has an index
+    runs = cmp.experiment_runs(client, experiment["name"])
+    assert len(runs) == 4
+    index = key_index.download_index(client, runs[0].info.run_id)
+    metrics = {r.metric for r in rows}
+    # the directions are the declarations', found through the index (no key text read): plain headline keys,
+    # detail/, baseline/ and time/ alike
+    by_metric = {r.metric: r for r in rows}
+    assert by_metric["top1"].direction == "maximize" and by_metric["top1"].headline == 0
+    assert by_metric["m21_fp_pct"].direction == "minimize" and by_metric["m21_fp_pct"].headline == 4
+    assert by_metric["detail/top1_pre"].direction == "maximize" and by_metric["detail/top1_pre"].headline is None
+    assert by_metric["baseline/top1"].direction == "maximize" and by_metric["baseline/top1"].headline is None
+    assert by_metric["time/total_s"].direction == "none"
+    for r in rows:
+        entry = index[r.metric]
+        assert entry.declared and not entry.series and r.direction == entry.direction, r.metric
+    # series (per batch) and threshold tables are never compared
+    assert not {m for m in metrics if "_batch" in m or m.startswith("threshold/")}
+    assert {"detail/top1_batch", "baseline/top1_batch"} <= set(index) and index["detail/top1_batch"].series
+    # every declared, non-series key a run logged (as a value or an N/A tag) is compared, in the earlier order
+    logged = {k for r in runs for k in [*r.data.metrics, *(t[3:] for t in r.data.tags if t.startswith("na."))]}
+    assert metrics == {k for k in logged if index[k].declared and not index[k].series}
+    assert [r.metric for r in rows if r.label == rows[0].label] == cmp.comparable_metrics(
+        runs, keys=StoredKeys.of(client)
+    )
+    md = cmp.to_markdown(rows)
+    assert next(line for line in md.splitlines() if line.startswith("| top1 |")).split(" | ")[1] == "↑"
+    assert next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |")).split(" | ")[1] == "↓"
+
+
+def test_runs_logged_before_the_index_are_compared_without_directions(mlflow_store, client, capsys):
+    """A store from before metric_keys.json: every logged key compared, no direction, one note on stderr; once a run
+    of the same protocol and metric settings has an index, the older runs are read with it (a resumed sweep)."""
+    from owl_eval.metrics.results import MetricResults, Series
+    from owl_eval.runner.tracking import TrackedRun
+
+    name = f"legacy-{uuid.uuid4().hex[:8]}"
+    exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
+
+    def job(agent, seed, indexed):
+        tags = {"agent": agent, "seed": str(seed), "protocol": "ond", "owl_eval.kind": "job"}
+        run = client.create_run(
+            exp_id, run_name=f"{agent}-{seed}", tags=tags | {"owl_eval.config_hash": uuid.uuid4().hex}
+        )
+        client.log_param(run.info.run_id, "metrics.threshold", "0.5")
+        if indexed:
+            results = MetricResults(values={"top1": 0.5 + seed / 10, "m21_fp_pct": 10.0 + seed})
+            results.series[MetricKey("top1", axis="batch")] = Series([0, 1], [0.5, 0.6])
+            TrackedRun(client, run.info.run_id, protocol="ond").log_results(results)
+        else:  # the same keys, without metric_keys.json
+            for key, value in {"top1": 0.4 + seed / 10, "m21_fp_pct": 20.0 + seed, "detail/top1_batch": 0.5}.items():
+                client.log_metric(run.info.run_id, key, value)
+        client.set_terminated(run.info.run_id)
+
+    for seed in (0, 1):
+        job("ond/old", seed, indexed=False)
+    rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]])
+    err = capsys.readouterr().err
+    assert f"note: 2 of 2 runs have no {INDEX_ARTIFACT}" in err and len(err.strip().splitlines()) == 1
+    assert {r.metric: r.direction for r in rows} == {"top1": "none", "m21_fp_pct": "none", "detail/top1_batch": "none"}
+    assert all(r.headline is None for r in rows)
+
+    for seed in (0, 1):
+        job("ond/new", seed, indexed=True)
+    rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]])
+    assert "note:" not in capsys.readouterr().err
+    assert {r.metric: r.direction for r in rows} == {"top1": "maximize", "m21_fp_pct": "minimize"}
+    old = next(r for r in rows if r.label == "ond.old" and r.metric == "top1")
+    assert (old.n, old.mean, old.headline) == (2, pytest.approx(0.45), 0)
+
+
+def test_stored_keys_read_one_index_per_protocol_and_metric_settings():
+    loads = []
+    entries = {"top1": logged_key_entry(MetricKey("top1"), "ond", series=False)}
+    own = {
+        "a": entries,
+        "b": entries,
+        "c": {
+            "detail/task/x/saturation": logged_key_entry(MetricKey("saturation", task="x"), "lifelong_rl", series=False)
+        },
+        "d": None,
+    }
+
+    def load(run_id):
+        loads.append(run_id)
+        return own[run_id]
+
+    def run(run_id, protocol, threshold="0.5"):
+        return SimpleNamespace(
+            info=SimpleNamespace(run_id=run_id),
+            data=SimpleNamespace(params={"metrics.threshold": threshold, "seed": run_id}, tags={"protocol": protocol}),
+        )
+
+    keys = StoredKeys(load)
+    a, b, c, d = run("a", "ond"), run("b", "ond"), run("c", "lifelong_rl"), run("d", "ond", threshold="0.3")
+    assert keys.entry(a, "top1") == keys.entry(b, "top1") == entries["top1"] and loads == ["a"]
+    assert keys.entry(b, "detail/top3") is None and loads == ["a", "b"]  # a key the group lacks: the run's own
+    assert keys.entry(c, "detail/task/x/saturation").key.task == "x" and loads == ["a", "b", "c"]
+    assert keys.entry(d, "top1") is None and not keys.indexed(d) and keys.indexed(a)
+    assert loads == ["a", "b", "c", "d"]
+    assert index_json("ond", entries)["keys"]["top1"]["reported"] == "top1"

@@ -25,9 +25,10 @@ FAST = ["agent.epochs=2"]
 
 def key(name: str) -> str:
     """The MLflow key of a reported continual metric: headline plain, the rest under detail/."""
-    from owl_eval.evaluation.registry import logged_key
+    from owl_eval.metrics.keys import MetricKey
+    from owl_eval.runner.tracking import mlflow_key
 
-    return logged_key("continual", name)
+    return mlflow_key(MetricKey(name), "continual")
 
 
 def _only_run(client, experiment_name):

@@ -311,8 +311,7 @@ def _check_added_metric(namespace: dict, store: Path) -> None:
     from owl_eval.protocols.continual.metrics import CONTINUAL
 
     def forget_declarations():
-        for cached in (registry._declared, registry.specs, registry._templates, registry._by_key):
-            cached.cache_clear()
+        registry.forget()
 
     try:
         results = namespace["results"]

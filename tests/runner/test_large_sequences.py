@@ -126,11 +126,13 @@ def test_the_cap_changes_which_series_are_logged_and_no_metric_value():
     assert every.values == capped.values and every.na == capped.na
     for name, series in capped.series.items():
         np.testing.assert_array_equal(series.values, every.series[name].values)
-    tasks = sorted(int(k.split("/")[1]) for k in capped.series if k.startswith("task/"))
+    tasks = sorted(int(k.task) for k in capped.series if k.task is not None)
     assert tasks == [0, 3, 6, 10, 13, 16, 19, 23, 26, 29]
-    assert sum(k.startswith("task/") for k in every.series) == 30
+    assert sum(k.task is not None for k in every.series) == 30
     options = evaluation.options({})
-    tag = evaluation.run_tags(record, options)[TASK_SERIES_TAG]
+    from owl_eval.runner.tracking import logged_as
+
+    tag = evaluation.run_tags(record, options, logged_as=logged_as("continual"))[TASK_SERIES_TAG]
     assert tag == (
         "10 of 30 tasks have a series detail/task/<i>/accuracy (metrics.max_task_series=10, an even spread): "
         "0, 3, 6, 10, 13, 16, 19, 23, 26, 29; the whole accuracy matrix: record/continual_record.npz, array "

@@ -113,8 +113,9 @@ def test_the_default_syllabus_layout_defines_every_readme_metric(experiment):
 @pytest.mark.parametrize("shipped", SYLLABUS_EXPERIMENTS)
 def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, tmp_path):
     pytest.importorskip("gymnasium")
-    from owl_eval.evaluation.registry import logged_key
+    from owl_eval.metrics.keys import MetricKey
     from owl_eval.runner.app import run
+    from owl_eval.runner.tracking import mlflow_key
 
     run(
         [f"+experiment={shipped}", *experiment["overrides"], f"protocol.ste.dir={tmp_path / 'ste'}", "figures=false"],
@@ -124,5 +125,5 @@ def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, t
     assert r.info.status == "FINISHED"
     na = {k[len("na.") :]: v for k, v in r.data.tags.items() if k.startswith("na.")}
     for name in readme_rl_metrics():
-        key = logged_key("lifelong_rl", name)
+        key = mlflow_key(MetricKey(name), "lifelong_rl")
         assert key in r.data.metrics and key not in na, f"{shipped}: {name} is N/A: {na.get(key)}"

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from owl_eval.formats.l2logger import read_log  # noqa: E402
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.runner.app import run  # noqa: E402
 from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
@@ -30,11 +31,12 @@ CART_SMALL = [
 ]
 
 
-def key(name: str) -> str:
-    """The MLflow key of a reported lifelong-RL metric: headline plain, timings as they are, the rest detail/."""
-    from owl_eval.evaluation.registry import logged_key
+def key(name) -> str:
+    """The MLflow key of a reported lifelong-RL metric (a plain name or a MetricKey): headline plain, timings as they
+    are, the rest detail/."""
+    from owl_eval.runner.tracking import mlflow_key
 
-    return logged_key("lifelong_rl", name)
+    return mlflow_key(MetricKey.of(name), "lifelong_rl")
 
 
 def _only_run(client, name):
@@ -75,8 +77,8 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
         "forward_transfer_ratio",
         "ste_rel_perf",
         "sample_efficiency",
-        "task/frozenlake_mirrored/saturation",
-        "time/total_s",
+        MetricKey("saturation", task="frozenlake_mirrored"),
+        MetricKey("total_s", timing=True),
     ):
         assert key(name) in m, name
     assert m["detail/episodes"] == 234 and m["detail/ste/computed"] == 3

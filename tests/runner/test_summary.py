@@ -16,8 +16,10 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from owl_eval.evaluation import registry
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.protocols import get_protocol
+from owl_eval.runner.key_index import download_index
 from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -72,8 +74,10 @@ def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition,
     assert len(block) <= 15
     # every printed value is the logged value to 3 significant digits; every logged headline metric is printed
     table = _printed_table(proc.stdout)
-    logged = {k: v for k, v in run.data.metrics.items() if registry.is_headline("ond", k)}
+    index = download_index(client, run.info.run_id)
+    logged = {k: v for k, v in run.data.metrics.items() if index[k].headline_rank is not None}
     assert set(table) == set(logged) and len(table) >= 5
+    assert logged == {k: v for k, v in run.data.metrics.items() if k in get_protocol("ond").headline}
     for name, shown in table.items():
         assert float(shown) == pytest.approx(_rounded(logged[name]), rel=1e-12), name
     order = [get_protocol("ond").headline.index(name) for name in table]
@@ -99,10 +103,13 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
     )
     r = _only_run(client, experiment["name"])
     keys = set(r.data.metrics)
-    assert not [k for k in keys if registry.spec_for_key("ond", k) is None]
+    index = download_index(client, r.info.run_id)
+    assert keys <= set(index) and all(index[k].declared for k in index)
     for key in keys:
         plain = not key.startswith(("detail/", "baseline/", "time/"))
-        assert plain == registry.is_headline("ond", key), key
+        assert plain == (index[key].headline_rank is not None) == registry.is_headline("ond", index[key].key), key
+        series = {"detail/top1_batch", "detail/top3_batch", "baseline/top1_batch", "baseline/top3_batch"}
+        assert index[key].series == (key in series), key
         assert not re.search(r"_at_0\.\d", key) and "vs_threshold" not in key, key
         steps = {m.step for m in client.get_metric_history(r.info.run_id, key)}
         # only the per-batch accuracies are series; a threshold is never a step
@@ -118,7 +125,8 @@ def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, cli
     assert list(table["threshold"]) == sorted(table["threshold"]) and 0.5 in list(table["threshold"])
     at_half = table[table["threshold"] == 0.5]["value"].iloc[0]
     assert at_half == pytest.approx(r.data.metrics["m2_cdt_pct"], abs=1e-12)
-    assert registry.spec_for_key("ond", "threshold/m2_cdt_pct").name == "m2_cdt_pct"
+    assert index["threshold/m2_cdt_pct"].key.fields() == MetricKey("m2_cdt_pct", axis="threshold").fields()
+    assert index["threshold/m2_cdt_pct"].series and index["threshold/m2_cdt_pct"].direction == "maximize"
     # values fixed by construction (ndp precision/recall/F1 before the red light) are not logged, even as N/A tags
     assert not [t for t in r.data.tags if "unknown_score_precision_pre" in t]
     na = json.loads(Path(client.download_artifacts(r.info.run_id, "metrics_na.json", str(tmp_path))).read_text())
@@ -159,29 +167,33 @@ def test_python_api_prints_nothing(experiment, tmp_path, capsys):
 
 
 # -- keys and names, without a run -----------------------------------------------------------------------
-def test_logged_key_of_each_kind_and_the_way_back():
-    cases = {
-        "top1": "top1",
-        "top1_pre": "detail/top1_pre",
-        "baseline.top1": "baseline/top1",
-        "m5_opti_top1_n_excluded": "detail/m5_opti_top1_n_excluded",
-        "time/total_s": "time/total_s",
-        "top1_batch": "detail/top1_batch",
-        "fpr_at_95tpr": "detail/fpr_at_95tpr",
-    }
-    for name, key in cases.items():
-        assert registry.logged_key("ond", name) == key
-        assert registry.spec_for_key("ond", key) is registry.spec_for("ond", name) or name.startswith("time/")
-    assert registry.logged_key("trajectory", "min_ade_20_marginal") == "min_ade_20_marginal"
-    assert registry.logged_key("trajectory", "min_ade_7_marginal") == "min_ade_7_marginal"  # any K
-    assert registry.logged_key("trajectory", "min_ade_20_joint") == "detail/min_ade_20_joint"
-    assert registry.logged_key("continual", "task/3/accuracy") == "detail/task/3/accuracy"
-    assert registry.spec_for_key("continual", "detail/task/3/accuracy").name == "accuracy"
-    assert registry.logged_key("lifelong_rl", "task/a/saturation") == "detail/task/a/saturation"
-    assert registry.spec_for_key("lifelong_rl", "detail/task/a/saturation").name == "saturation"
-    assert registry.spec_for_key("ond", "detail/detail/top1") is None
-    assert registry.spec_for_key("ond", "detail/nonsense") is None
-    assert registry.threshold_table_name("baseline.unknown_score_f1_post") == "threshold/baseline/unknown_score_f1_post"
+def test_each_kind_of_key_has_an_index_entry_with_its_declaration():
+    from owl_eval.runner.key_index import LoggedKey, index_json, read_index
+    from owl_eval.runner.tracking import logged_key_entry, mlflow_key
+
+    cases = [  # (protocol, key, MLflow key, headline rank, series)
+        ("ond", MetricKey("top1"), "top1", 0, False),
+        ("ond", MetricKey("oscr"), "oscr", 10, False),
+        ("ond", MetricKey("top1_pre"), "detail/top1_pre", None, False),
+        ("ond", MetricKey("top1", agent="baseline"), "baseline/top1", None, False),
+        ("ond", MetricKey("top1", axis="batch"), "detail/top1_batch", None, True),
+        ("ond", MetricKey("total_s", timing=True), "time/total_s", None, False),
+        ("trajectory", MetricKey("min_ade_{k}_marginal", k=20), "min_ade_20_marginal", 2, False),
+        ("continual", MetricKey("accuracy", task=3), "detail/task/3/accuracy", None, True),
+        ("lifelong_rl", MetricKey("saturation", task="a"), "detail/task/a/saturation", None, False),
+    ]
+    entries: dict[str, LoggedKey] = {}
+    for protocol, key, logged, rank, series in cases:
+        entry = logged_key_entry(key, protocol, series=key.axis is not None)
+        spec = registry.spec_for(protocol, key)
+        assert mlflow_key(key, protocol) == logged
+        assert (entry.declared, entry.direction, entry.bounds) == (True, spec.direction, spec.bounds), key
+        assert (entry.headline_rank, entry.series) == (rank, series), key
+        entries[logged] = entry
+    again = read_index(json.loads(json.dumps(index_json("ond", entries))))
+    assert again == entries and all(again[k].key.fields() == e.key.fields() for k, e in entries.items())
+    undeclared = logged_key_entry(MetricKey("nonsense"), "ond", series=False)
+    assert (undeclared.declared, undeclared.direction, undeclared.headline_rank) == (False, "none", None)
 
 
 @pytest.mark.parametrize("protocol", ["continual", "lifelong_rl", "ond", "trajectory"])
@@ -189,7 +201,8 @@ def test_headline_is_five_to_ten_declared_metrics(protocol):
     names = get_protocol(protocol).headline
     assert 5 <= len(names) <= 11  # OND lists m3 and m4; a run reports one of them
     for name in names:
-        assert registry.spec_for(protocol, name.replace("{k}", "20")) is not None, name
+        key = MetricKey(name, k=20) if "{k}" in name else MetricKey(name)
+        assert registry.spec_for(protocol, key) is not None and registry.headline_rank(protocol, key) is not None, name
 
 
 def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, monkeypatch):
@@ -200,10 +213,11 @@ def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, mo
     exp = client.create_experiment(f"tables-{tmp_path.name}")
     run = TrackedRun(client, client.create_run(exp).info.run_id, protocol="ond")
     results = MetricResults()
-    results.set("m2_cdt_pct@0.3", 40.0)
-    results.set("m2_cdt_pct@0.5", 20.0)
-    results.na["m1_mean_fn_cdt@0.5"] = "no trial is correctly detected"
-    results.series["m2_cdt_pct_vs_threshold"] = Series(np.array([300, 500, 900]), np.array([40.0, 20.0, np.nan]))
+    results.set(MetricKey("m2_cdt_pct", threshold=0.3), 40.0)
+    results.set(MetricKey("m2_cdt_pct", threshold=0.5), 20.0)
+    results.na[MetricKey("m1_mean_fn_cdt", threshold=0.5)] = "no trial is correctly detected"
+    series = Series(np.array([300, 500, 900]), np.array([40.0, 20.0, np.nan]))
+    results.series[MetricKey("m2_cdt_pct", axis="threshold")] = series
     results.set("top1", 0.5)
     run.log_results(results)
     got = client.get_run(run.run_id).data
@@ -253,7 +267,10 @@ def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
     from owl_eval.runner.summary import sweep_summary
 
     def row(agent, metric, direction, mean, half):
-        return Row((("agent", agent),), metric, direction, 3, mean, 1.0, mean - half, mean + half, runs=3)
+        rank = 0 if metric == "top1" else None  # metric_keys.json's headline rank
+        return Row(
+            (("agent", agent),), metric, direction, 3, mean, 1.0, mean - half, mean + half, runs=3, headline=rank
+        )
 
     rows = [
         row("a", "detail/aupr_novel", "maximize", 0.99, 0.01),
@@ -293,18 +310,31 @@ def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client
     assert MlflowClient(shlex.split(proc.stdout.splitlines()[-1])[3]).get_run(run.info.run_id)
 
 
-def _stub_client(protocol: str, metrics: dict, tags: dict):
+def _stub_client(protocol: str, metrics: dict, tags: dict, tmp_path: Path):
+    """A client of one run whose metric_keys.json is what tracking writes for ``metrics`` and the N/A ``tags``."""
     from types import SimpleNamespace as NS
+
+    from owl_eval.runner.key_index import index_json
+    from owl_eval.runner.tracking import logged_key_entry
 
     run = NS(
         info=NS(experiment_id="7", status="FINISHED", run_name="q-seed0"),
         data=NS(metrics=metrics, tags={"protocol": protocol, **tags}),
     )
-    return NS(get_run=lambda run_id: run, get_experiment=lambda eid: NS(name="rl"))
+    names = [*metrics, *(t[len("na.") :] for t in tags)]
+    index = index_json(protocol, {n: logged_key_entry(MetricKey(n), protocol, series=False) for n in names})
+    (tmp_path / "metric_keys.json").write_text(json.dumps(index))
+
+    def download_artifacts(run_id, path, dst):
+        return str(tmp_path / path)
+
+    return NS(
+        get_run=lambda run_id: run, get_experiment=lambda eid: NS(name="rl"), download_artifacts=download_artifacts
+    )
 
 
 @pytest.mark.parametrize("columns", [60, 100, 160])
-def test_a_long_na_reason_is_wrapped_whole_under_the_value_column(columns):
+def test_a_long_na_reason_is_wrapped_whole_under_the_value_column(columns, tmp_path):
     from owl_eval.runner.summary import run_summary
 
     reason = (
@@ -313,7 +343,7 @@ def test_a_long_na_reason_is_wrapped_whole_under_the_value_column(columns):
         "run/l2log/worker-default/12-train/data-log.tsv"
     )
     text = run_summary(
-        _stub_client("lifelong_rl", {"ste_rel_perf": 1.8549}, {"na.perf_recovery": reason}),
+        _stub_client("lifelong_rl", {"ste_rel_perf": 1.8549}, {"na.perf_recovery": reason}, tmp_path),
         "abc",
         "sqlite:////s/mlflow.db",
         columns=columns,

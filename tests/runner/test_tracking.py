@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from owl_eval.evaluation.registry import metric_key
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten, metric_key, mlflow_key
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
@@ -60,7 +60,7 @@ def test_na_values_are_tags_with_reasons(experiment, client):
     with TrackedRun.start(settings, run_name="na") as run:
         results = MetricResults()
         results.set("m1", float("nan"))
-        results.set("m2@0.3", 4.0)
+        results.set(MetricKey("m2", threshold=0.3), 4.0)
         run.log_results(results)
     data = client.get_run(run.run_id).data
     assert "m1" not in data.metrics and "undefined" in data.tags["na.m1"]
@@ -68,6 +68,62 @@ def test_na_values_are_tags_with_reasons(experiment, client):
     assert "m2_at_0.3" not in data.metrics
     with open(client.download_artifacts(run.run_id, "threshold/m2.json")) as f:
         assert json.load(f)["data"] == [[0.3, 4.0, ""]]
+
+
+# (protocol, key, the MLflow key written by hand): stored runs and resumed sweeps depend on every one of these
+MLFLOW_KEYS = [
+    ("ond", MetricKey("top1"), "top1"),
+    ("ond", MetricKey("m2_cdt_pct"), "m2_cdt_pct"),
+    ("ond", MetricKey("top1_pre"), "detail/top1_pre"),
+    ("ond", MetricKey("fpr_at_95tpr"), "detail/fpr_at_95tpr"),
+    ("ond", MetricKey("m5_opti_top1_n_excluded"), "detail/m5_opti_top1_n_excluded"),
+    ("ond", MetricKey("top1", agent="baseline"), "baseline/top1"),
+    ("ond", MetricKey("fpr_at_95tpr", agent="baseline"), "baseline/fpr_at_95tpr"),
+    ("ond", MetricKey("top1", axis="batch"), "detail/top1_batch"),
+    ("ond", MetricKey("top1", agent="baseline", axis="batch"), "baseline/top1_batch"),
+    ("ond", MetricKey("m2_cdt_pct", threshold=0.3), "threshold/m2_cdt_pct"),
+    ("ond", MetricKey("m2_cdt_pct", axis="threshold"), "threshold/m2_cdt_pct"),
+    (
+        "ond",
+        MetricKey("unknown_score_f1_post", agent="baseline", threshold=0.5),
+        "threshold/baseline/unknown_score_f1_post",
+    ),
+    ("ond", MetricKey("m21_fp_pct", agent="baseline", axis="threshold"), "threshold/baseline/m21_fp_pct"),
+    ("ond", MetricKey("total_s", timing=True), "time/total_s"),
+    ("continual", MetricKey("forgetting"), "forgetting"),
+    ("continual", MetricKey("forgetting_avalanche"), "detail/forgetting_avalanche"),
+    ("continual", MetricKey("forgetting", axis="task"), "detail/by_task/forgetting"),
+    ("continual", MetricKey("accuracy", task=3), "detail/task/3/accuracy"),
+    ("continual", MetricKey("tasks_completed"), "detail/tasks_completed"),
+    ("lifelong_rl", MetricKey("perf_recovery"), "perf_recovery"),
+    ("lifelong_rl", MetricKey("saturation", task="cartpole_default"), "detail/task/cartpole_default/saturation"),
+    ("lifelong_rl", MetricKey("saturation", task="frozen lake@v1"), "detail/task/frozen lake_at_v1/saturation"),
+    ("lifelong_rl", MetricKey("ste/reused"), "detail/ste/reused"),
+    ("lifelong_rl", MetricKey("syllabus_s", timing=True), "time/syllabus_s"),
+    ("lifelong_rl", MetricKey("reward"), "detail/reward"),
+    ("trajectory", MetricKey("min_ade_{k}_marginal", k=20), "min_ade_20_marginal"),
+    ("trajectory", MetricKey("min_ade_{k}_marginal", k=7), "min_ade_7_marginal"),  # any K of a headline template
+    ("trajectory", MetricKey("min_ade_{k}_joint", k=20), "detail/min_ade_20_joint"),
+    ("trajectory", MetricKey("displacement_by_step_marginal"), "detail/displacement_by_step_marginal"),
+    ("trajectory", MetricKey("num_scenes"), "detail/num_scenes"),
+    # no protocol (or one not installed): the reported name, in MLflow's characters
+    (None, MetricKey("top1", agent="baseline"), "baseline.top1"),
+    (None, MetricKey("acc"), "acc"),
+    (None, MetricKey("m2", threshold=0.3), "threshold/m2"),
+    ("no_such_protocol", MetricKey("saturation", task="a@b"), "task/a_at_b/saturation"),
+]
+
+
+@pytest.mark.parametrize("protocol, key, expected", MLFLOW_KEYS, ids=[e for _, _, e in MLFLOW_KEYS])
+def test_mlflow_key_of_every_form(protocol, key, expected):
+    assert mlflow_key(key, protocol) == expected
+
+
+def test_a_series_beside_its_scalar_is_logged_by_step():
+    assert mlflow_key(MetricKey("top1"), "ond", beside_scalar=True) == "detail/top1_by_step"
+    assert mlflow_key(MetricKey("forgetting"), "continual", beside_scalar=True) == "detail/forgetting_by_step"
+    assert mlflow_key(MetricKey("x", agent="baseline"), "ond", beside_scalar=True) == "baseline/x_by_step"
+    assert mlflow_key(MetricKey("acc"), None, beside_scalar=True) == "acc_by_step"
 
 
 def test_metric_keys_and_flattening():

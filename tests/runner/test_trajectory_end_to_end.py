@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from owl_eval.evaluation import evaluation_for
-from owl_eval.evaluation.registry import logged_key
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.runner.app import run
+from owl_eval.runner.tracking import mlflow_key
 
 TABLE = [
     "ade_marginal",
@@ -95,7 +96,7 @@ def _assert_no_na_kde_metric(r):
     """The showcase is complete: 100 predictions > 24 marginal and 72 joint dimensions (3 agents at most)."""
     assert [t for t in r.data.tags if t.startswith("na.")] == []
     for name in KDE_METRICS:
-        assert np.isfinite(r.data.metrics[logged_key("trajectory", name)]), name
+        assert np.isfinite(r.data.metrics[mlflow_key(MetricKey(name), "trajectory")]), name
     assert r.data.metrics["detail/kde_nll_na_count"] == 0
 
 

@@ -12,6 +12,7 @@ resolves to this declaration.
 from __future__ import annotations
 
 from owl_eval.metrics.declare import MetricSet
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricSpec
 
 __all__ = ["COVERAGE_TEMPLATE", "DEFAULT_COVERAGES", "SELECTIVE", "SERIES", "coverage_name", "coverage_spec"]
@@ -28,9 +29,9 @@ def coverage_percent(coverage: float) -> int:
     return int(round(coverage * 100))
 
 
-def coverage_name(coverage: float) -> str:
-    """The reported name of the selective risk at ``coverage``: ``risk_at_80_coverage``."""
-    return COVERAGE_TEMPLATE.format(k=coverage_percent(coverage))
+def coverage_name(coverage: float) -> MetricKey:
+    """The key of the selective risk at ``coverage``, reported as ``risk_at_80_coverage``."""
+    return MetricKey(COVERAGE_TEMPLATE, k=coverage_percent(coverage))
 
 
 def coverage_spec(name: str = COVERAGE_TEMPLATE) -> MetricSpec:

@@ -27,7 +27,8 @@ if not any(e.name == "selective" for e in entry_points(group="owl_eval.protocols
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from owl_eval.errors import ConfigError  # noqa: E402
-from owl_eval.evaluation.registry import is_headline, logged_key, spec_for  # noqa: E402
+from owl_eval.evaluation.registry import is_headline, spec_for  # noqa: E402
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.validation import MetricInputError  # noqa: E402
 from owl_eval.protocols import all_protocols  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
@@ -188,11 +189,17 @@ def test_installed_protocol_is_found_with_its_parts():
     assert p.options_class()().coverages == [0.8, 0.9, 0.95]
     assert (Path(p.config) / "experiment" / "selective_digits.yaml").is_file()
     # every headline name is declared and logged under its plain key; the curve is a detail series
-    for name in HEADLINE + ["risk_at_99_coverage"]:
-        assert spec_for("selective", name) is not None and is_headline("selective", name), name
-        assert logged_key("selective", name) == name
-    assert logged_key("selective", "risk_coverage") == "detail/risk_coverage"
-    assert spec_for("selective", "risk_at_coverage") is None
+    from owl_eval.runner.tracking import mlflow_key
+    from owl_eval_selective.specs import coverage_name
+
+    keys = [MetricKey("aurc"), MetricKey("excess_aurc"), *map(coverage_name, (0.8, 0.9, 0.95)), MetricKey("accuracy")]
+    assert keys == HEADLINE
+    for key in [*keys, coverage_name(0.99)]:
+        assert spec_for("selective", key) is not None and is_headline("selective", key), key
+        assert mlflow_key(key, "selective") == key
+    assert coverage_name(0.99).fields() == MetricKey("risk_at_{k}_coverage", k=99).fields()
+    assert mlflow_key(MetricKey("risk_coverage"), "selective") == "detail/risk_coverage"
+    assert spec_for("selective", MetricKey("risk_at_coverage")) is None
 
 
 def test_run_finishes_prints_the_headline_and_logs_the_loop_values(digits_run):

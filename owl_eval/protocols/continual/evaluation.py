@@ -13,15 +13,16 @@ the tag ``task_series`` (:meth:`ContinualEvaluation.run_tags`) names the tasks t
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
-from owl_eval.evaluation.registry import logged_key
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricResults, Series
 from owl_eval.protocols.continual.metrics import SPECS, continual_metrics
 from owl_eval.protocols.continual.options import MAX_TASK_SERIES, ContinualMetricOptions, task_series_tasks
 
-SERIES_PREFIX = "by_task/"
 TASK_SERIES_TAG = "task_series"
 CURVE_TASKS = 10  # the task accuracy figure draws at most this many tasks (one tab10 colour each), evenly spread
 TAG_LISTS_TASKS = 100  # the tag lists the tasks with a series up to this many, else gives the rule
@@ -54,7 +55,14 @@ class ContinualEvaluation(Evaluation[ContinualMetricOptions]):
 
         return continual_figures(scored.figure_data, scored.results)
 
-    def run_tags(self, record, options: ContinualMetricOptions, *, record_logged: bool = True) -> dict[str, str]:
+    def run_tags(
+        self,
+        record,
+        options: ContinualMetricOptions,
+        *,
+        record_logged: bool = True,
+        logged_as: Callable[[MetricKey], str] = str,
+    ) -> dict[str, str]:
         """``task_series`` when ``metrics.max_task_series`` left tasks without a ``task/<i>/accuracy`` series:
         which have one, and where every task's accuracy is."""
         T = record.num_tasks
@@ -66,7 +74,7 @@ class ContinualEvaluation(Evaluation[ContinualMetricOptions]):
             if len(shown) <= TAG_LISTS_TASKS
             else f"tasks floor(m * {T - 1} / {len(shown) - 1} + 0.5) for m = 0..{len(shown) - 1}"
         )
-        key = logged_key(self.name, "task/0/accuracy").replace("/0/", "/<i>/")  # detail/task/<i>/accuracy
+        key = logged_as(MetricKey("accuracy", task=0)).replace("/0/", "/<i>/")  # detail/task/<i>/accuracy
         where = (
             "record/continual_record.npz, array 'accuracy' (row j: after learning task j)"
             if record_logged
@@ -98,8 +106,8 @@ def score_continual(record, *, max_task_series: int | None = None) -> MetricResu
     )
     out.update(MetricResults(values=metrics.values, na=metrics.na))
     for name, series in metrics.series.items():
-        out.series[SERIES_PREFIX + name] = series
+        out.series[name.with_fields(axis="task")] = series  # by_task/<name>
     steps = np.arange(k)
     for i in task_series_tasks(record.num_tasks, max_task_series).tolist():
-        out.series[f"task/{i}/accuracy"] = Series(steps, A[:k, i])
+        out.series[MetricKey("accuracy", task=i)] = Series(steps, A[:k, i])
     return out

@@ -14,6 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 
 SERIES_SHOWN = ("average_accuracy", "forgetting", "backward_transfer", "forward_transfer")
@@ -93,10 +94,10 @@ def task_accuracy_curves(accuracy: np.ndarray, init_accuracy: np.ndarray, task_c
     return fig
 
 
-def metric_series(results: MetricResults, prefix: str = "by_task/"):
+def metric_series(results: MetricResults):
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for name in SERIES_SHOWN:
-        s = results.series.get(prefix + name)
+        s = results.series.get(MetricKey(name, axis="task"))  # by_task/<name>
         if s is not None:
             ax.plot(s.steps, s.values, marker="o" if len(s.steps) <= ANNOTATED_TASKS else None, ms=3, label=name)
     ax.axhline(0.0, color="gray", lw=0.5)

@@ -1,6 +1,5 @@
 """The continual-learning protocol's descriptor: a task sequence and its accuracy matrix (METRICS.md section 2)."""
 
-import re
 from pathlib import Path
 
 from owl_eval.metrics.results import MetricSpec, count_spec
@@ -28,7 +27,6 @@ PROTOCOL = Protocol(
             series=True,
         ),
     ),
-    key_prefixes=("by_task/", re.compile(r"^task/[^/]+/")),
-    series_prefixes=("by_task/",),
+    key_qualifiers=("by_task", "task"),
     record_files={"continual_record.npz": "owl_eval.protocols.continual.sources.saved:read_saved"},
 )

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.lifelong_rl.metrics import evaluate_log, results_from_evaluated
 from owl_eval.protocols.lifelong_rl.metrics.smoothing import smooth
@@ -54,7 +55,7 @@ def finish(results: MetricResults, record) -> MetricResults:
     for s, n in counts.items():
         results.set(f"ste/{s}", n)
     for k, v in record.timings.items():
-        results.set(f"time/{k}", v)
+        results.set(MetricKey(k, timing=True), v)
     results.set("episodes", len(record.log))
     return results
 

@@ -1,7 +1,6 @@
 """The lifelong-RL protocol's descriptor: syllabi of learning and evaluation blocks, l2metrics' lifetime
 metrics (METRICS.md section 4)."""
 
-import re
 from pathlib import Path
 
 from owl_eval.metrics.results import MetricSpec, count_spec
@@ -45,7 +44,7 @@ PROTOCOL = Protocol(
             series=True,
         ),
     ),
-    key_prefixes=(re.compile(r"^task/[^/]+/"),),
+    key_qualifiers=("task",),
     record_files={
         "rl_record.json": "owl_eval.protocols.lifelong_rl.sources.saved:read_saved",
         "": "owl_eval.protocols.lifelong_rl.sources.saved:read_log_directory",

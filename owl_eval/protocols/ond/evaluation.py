@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.evaluation.base import Evaluation, Scored
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.ond.metrics import (
     DETECTION_THRESHOLD_GRID,
@@ -44,7 +45,7 @@ class OndEvaluation(Evaluation[OndMetricOptions]):
         }
         for label, trials, key in (
             ("agent", record.trials, "auroc_novel"),
-            ("baseline", record.baseline_trials, "baseline.auroc_novel"),
+            ("baseline", record.baseline_trials, MetricKey("auroc_novel", agent="baseline")),
         ):
             points = roc_points(trials) if trials else None
             if points is not None:
@@ -63,14 +64,14 @@ def score_ond(record, options: OndMetricOptions) -> MetricResults:
     if record.baseline_trials:
         base = program_metrics(record.baseline_trials, None, condition=record.condition, **settings)
         versus = versus_baseline()  # a metric against the baseline, of the baseline itself: meaningless
-        own = lambda name: name.partition("@")[0] not in versus  # noqa: E731
+        own = lambda key: key.name not in versus  # noqa: E731
         results.update(
             MetricResults(
                 values={k: v for k, v in base.values.items() if own(k)},
                 series=base.series,
                 na={k: v for k, v in base.na.items() if own(k)},
             ),
-            prefix="baseline.",
+            agent="baseline",
         )
     return results
 

@@ -10,6 +10,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 
 
@@ -34,7 +35,10 @@ def detection_timeline(timeline: list[dict], *, threshold: float):
 
 def top1_per_batch(results: MetricResults):
     fig, ax = plt.subplots(figsize=(7, 3.5))
-    for key, label in (("top1_batch", "agent"), ("baseline.top1_batch", "baseline")):
+    for key, label in (
+        (MetricKey("top1", axis="batch"), "agent"),
+        (MetricKey("top1", agent="baseline", axis="batch"), "baseline"),
+    ):
         if key in results.series:
             s = results.series[key]
             ax.plot(s.steps, s.values, marker="o", ms=3, label=label)

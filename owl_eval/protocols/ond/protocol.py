@@ -26,7 +26,6 @@ PROTOCOL = Protocol(
         "oscr",
     ),
     config=str(Path(__file__).parent / "conf"),
-    key_prefixes=("baseline.",),
-    series_suffixes=("_batch", "_vs_threshold"),
+    key_qualifiers=("baseline", "batch", "vs_threshold"),
     record_files={"ond_record.npz": "owl_eval.protocols.ond.sources.saved:read_saved"},
 )

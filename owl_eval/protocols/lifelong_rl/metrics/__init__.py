@@ -19,6 +19,7 @@ import math
 
 import numpy as np
 
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec, Series
 from owl_eval.metrics.validation import MetricInputError, check_option
 from owl_eval.protocols.lifelong_rl.metrics.blocks import (
@@ -328,7 +329,7 @@ def results_from_evaluated(res: dict) -> MetricResults:
     for task, metrics in res["tasks"].items():
         for k, v in metrics.items():
             if isinstance(v, (int, float, NA)) and not isinstance(v, bool):
-                out.set(f"task/{task}/{k}", v)
+                out.set(MetricKey(k, task=task), v)
     for k, s in res.get("series", {}).items():
         out.series[k] = s
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, Series
 from owl_eval.protocols.ond.metrics.declared import OND
 from owl_eval.protocols.ond.metrics.flat import FlatTrials, mean_over
@@ -20,17 +21,19 @@ _WHERE = {"": "the whole trial", "_pre": "samples before the red light", "_post"
     ),
     needs=("flat",),
 )
-def _top_k(flat: FlatTrials) -> dict[str, float | NA | Series]:
+def _top_k(flat: FlatTrials) -> dict[MetricKey, float | NA | Series]:
     """``top{k}{,_pre,_post}``: per trial, the share of samples whose true class is among the k highest scores
     (ties toward the lower column; sail-on-client ``topk_accuracy`` and ``m_acc``, with pre-novelty
     ``[:red_light]``), averaged over the trials that have the segment; and ``top{k}_batch``, the series of
-    :func:`batch_accuracy` (a series of ``top{k}`` by the descriptor's ``_batch`` suffix)."""
-    out: dict[str, float | NA | Series] = {}
+    :func:`batch_accuracy` (the key ``top{k}`` with ``axis="batch"``)."""
+    out: dict[MetricKey, float | NA | Series] = {}
     for k in TOP_K:
         for suffix, (lo, hi) in flat.segments().items():
             accuracy = flat.topk_accuracy(k, lo, hi)
-            out[f"top{k}{suffix}"] = mean_over(accuracy, hi > lo, f"no trial has {suffix[1:]}-novelty samples")
-        out[f"top{k}_batch"] = batch_accuracy(flat, flat.rank < k)
+            out[MetricKey(f"top{k}{suffix}")] = mean_over(
+                accuracy, hi > lo, f"no trial has {suffix[1:]}-novelty samples"
+            )
+        out[MetricKey(f"top{k}", axis="batch")] = batch_accuracy(flat, flat.rank < k)
     return out
 
 

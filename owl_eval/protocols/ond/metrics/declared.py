@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from owl_eval.metrics.declare import Declared, MetricSet
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricSpec
 from owl_eval.protocols.ond.metrics.trial import DETECTION_THRESHOLD_GRID
 
@@ -53,7 +54,9 @@ def _per_threshold(entries: Iterable[Declared]) -> list[MetricSpec]:
     """``name@t`` for every threshold-grid metric and every threshold t of the grid."""
     grid = [entry for entry in entries if THRESHOLD_GRID in entry.tags]
     return [
-        dataclasses.replace(spec, name=f"{spec.name}@{t:g}", description=f"{spec.description}; at threshold {t:g}")
+        dataclasses.replace(
+            spec, name=MetricKey(spec.name, threshold=float(t)), description=f"{spec.description}; at threshold {t:g}"
+        )
         for t in DETECTION_THRESHOLD_GRID
         for entry in grid
         for spec in entry.specs

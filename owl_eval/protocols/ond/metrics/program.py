@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.metrics.validation import MetricInputError, check_option
 from owl_eval.protocols.ond.metrics.accuracy import TOP_K
@@ -19,8 +20,8 @@ from owl_eval.protocols.ond.metrics.trial import CONDITIONS, DETECTION_THRESHOLD
 
 #: per-step series reported by :func:`program_metrics` (name -> what a step is)
 SERIES = {
-    **{f"top{k}_batch": "mini-batch index" for k in TOP_K},
-    **{f"{name}_vs_threshold": "threshold x 1000" for name in DETECTION_METRIC_NAMES},
+    **{MetricKey(f"top{k}", axis="batch"): "mini-batch index" for k in TOP_K},
+    **{MetricKey(name, axis="threshold"): "threshold x 1000" for name in DETECTION_METRIC_NAMES},
 }
 
 
@@ -88,10 +89,10 @@ def program_metrics(
         for t, row in zip(grid, rows):
             for _, values, _ in row:
                 for name, value in values.items():
-                    results.set(f"{name}@{t:g}", value)  # an N/A keeps its reason
+                    results.set(MetricKey(name, threshold=float(t)), value)  # an N/A keeps its reason
         steps = np.round(grid * 1000).astype(np.int64)
         for name, table in vs_threshold(rows).items():
-            results.series[f"{name}_vs_threshold"] = Series(steps, table)  # NaN where N/A
+            results.series[MetricKey(name, axis="threshold")] = Series(steps, table)  # NaN where N/A
     return results
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from owl_eval.metrics.declare import Declared
+from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricResults, MetricSpec
 from owl_eval.metrics.validation import MetricInputError, check_option
 from owl_eval.protocols.trajectory.metrics.context import (
@@ -211,15 +212,15 @@ def specs_for(k_values: Iterable[int] = (20, 50)) -> list[MetricSpec]:
 
 def _plan(k_values, n_p, rng, kde):
     """Entries to compute with their concrete names and K-subsets (drawn once, in registry order)."""
-    plan: list[tuple[str, Declared, np.ndarray | None]] = []
+    plan: list[tuple[MetricKey, Declared, np.ndarray | None]] = []
     for e in table_entries():
         if KDE in e.tags and not kde:
             continue
         if e.extra["per_k"]:
             for k in k_values:
-                plan.append((e.spec.name.format(k=k), e, draw_subset(n_p, int(k), rng)))
+                plan.append((MetricKey(e.spec.name, k=int(k)), e, draw_subset(n_p, int(k), rng)))
         else:
-            plan.append((e.spec.name, e, None))
+            plan.append((MetricKey(e.spec.name), e, None))
     return plan
 
 
@@ -227,9 +228,9 @@ NEEDS_PREDICTION_DENSITIES = ("ml_", "kde_ece", "brier")  # metrics that rank pr
 
 
 def _accumulate(chunks, plan, opts, ctx_kwargs):
-    totals: dict[str, np.ndarray] = {}
+    totals: dict[MetricKey, np.ndarray] = {}
     # The NLL alone needs the truth's density; with ECE/ML/Brier the full KDE is computed once and shared.
-    full_kde = any(name.startswith(NEEDS_PREDICTION_DENSITIES) for name, _, _ in plan)
+    full_kde = any(entry.spec.name.startswith(NEEDS_PREDICTION_DENSITIES) for _, entry, _ in plan)
     for true, pred, mask, log_probs, joint_log_probs in chunks:
         ctx = TrajContext(
             true, pred, mask, log_probs=log_probs, joint_log_probs=joint_log_probs, full_kde=full_kde, **ctx_kwargs
