@@ -308,20 +308,19 @@ def _check_added_metric(namespace: dict, store: Path) -> None:
     is 0.9, 0.8, so the mean after update 0 is 0.9 and after update 1 is 0.85. The block registered the metric
     for the whole process: it is removed here, and the registry's cached declarations with it."""
     from owl_eval.evaluation import registry
+    from owl_eval.metrics.keys import MetricKey
     from owl_eval.protocols.continual.metrics import CONTINUAL
-
-    def forget_declarations():
-        registry.forget()
 
     try:
         results = namespace["results"]
         assert results["learning_accuracy"] == pytest.approx(0.85, abs=1e-12)
         np.testing.assert_allclose(results.series["learning_accuracy"].values, [0.9, 0.85], atol=1e-12)
-        forget_declarations()
-        assert registry.spec_for("continual", "by_task/learning_accuracy").direction == "maximize"
+        registry.forget()
+        by_task = MetricKey("learning_accuracy", axis="task")
+        assert registry.spec_for("continual", by_task).direction == "maximize"
     finally:
         CONTINUAL.remove(namespace["_learning_accuracy_series"])
-        forget_declarations()
+        registry.forget()
     assert registry.spec_for("continual", "learning_accuracy") is None
 
 
