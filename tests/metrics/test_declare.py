@@ -1,7 +1,7 @@
 """A metric is added in one file (owl_eval.metrics.declare): one decorated function, computed by the protocol's
 scoring and declared to the registry, with nothing else to edit.
 
-tests/fixtures/added_metrics.py adds two OND metrics and two continual metrics; :func:`added_metrics` registers
+tests/fixtures/added_metrics.py adds two OND metrics, two continual metrics and one lifelong-RL metric; :func:`added_metrics` registers
 them for one test only. Expected values are counted by hand in the comments. The second part checks the
 mechanism itself (order, N/A rules, families, the live ``SPECS``) on a set of its own.
 """
@@ -17,17 +17,24 @@ import numpy as np
 import pytest
 
 from owl_eval.evaluation import evaluation_for, registry
+from owl_eval.formats.l2logger import EpisodeLog
 from owl_eval.metrics.declare import MetricSet, NAIf
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import NA, MetricSpec
 from owl_eval.protocols.continual.metrics import CONTINUAL, continual_metrics
 from owl_eval.protocols.continual.record import ContinualRecord
+from owl_eval.protocols.lifelong_rl.metrics import LIFELONG_RL, evaluate_log
+from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.protocols.ond.metrics import OND, SPECS, OndTrial, program_metrics
 from owl_eval.protocols.ond.record import OndRecord
 from owl_eval.runner.tracking import mlflow_key
 
 ADDED = "tests.fixtures.added_metrics"
-ADDED_NAMES = {"ond": ("mean_unknown_score", "top1_gain"), "continual": ("learning_accuracy", "learning_gain")}
+ADDED_NAMES = {
+    "ond": ("mean_unknown_score", "top1_gain"),
+    "continual": ("learning_accuracy", "learning_gain"),
+    "lifelong_rl": ("final_eval_perf",),
+}
 
 
 def _forget_declarations() -> None:
@@ -42,7 +49,7 @@ def added_metrics():
     _forget_declarations()
     sys.modules.pop(ADDED, None)
     try:
-        with OND.scoped(), CONTINUAL.scoped():
+        with OND.scoped(), CONTINUAL.scoped(), LIFELONG_RL.scoped():
             yield importlib.import_module(ADDED)
     finally:
         sys.modules.pop(ADDED, None)
@@ -160,17 +167,74 @@ def test_an_added_continual_metric_is_declared(added):
     assert mlflow_key(MetricKey("learning_gain"), "continual") == "detail/learning_gain"
 
 
+# ---- a lifelong-RL log of 3 tasks (block, type, task, rewards) ---------------------------------------------
+RL_BLOCKS = [
+    ("train", "a_x", [1.0, 2.0, 3.0]),
+    ("test", "a_x", [4.0, 6.0]),
+    ("train", "b_y", [2.0, 2.0]),
+    ("test", "a_x", [7.0, 9.0]),
+    ("test", "c_z", [3.0, 5.0]),  # c_z is evaluated, never trained
+]
+# final_eval_perf, without normalisation: a_x's last evaluation (7 + 9) / 2 = 8, c_z's (3 + 5) / 2 = 4, b_y none
+# -> lifetime mean over the two tasks that have one: 6
+FINAL_EVAL = {"a_x": 8.0, "c_z": 4.0}
+
+
+def rl_log() -> EpisodeLog:
+    lengths = [len(rewards) for _, _, rewards in RL_BLOCKS]
+    return EpisodeLog.from_columns(
+        block_num=np.repeat(np.arange(len(RL_BLOCKS)), lengths),
+        block_type=np.repeat(np.array([b[0] for b in RL_BLOCKS], dtype=object), lengths),
+        task_name=np.repeat(np.array([b[1] for b in RL_BLOCKS], dtype=object), lengths),
+        reward=np.concatenate([b[2] for b in RL_BLOCKS]),
+    )
+
+
+def test_an_added_lifelong_rl_metric_is_computed_per_task_by_the_scoring(added):
+    evaluation = evaluation_for("lifelong_rl")
+    results = evaluation.score(RLRecord(log=rl_log()), evaluation.options({"normalization": "none"}), figures=False)
+    results = results.results
+    for task, value in FINAL_EVAL.items():
+        assert results[MetricKey("final_eval_perf", task=task)] == pytest.approx(value, abs=1e-12)
+    # the rule's {task} is the task's name
+    assert results.na["task/b_y/final_eval_perf"] == "task b_y has no evaluation block"
+    assert results["final_eval_perf"] == pytest.approx(6.0, abs=1e-12)
+    # after the built-in metrics, in a task's values (after the transfer values) and in the lifetime values
+    evaluated = evaluate_log(rl_log(), normalization="none")
+    assert list(evaluated["tasks"]["a_x"])[-2:] == ["backward_transfer_contrast", "final_eval_perf"]
+    assert list(evaluated["lifetime"])[-2:] == ["time_to_learn", "final_eval_perf"]
+    # lifetime aggregation as the built-in metrics: the median over tasks with aggregation=median; every task N/A
+    # gives the first task's reason
+    assert evaluate_log(rl_log(), normalization="none", aggregation="median")["lifetime"]["final_eval_perf"] == 6.0
+    trained_only = EpisodeLog.from_columns(
+        block_num=np.array([0, 0]), block_type="train", task_name="a_x", reward=np.array([1.0, 2.0])
+    )
+    assert evaluate_log(trained_only)["lifetime"]["final_eval_perf"] == NA("task a_x has no evaluation block")
+
+
+def test_an_added_lifelong_rl_metric_is_declared(added):
+    spec = registry.spec_for("lifelong_rl", "final_eval_perf")
+    assert spec.direction == "maximize" and spec.protocol == "lifelong_rl"
+    per_task = MetricKey("final_eval_perf", task="a_x")
+    assert registry.spec_for("lifelong_rl", per_task).name == "final_eval_perf"
+    assert mlflow_key(MetricKey("final_eval_perf"), "lifelong_rl") == "detail/final_eval_perf"
+    assert evaluation_for("lifelong_rl").options({"names": ["final_eval_perf"]}).names == ["final_eval_perf"]
+
+
 def test_registration_ends_with_its_scope():
     declared_before = [s.name for s in SPECS]
     with added_metrics():
         assert registry.spec_for("ond", "top1_gain") is not None
         assert "learning_accuracy" in continual_metrics(A)
+        assert "final_eval_perf" in evaluate_log(rl_log())["lifetime"]
     for protocol, names in ADDED_NAMES.items():
         for name in names:
             assert registry.spec_for(protocol, name) is None, name
     assert [s.name for s in SPECS] == declared_before
     assert "top1_gain" not in program_metrics(ond_trials(True), ond_trials(False))
     assert "learning_accuracy" not in continual_metrics(A)
+    evaluated = evaluate_log(rl_log())
+    assert "final_eval_perf" not in evaluated["lifetime"] and "final_eval_perf" not in evaluated["tasks"]["a_x"]
     assert ADDED not in sys.modules
 
 
