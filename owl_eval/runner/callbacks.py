@@ -164,26 +164,18 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
 def print_sweep_end(
     settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path, vrows=()
 ) -> Path | None:
-    """Write the comparison (Markdown and CSV) and the verdicts (CSV, LaTeX) into the sweep directory and print
+    """Write the comparison (Markdown and CSV) and the verdicts (CSV, JSON, LaTeX) into the sweep directory and print
     its path, the best groups, the verdict lines and how to open the sweep's parent run. Returns the Markdown
     file, or None when no job finished."""
-    from owl_eval.plots.compare import to_csv, to_markdown
+    from owl_eval.runner.compare import write_files
     from owl_eval.runner.summary import sweep_summary
 
     uri = settings.resolved_uri(launch_dir)
     if not rows:
         print(f"no finished job to compare; sweep run: {run_id}", flush=True)
         return None
-    sweep_dir.mkdir(parents=True, exist_ok=True)
+    write_files(sweep_dir, rows, vrows)
     table = sweep_dir / "comparison.md"
-    table.write_text(to_markdown(rows))
-    (sweep_dir / "comparison.csv").write_text(to_csv(rows))
-    if vrows:
-        from owl_eval.verdict import to_csv as verdict_csv
-        from owl_eval.verdict import to_latex
-
-        (sweep_dir / "verdict.csv").write_text(verdict_csv(vrows))
-        (sweep_dir / "verdict.tex").write_text(to_latex(list(vrows)))
     experiment_id = make_client(uri).get_run(run_id).info.experiment_id
     print(sweep_summary(rows, table, uri, experiment_id, run_id, vrows), flush=True)
     return table

@@ -297,25 +297,33 @@ def main(argv: Sequence[str] | None = None) -> list[Row]:
     return rows
 
 
-def _write_verdicts(folder: Path, rows: Sequence[Row], vrows: Sequence) -> None:
-    """``--out DIR``: the comparison (CSV, Markdown) and the verdicts (CSV, JSON, LaTeX) as files."""
+def write_files(folder: Path, rows: Sequence[Row], vrows: Sequence = ()) -> list[str]:
+    """The comparison (``comparison.csv``, ``comparison.md``) and the verdicts (``verdict.csv``, ``verdict.json``,
+    ``verdict.tex``; none without verdicts) written into ``folder``, made if needed; returns the file names.
+    ``owl-eval-compare --out`` and the end of a sweep (into its sweep directory) both write these."""
     from owl_eval.verdict import to_csv as verdict_csv
     from owl_eval.verdict import to_json, to_latex
 
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"comparison.csv": to_csv(rows), "comparison.md": to_markdown(rows)}
+    if vrows:
+        files |= {
+            "verdict.csv": verdict_csv(vrows),
+            "verdict.json": to_json(vrows),
+            "verdict.tex": to_latex(list(vrows)),
+        }
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return list(files)
+
+
+def _write_verdicts(folder: Path, rows: Sequence[Row], vrows: Sequence) -> None:
+    """``--out DIR``: :func:`write_files`, then what was written."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "comparison.csv").write_text(to_csv(rows))
-        (folder / "comparison.md").write_text(to_markdown(rows))
-        if vrows:
-            (folder / "verdict.csv").write_text(verdict_csv(vrows))
-            (folder / "verdict.json").write_text(to_json(vrows))
-            (folder / "verdict.tex").write_text(to_latex(list(vrows)))
+        names = write_files(folder, rows, vrows)
     except OSError as exc:
         raise ConfigError(f"--out: cannot write into {str(folder)!r} ({exc.strerror})") from None
-    print(
-        f"written to {folder}: comparison.csv, comparison.md"
-        + (", verdict.csv, verdict.json, verdict.tex" if vrows else "")
-    )
+    print(f"written to {folder}: {', '.join(names)}")
 
 
 def cli(argv: Sequence[str] | None = None) -> None:

@@ -214,7 +214,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     assert float(ranked[1]) == pytest.approx(means[best], abs=0.01)  # rounded to its interval
     line = next(x for x in out if x.strip().startswith("knn_novelty vs closed_world, top1:"))
     assert line.strip().endswith("3 seeds") and "P(improvement)" in line
-    assert (tmp_path / "first" / "verdict.csv").is_file() and (tmp_path / "first" / "verdict.tex").is_file()
+    assert all((tmp_path / "first" / f"verdict.{ext}").is_file() for ext in ("csv", "json", "tex"))
     assert out[-1] == f"mlflow ui --backend-store-uri {mlflow_store['uri']}"
     # each job's run name: job number, the swept agent and seed
     assert sorted(r["tags"]["mlflow.runName"].split("-", 1)[1] for r in jobs.values()) == sorted(
