@@ -12,6 +12,11 @@ follow:
   logs it and ends the run KILLED (exit 130 and 143).
 - **The two halves overlap.** MLflow's SQL store costs ~0.9 s to import and the agents' libraries (scikit-learn,
   SciPy, matplotlib) more; with two cores they load at once.
+- **Libraries load once per process, not once per job.** A job's process tells this one which installed
+  libraries it imported (:func:`_library_modules`: modules of the standard library, site-packages and owl-eval,
+  never the user's own files); the next job's fork imports them here first, so the jobs after it inherit them
+  instead of importing scikit-learn and SciPy again (a sweep's worker runs many jobs). Libraries whose threads or
+  devices do not survive a fork (torch, TensorFlow, JAX) are left to each job.
 
 Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.app.run`: a
 notebook's kernel must not be forked), and with ``OWL_EVAL_JOB_PROCESS=inline`` (to step through an agent in a
@@ -21,6 +26,7 @@ debugger), the work runs in this process. The child writes to the same stdout, s
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import pickle
 import signal
@@ -37,6 +43,9 @@ from owl_eval.errors import ConfigError, Terminated
 JOB_PROCESS_ENV = "OWL_EVAL_JOB_PROCESS"
 CARRIED_ATTRIBUTE = "owl_eval_carried"
 POLL_SECONDS = 0.05
+# not imported ahead of a fork: thread pools, CUDA contexts and GUI toolkits that a forked child cannot use
+NOT_WARMED = ("torch", "tensorflow", "jax", "jaxlib", "cupy", "tkinter", "_tkinter", "PyQt5", "PyQt6", "PySide")
+_warm_modules: list[str] = []  # libraries an earlier job's process imported (see the module docstring)
 _EXITING = threading.Event()  # set in a job's process once its work is over
 
 # what a signal that ended the job's process usually means, for the one-line reason
@@ -159,6 +168,7 @@ class ForkedWorker:
     ):
         import multiprocessing.connection
 
+        _warm_up()
         _flush()  # else the child would write this process's buffered text a second time
         ours, theirs = multiprocessing.connection.Pipe()
         pid = os.fork()
@@ -167,9 +177,11 @@ class ForkedWorker:
             try:
                 try:
                     ours.close()
+                    _as_multiprocessing_child()
                     code = _child(theirs, prepare, finish, header, carried, wait_for_go, timeout)
                 finally:
                     _EXITING.set()  # from here on a signal raises nothing (see _stop_on_first_signal)
+                    _run_exit_finalizers()
             except BaseException:  # noqa: BLE001, S110 - a signal that came just before
                 pass
             _flush()
@@ -214,6 +226,9 @@ class ForkedWorker:
     # -- this process's side of the exchange ----------------------------------------------------------------
     def _expect(self, what: str, *, timeout: float | None = None) -> Any:
         message = self._receive(timeout)
+        if message[0] == "modules":
+            _warm_modules.extend(message[1])
+            message = self._receive(timeout)
         if message[0] == what:
             return message[1]
         _, error, child_traceback, extra = message
@@ -292,6 +307,7 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
     _stop_on_first_signal(timeout)
     # a warning goes to this process's stderr at once (a recorder set up by the caller would die with the copy)
     warnings.showwarning = _print_warning
+    already = set(sys.modules)
     prepared = None
     try:
         prepared = prepare()
@@ -305,8 +321,69 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
         conn.send(("error", *_portable(exc), extra))
         return 1
     _flush()
+    conn.send(("modules", _library_modules(already)))
     conn.send(("done", result))
     return 0
+
+
+def _library_roots() -> tuple[str, ...]:
+    import sysconfig
+
+    import owl_eval
+
+    paths = sysconfig.get_paths()
+    roots = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    roots.add(os.path.dirname(owl_eval.__file__))
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+
+
+def _library_modules(already: set[str]) -> list[str]:
+    """The modules imported since ``already`` whose files are installed libraries (standard library,
+    site-packages, owl-eval), in the order they were imported; none of :data:`NOT_WARMED`."""
+    roots = _library_roots()
+    names = []
+    for name, module in list(sys.modules.items()):
+        if name in already or name.split(".", 1)[0] in NOT_WARMED:
+            continue
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str) and os.path.realpath(path).startswith(roots):
+            names.append(name)
+    return names
+
+
+def _warm_up() -> None:
+    """Import what earlier jobs' processes imported (:func:`_library_modules`), once, before the next fork. Figures
+    are files: matplotlib gets its Agg backend first, as owl-eval's figure code gives it."""
+    names, _warm_modules[:] = list(dict.fromkeys(_warm_modules)), []
+    names = [n for n in names if n not in sys.modules]
+    if not names:
+        return
+    if any(n.startswith("matplotlib") for n in names):
+        with contextlib.suppress(Exception):
+            import matplotlib
+
+            matplotlib.use("Agg")
+    for name in names:
+        with contextlib.suppress(Exception):  # an import that fails here is the next job's to report
+            importlib.import_module(name)
+
+
+def _as_multiprocessing_child() -> None:
+    """What ``multiprocessing`` does in a process it forks: the parent's exit finalizers are the parent's (they must
+    not run here), and its after-fork hooks run."""
+    util: Any = importlib.import_module("multiprocessing.util")  # private helpers: untyped on purpose
+    util._finalizer_registry.clear()
+    util._run_after_forkers()
+
+
+def _run_exit_finalizers() -> None:
+    """The exit finalizers of what the job created, as a ``multiprocessing`` child runs them before ``os._exit``: a
+    semaphore (tqdm's lock, joblib's) is then released, not reported "leaked" by the launcher's resource tracker
+    at the end of a joblib sweep, one per job."""
+    util: Any = importlib.import_module("multiprocessing.util")
+    with contextlib.suppress(Exception):
+        util._run_finalizers(0)
+        util._run_finalizers()
 
 
 def _die_with_parent() -> None:
