@@ -170,3 +170,81 @@ def _is_docstring_or_comment(token) -> bool:
     if token.type == tokenize.COMMENT:
         return True
     return token.type == tokenize.STRING and token.line.strip() == token.string.strip()
+
+
+def module_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Module -> the package's modules it imports anywhere in its file (lazy and ``TYPE_CHECKING`` imports
+    included: a reader follows those too); ``from pkg import sub`` is an import of the module ``pkg.sub``."""
+    files = {}
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        files[".".join(rel.parts[:-1] if path.name == "__init__.py" else rel.parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                candidates = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                parts = here[: len(here) - node.level + 1] + [node.module] if node.level else [node.module]
+                base = ".".join(p for p in parts if p)
+                candidates = [f"{base}.{a.name}" for a in node.names] + [base or ""]
+            else:
+                continue
+            for candidate in candidates:
+                while candidate and candidate not in files:
+                    candidate = candidate.rpartition(".")[0]
+                if candidate and candidate != name:
+                    targets.add(candidate)
+                    break
+        graph[name] = targets
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    """No module reaches itself through the imports of others (function-level ones included)."""
+    assert circles(module_graph()) == []
+
+
+def test_the_circle_check_sees_a_circle_through_a_lazy_import(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from pkg import b\n")
+    (package / "b.py").write_text("def f():\n    from . import c\n")
+    (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n")
+    (package / "d.py").write_text("from pkg import a\n")
+    assert circles(module_graph(package)) == [["pkg.a", "pkg.b", "pkg.c"]]

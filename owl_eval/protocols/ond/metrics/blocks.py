@@ -14,6 +14,7 @@ import numpy as np
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_option
 from owl_eval.protocols.ond.metrics.open_set import _open_set_metrics_unchecked
+from owl_eval.protocols.ond.metrics.rank import true_class_rank
 
 __all__ = [
     "detection_index",
@@ -114,19 +115,7 @@ def rank_of_true_class(gt_class, p_class) -> np.ndarray:
     a stable sort by decreasing score. The sample is top-k correct iff rank < k.
     """
     labels, scores = _classes(gt_class, p_class)
-    return _rank_unchecked(labels, scores)
-
-
-def _rank_unchecked(labels: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    true_score = scores[np.arange(labels.size), labels][:, None]
-    rank = np.count_nonzero(scores > true_score, axis=1)
-    # exact ties with the true class are rare: only those rows pay for the column comparison
-    tied = np.count_nonzero(scores == true_score, axis=1) > 1
-    if tied.any():
-        rows = np.flatnonzero(tied)
-        lower_column = np.arange(scores.shape[1])[None, :] < labels[rows, None]
-        rank[rows] += np.count_nonzero((scores[rows] == true_score[rows]) & lower_column, axis=1)
-    return rank
+    return true_class_rank(labels, scores)
 
 
 def topk_correct(gt_class, p_class, *, k: int) -> np.ndarray:
@@ -225,8 +214,8 @@ def novelty_reaction_performance(
         return NA("the trial has no novelty (red_light is None)")
     if red_light == 0:
         return NA("the trial has no pre-novelty sample (red_light is 0): baseline P_pre is undefined")
-    agent_correct = _rank_unchecked(labels, agent) < k
-    baseline_pre = float(np.mean(_rank_unchecked(labels[:red_light], baseline[:red_light]) < k))
+    agent_correct = true_class_rank(labels, agent) < k
+    baseline_pre = float(np.mean(true_class_rank(labels[:red_light], baseline[:red_light]) < k))
     if baseline_pre == 0.0:
         return NA(f"baseline top-{k} accuracy before the red light is 0: NRP = P_post / P_pre is undefined")
     window_correct = agent_correct[red_light:] if window == "post" else agent_correct[-width:]
@@ -243,8 +232,8 @@ def overall_performance_task_improvement(gt_class, p_class, baseline_p_class, re
     red_light = _red_light(red_light, labels.size)
     if red_light is None:
         return NA("the trial has no novelty (red_light is None)")
-    agent_post = float(np.mean(_rank_unchecked(labels[red_light:], agent[red_light:]) == 0))
-    baseline_post = float(np.mean(_rank_unchecked(labels[red_light:], baseline[red_light:]) == 0))
+    agent_post = float(np.mean(true_class_rank(labels[red_light:], agent[red_light:]) == 0))
+    baseline_post = float(np.mean(true_class_rank(labels[red_light:], baseline[red_light:]) == 0))
     if agent_post + baseline_post == 0.0:
         return NA("agent and baseline both have top-1 accuracy 0 after the red light")
     return agent_post / (agent_post + baseline_post)
@@ -261,8 +250,8 @@ def asymptotic_performance_task_improvement(
     labels, agent, baseline = _agent_and_baseline(gt_class, p_class, baseline_p_class)
     if labels.size == 0:
         return NA("no samples")
-    agent_acc = float(np.mean(_rank_unchecked(labels[-width:], agent[-width:]) == 0))
-    baseline_acc = float(np.mean(_rank_unchecked(labels[-width:], baseline[-width:]) == 0))
+    agent_acc = float(np.mean(true_class_rank(labels[-width:], agent[-width:]) == 0))
+    baseline_acc = float(np.mean(true_class_rank(labels[-width:], baseline[-width:]) == 0))
     if baseline_acc == 0.0:
         return NA(f"baseline top-1 accuracy on the last {width} samples is 0")
     return agent_acc / baseline_acc
@@ -286,4 +275,4 @@ def open_set_metrics(gt_class, gt_novel, p_class) -> dict[str, float | NA]:
     novel = as_array("gt_novel", gt_novel, shape=(labels.size,), allow_nan=False)
     if not np.isin(novel, (0, 1)).all():
         raise MetricInputError("gt_novel: expected 0/1 labels (1 = novel)")
-    return _open_set_metrics_unchecked(labels, novel.astype(bool), scores, _rank_unchecked(labels, scores))
+    return _open_set_metrics_unchecked(labels, novel.astype(bool), scores, true_class_rank(labels, scores))

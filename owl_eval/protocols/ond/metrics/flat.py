@@ -15,7 +15,7 @@ import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError
-from owl_eval.protocols.ond.metrics.blocks import _rank_unchecked
+from owl_eval.protocols.ond.metrics.rank import true_class_rank
 from owl_eval.protocols.ond.metrics.trial import OndTrial
 
 
@@ -68,7 +68,7 @@ class FlatTrials:
     def rank(self) -> np.ndarray:
         """Per sample, the 0-based rank of the true class among the K+1 scores (ties toward the lower column;
         :func:`~owl_eval.protocols.ond.metrics.blocks.rank_of_true_class`). The arrays were checked by OndTrial."""
-        return _rank_unchecked(self.gt_class, self.p_class)
+        return true_class_rank(self.gt_class, self.p_class)
 
     def topk_running(self, k: int) -> np.ndarray:
         """Running count of the samples whose true class is among the ``k`` highest scores."""

@@ -10,16 +10,12 @@ curve moves by a whole group at a time (so tied samples are neither ordered arbi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from owl_eval.metrics.results import NA
 from owl_eval.metrics.validation import MetricInputError, as_array, check_same_shape
 from owl_eval.protocols.ond.metrics.declared import OND
-
-if TYPE_CHECKING:  # flat.py imports this module (through blocks.py) to rank the true class
-    from owl_eval.protocols.ond.metrics.flat import FlatTrials
+from owl_eval.protocols.ond.metrics.flat import FlatTrials
 
 __all__ = ["auroc", "average_precision", "fpr_at_tpr", "oscr", "novelty_score_metrics", "binary_curve_counts"]
 
