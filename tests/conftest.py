@@ -113,6 +113,25 @@ def start_background(tmp_path):
         log.close()
 
 
+@pytest.fixture()
+def start_command(tmp_path):
+    """Start an owl-eval command line (``python -m owl_eval ...``) in a process and process group of its own,
+    forked from a warm interpreter (``tests/forked.py``), output to ``tmp_path/<log_name>``; at teardown every
+    group started here is stopped."""
+    from tests import forked
+
+    started = []
+
+    def start(cmd: list[str], *, log_name: str, env: dict, cwd) -> forked.Forked:
+        proc = forked.start(cmd, cwd=cwd, env=env, stdout=tmp_path / log_name, new_session=True)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        forked.stop(proc)
+
+
 # -- the fast set (`python -m pytest -m "not slow"`) -------------------------------------------------------
 # The reliability catalogue runs the CLI once per case (in-process, tests/inprocess.py: ~0.5 s; a case marked
 # `subprocess` starts a new interpreter: ~5 s). Its first case in each file stays in the

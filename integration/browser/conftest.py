@@ -1,4 +1,4 @@
-"""Fixtures for driving the MLflow UI: an ``mlflow server`` on a free loopback port and a headless Chromium.
+"""Fixtures for driving the MLflow UI: the README's ``mlflow ui`` line on a free loopback port and a headless Chromium.
 
 The browser is Debian's ``chromium`` driven by the ``playwright`` package (never ``playwright install``);
 both missing means a skip with the reason. Every process started here is stopped by its process group.
@@ -56,30 +56,28 @@ def browser_page(chromium_path, tmp_path):
             context.close()
 
 
+def readme_ui_command(backend_uri: str, port: int) -> list[str]:
+    """The README's ``mlflow ui`` line as a user runs it, pointed at ``backend_uri`` and ``port``."""
+    import shlex
+
+    from tests.runner.test_readme import bash_lines
+
+    (line,) = [line for line in bash_lines() if line.startswith("mlflow ui ")]
+    words = shlex.split(line, comments=True)
+    for flag, value in (("--backend-store-uri", backend_uri), ("--port", str(port))):
+        words[words.index(flag) + 1] = value
+    return [sys.executable, "-m", "mlflow", *words[1:]]
+
+
 @pytest.fixture()
 def mlflow_server_factory(tmp_path, start_background, free_port):
-    """Starts ``mlflow server`` bound to 127.0.0.1 with one worker; returns its base URL once /health answers."""
+    """Starts the MLflow UI with the README's own ``mlflow ui`` line (bound to 127.0.0.1, one worker) on a free
+    port; returns its base URL once /health answers."""
 
     def start(backend_uri: str, timeout: float = 120) -> str:
         env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
         proc = start_background(
-            [
-                sys.executable,
-                "-m",
-                "mlflow",
-                "server",
-                "--backend-store-uri",
-                backend_uri,
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(free_port),
-                "--workers",
-                "1",
-            ],
-            log_name="mlflow-server.log",
-            env=env,
-            cwd=tmp_path,
+            readme_ui_command(backend_uri, free_port), log_name="mlflow-server.log", env=env, cwd=tmp_path
         )
         url = f"http://127.0.0.1:{free_port}"
         deadline = time.monotonic() + timeout
@@ -92,7 +90,7 @@ def mlflow_server_factory(tmp_path, start_background, free_port):
                 pass
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(
-                    f"mlflow server did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}"
+                    f"mlflow ui did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}"
                 )
             time.sleep(1)
 

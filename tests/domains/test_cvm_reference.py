@@ -61,6 +61,7 @@ CVM_S_REFERENCE = {
 }
 PUBLISHED_AVERAGE = {"cvm": (0.39, 0.83), "cvm_s": (0.28, 0.56)}  # the reference repository's README
 TOLERANCE = 0.005  # relative, the issue's bar for agreement with the reference
+COMMAND_LINE_GROUPS = ("eth", "hotel", "zara1")  # univ (32,183 pedestrians) and zara2 take 3/4 of the sweep's time
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +125,9 @@ def test_sampled_constant_velocity_over_five_seeds_equals_the_reference_cvm_s(te
 
 @pytest.mark.slow
 def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client, tmp_path):
-    """The README's line: one sweep over the five test groups, read back from the store."""
+    """The README's line, one sweep over test groups read back from the store: the three smaller groups here (the
+    command line is the same code for every group; the five groups' values through the same predictor and domain
+    are checked above; tests/runner/test_readme.py runs the README's line itself, on its first two groups)."""
     import uuid
 
     from tests.conftest import PROJECT_ROOT, SHARED_DIR
@@ -137,7 +140,7 @@ def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client,
         "-m",
         "+experiment=trajectory_eth_ucy",
         f"domain.path={SHARED_DIR / 'data' / 'eth_ucy'}",
-        "domain.test_group=eth,hotel,univ,zara1,zara2",
+        f"domain.test_group={','.join(COMMAND_LINE_GROUPS)}",
         "agent=trajectory/constant_velocity",
         "protocol.num_preds=1",  # deterministic: one prediction is the whole distribution
         "metrics.k_values=[1]",
@@ -155,8 +158,9 @@ def test_the_paper_table_comes_out_of_a_command_line_sweep(mlflow_store, client,
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id], filter_string="tags.windows = 'cvm'")
     by_group = {r.data.params["domain.test_group"]: r for r in runs}
-    assert sorted(by_group) == sorted(CVM_REFERENCE)
-    for group, (count, ade_ref, fde_ref) in CVM_REFERENCE.items():
+    assert sorted(by_group) == sorted(COMMAND_LINE_GROUPS)
+    for group in COMMAND_LINE_GROUPS:
+        count, ade_ref, fde_ref = CVM_REFERENCE[group]
         r = by_group[group]
         assert r.info.status == "FINISHED"
         assert r.data.metrics["detail/num_agents"] == count, group

@@ -2,7 +2,9 @@
 does not leave its sweep RUNNING, Ctrl-C keeps what was completed, two sweeps started at once neither share
 a directory nor run a config twice, and a sweep directory may hold quotes.
 
-Real processes are killed (SIGKILL, SIGINT) and the SQLite store is read back with plain sqlite3.
+Real processes are killed (SIGKILL, SIGINT) and the SQLite store is read back with plain sqlite3. The command lines
+run in processes of their own forked from a warm interpreter (``tests/forked.py``); joblib's workers are new
+interpreters.
 """
 
 from __future__ import annotations
@@ -268,8 +270,8 @@ def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, 
 
 # -- real command lines killed mid-run ---------------------------------------------------------------------
 @pytest.mark.slow
-def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, start_background):
-    proc = start_background(
+def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, start_command):
+    proc = start_command(
         runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=400", "figures=false"),
         log_name="job.log",
         env=child_env(),
@@ -292,9 +294,9 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
 
 
 @pytest.mark.slow
-def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_background, tmp_path):
+def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_command, tmp_path):
     marks = tmp_path / "marks"
-    proc = start_background(
+    proc = start_command(
         runner_cmd(
             experiment,
             "+experiment=ond_given_detection",
@@ -320,8 +322,8 @@ def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, c
 
 
 @pytest.mark.slow
-def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_background, tmp_path):
-    proc = start_background(
+def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_command, tmp_path):
+    proc = start_command(
         runner_cmd(
             experiment,
             "-m",
@@ -356,7 +358,7 @@ def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_ba
 
 
 @pytest.mark.slow
-def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, client, tmp_path, start_background):
+def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, client, tmp_path, start_command):
     """The same sweep launched twice at the same moment from one directory: two sweep dirs, each holding its
     own jobs' logs, and each config run exactly once (the second launch finds the first one's run in flight,
     or yields to it after both created one)."""
@@ -364,7 +366,7 @@ def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, cl
     # MLflow's own migrations ("duplicate column name"), which is not what this test is about.
     client.create_experiment(experiment["name"], artifact_location=experiment["artifacts"])
     launches = [
-        start_background(runner_cmd(experiment, *SMALL_SWEEP), log_name=f"sweep{i}.log", env=child_env(), cwd=tmp_path)
+        start_command(runner_cmd(experiment, *SMALL_SWEEP), log_name=f"sweep{i}.log", env=child_env(), cwd=tmp_path)
         for i in range(2)
     ]
     for i, proc in enumerate(launches):

@@ -2,7 +2,9 @@
 run with the reason and a non-zero exit code (``owl_eval.runner.worker``: the work runs in a forked child, the
 run is owned by the launching process).
 
-Real command lines in new interpreters; the store is read back through ``MlflowClient`` afterwards.
+Each command line runs in a process of its own, forked from a warm interpreter (``tests/forked.py``: the same
+entry as the console script, its own pid, process group and exit code); the joblib sweep starts a new interpreter,
+as joblib's workers are. The store is read back through ``MlflowClient`` afterwards.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import forked
 from tests.fixtures.searchpath import TEST_AGENTS
 from tests.runner.test_faults import (
     child_env,
@@ -33,14 +36,8 @@ pytestmark = pytest.mark.subprocess
 
 
 def run_dying(experiment, how: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        runner_cmd(experiment, *DYING, f"agent.how={how}", *extra),
-        cwd=PROJECT_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=180,
-        stdin=subprocess.DEVNULL,
+    return forked.run(
+        runner_cmd(experiment, *DYING, f"agent.how={how}", *extra), cwd=PROJECT_ROOT, env=child_env(), timeout=180
     )
 
 
@@ -85,10 +82,10 @@ def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experi
     assert run.data.metrics["top1"] >= 0 and client.get_metric_history(run.info.run_id, "detail/top1_batch")
 
 
-def running_job(experiment, start_background, tmp_path, *extra: str):
+def running_job(experiment, start_command, tmp_path, *extra: str):
     """A job stopped mid-run: started, and 2 of its 1500 trials complete (the marking agent says so)."""
     marks = tmp_path / "marks"
-    proc = start_background(
+    proc = start_command(
         runner_cmd(
             experiment,
             "+experiment=ond_given_detection",
@@ -108,9 +105,9 @@ def running_job(experiment, start_background, tmp_path, *extra: str):
 
 @pytest.mark.slow
 def test_sigterm_mid_run_ends_killed_with_the_completed_trials_and_exit_143(
-    experiment, client, start_background, tmp_path
+    experiment, client, start_command, tmp_path
 ):
-    proc, run_id = running_job(experiment, start_background, tmp_path)
+    proc, run_id = running_job(experiment, start_command, tmp_path)
     os.kill(proc.pid, signal.SIGTERM)  # to the command only, as `kill` and a cluster's scheduler send it
     assert proc.wait(timeout=60) == 143, (tmp_path / "job.log").read_text()[-3000:]
     run = client.get_run(run_id)
@@ -121,8 +118,8 @@ def test_sigterm_mid_run_ends_killed_with_the_completed_trials_and_exit_143(
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client, start_background, tmp_path):
-    proc, run_id = running_job(experiment, start_background, tmp_path)
+def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client, start_command, tmp_path):
+    proc, run_id = running_job(experiment, start_command, tmp_path)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     assert len(children) == 1  # the job's process
     os.kill(proc.pid, signal.SIGKILL)
@@ -137,9 +134,9 @@ def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client,
         assert not Path(f"/proc/{children[0]}").exists(), "the job's process outlived the command"
 
 
-def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client, start_background, tmp_path):
+def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client, start_command, tmp_path):
     """``kill -INT <pid>`` (not a terminal's Ctrl-C, which reaches the whole process group): passed on."""
-    proc, run_id = running_job(experiment, start_background, tmp_path)
+    proc, run_id = running_job(experiment, start_command, tmp_path)
     os.kill(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=60) == 130, (tmp_path / "job.log").read_text()[-3000:]
     run = client.get_run(run_id)
@@ -151,12 +148,10 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
     base = [sys.executable, "-m", "owl_eval", "+experiment=ond_given_detection", "protocol.num_trials=3"]
     values = []
     for mode in ("fork", "inline"):
-        done = subprocess.run(
+        done = forked.run(
             [*base, "figures=false", *experiment["overrides"]],
             cwd=PROJECT_ROOT,
             env=child_env() | {"OWL_EVAL_JOB_PROCESS": mode},
-            capture_output=True,
-            text=True,
             timeout=180,
         )
         assert done.returncode == 0, done.stderr[-3000:]
@@ -167,13 +162,8 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
     assert {k: v for k, v in values[0].items() if not k.startswith("time/")} == {
         k: v for k, v in values[1].items() if not k.startswith("time/")
     }
-    wrong = subprocess.run(
-        [*base, *experiment["overrides"]],
-        cwd=PROJECT_ROOT,
-        env=child_env() | {"OWL_EVAL_JOB_PROCESS": "threads"},
-        capture_output=True,
-        text=True,
-        timeout=180,
+    wrong = forked.run(
+        [*base, *experiment["overrides"]], cwd=PROJECT_ROOT, env=child_env() | {"OWL_EVAL_JOB_PROCESS": "threads"}
     )
     assert wrong.returncode == 1 and "OWL_EVAL_JOB_PROCESS='threads': expected 'fork'" in wrong.stderr
 
@@ -182,16 +172,13 @@ def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experime
     """Two jobs: one agent hangs at trial 2, the other never does; ``agent_timeout=3``. The hung one ends FAILED
     with the reason and its two completed trials; the other finishes; the command exits 1 (a job failed)."""
     started = time.monotonic()
-    result = subprocess.run(
+    result = forked.run(
         runner_cmd(
             experiment, "-m", *DYING, "agent.how=hang", "agent.at_trial=2,99", "agent_timeout=3", "progress=false"
         ),
         cwd=PROJECT_ROOT,
         env=child_env(),
-        capture_output=True,
-        text=True,
         timeout=180,
-        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 1, result.stderr[-3000:]
     assert "AgentTimeout: the agent did not finish within agent_timeout=3 s; stopped" in error_line(result)
@@ -206,13 +193,8 @@ def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experime
 
 
 def test_agent_timeout_must_be_a_positive_number(experiment):
-    result = subprocess.run(
-        runner_cmd(experiment, "+experiment=ond_given_detection", "agent_timeout=0"),
-        cwd=PROJECT_ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = forked.run(
+        runner_cmd(experiment, "+experiment=ond_given_detection", "agent_timeout=0"), cwd=PROJECT_ROOT, env=child_env()
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "error: agent_timeout: expected a number > 0, got 0"

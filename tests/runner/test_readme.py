@@ -11,9 +11,9 @@ Each README line runs as written in a temp workspace (its own ``outputs/mlflow.d
   written under the workspace's ``conf/`` and added with ``hydra.searchpath``, so the package is not touched;
 - ``<run_id>`` replaced by a finished run of the workspace store that has a record artifact;
 - ``/path/to/eth_ucy`` replaced by the shared ETH/UCY folder (skipped when absent);
-- ``mlflow ui`` started on a free port, asked for /health, stopped; ``pytest`` lines only collect (the suite
-  does not run itself).
-Only ``pip install`` lines are skipped: the test runs inside the environment they would install.
+- the lines another test runs as written (``RUN_ELSEWHERE``: the ``mlflow ui`` line drives the browser test of
+  the integration suite, the test command is CI's own) are not run twice.
+``pip install`` lines are skipped: the test runs inside the environment they would install.
 The README's other blocks (python, yaml, text) and every block of docs/*.md are run by test_docs.py.
 """
 
@@ -44,6 +44,12 @@ README = PROJECT_ROOT / "README.md"
 ETH_UCY = PROJECT_ROOT.parent / "shared" / "data" / "eth_ucy"
 
 SKIP = {r"^pip install\b": "installs packages; the test runs in the environment they would install"}
+# Lines another test runs as written, by pattern, with where: they are not run twice.
+RUN_ELSEWHERE = {
+    r"^mlflow ui\b": "integration/browser/test_mlflow_ui.py starts the UI with this very line (readme_ui_command) "
+    "and drives it in Chromium",
+    r"^python -m pytest$": ".ci/run runs this very command: the test suite is that line",
+}
 # Lines that need an optional package (an extra not in .[all]): skipped with the reason where it is not installed.
 NEEDS = {
     r"agent=lifelong_rl/(sb3|dqn)\b": ("stable_baselines3", 'needs the sb3 extra (pip install -e ".[sb3]")'),
@@ -68,7 +74,7 @@ SMALL = [
     # the torch and SB3 adapters' lines: fewer epochs and learning steps (a line that sets them keeps its own)
     (r"agent=ond/torch(?!.*agent\.epochs=)", [*OND_SMALL, "agent.epochs=3"]),
     (r"agent=lifelong_rl/(sb3|dqn)\b(?!.*timesteps_per_episode=)", [*RL_SMALL, "agent.timesteps_per_episode=20"]),
-    (r"\+experiment=ond_all_domains", ["seed=0", "agent=ond/knn_novelty", "domain=digits,activity", *OND_SMALL]),
+    (r"\+experiment=ond_all_domains", ["seed=0", "agent=ond/knn_novelty", "domain=digits", *OND_SMALL]),
     (r"\+experiment=ond_", OND_SMALL),
     (r"\+experiment=continual_", ["agent.epochs=1"]),
     (r"\+experiment=trajectory_crowd", ["domain.num_train_scenes=6", "domain.num_test_scenes=4"]),
@@ -359,18 +365,17 @@ def distinct(lines: list[str]) -> list[str]:
     return out
 
 
+def lines_run_here(lines: list[str]) -> list[str]:
+    return [
+        line for line in distinct(lines) if not any(re.search(p, line.split(" #")[0].strip()) for p in RUN_ELSEWHERE)
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("line", distinct(bash_lines()), ids=_line_id)
-def test_readme_line_runs(line, workspace, free_port):
+@pytest.mark.parametrize("line", lines_run_here(bash_lines()), ids=_line_id)
+def test_readme_line_runs(line, workspace):
     words, env = _prepared(line, workspace)
-    if words[:2] == ["mlflow", "ui"]:
-        _serves_health(words, env, workspace, free_port)
-        return
-    cwd = workspace
-    if "pytest" in words[:3]:
-        # -n 0: collected in one process (pyproject's addopts would start pytest-xdist workers to collect)
-        words, cwd = [*words, "--collect-only", "-q", "-n", "0"], PROJECT_ROOT
-    proc = run_line(words, cwd, env)
+    proc = run_line(words, workspace, env)
     assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
@@ -383,6 +388,8 @@ def test_every_readme_line_is_taken_and_the_tables_still_match():
     documented = lines + bash_lines(tuple(sorted((PROJECT_ROOT / "docs").glob("*.md"))))
     for pattern in [p for p, _ in SMALL if "(lifelong_)?rl_" not in p] + list(INPUTS) + list(NEEDS):
         assert any(re.search(pattern, line) for line in documented), f"no documented line matches {pattern!r} any more"
+    for pattern in RUN_ELSEWHERE:
+        assert sum(bool(re.search(pattern, line.split(" #")[0].strip())) for line in lines) == 1, pattern
 
 
 def test_readme_agent_example_runs_and_beats_chance():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import subprocess
 import uuid
@@ -21,10 +22,12 @@ SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 
 
 def sweep(
-    store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True, in_process: bool | None = None
+    store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True, forked_process: bool = False
 ) -> subprocess.CompletedProcess:
-    """``python -m owl_eval -m ...``: in the test process (tests/inprocess.py) unless ``in_process`` is False or
-    a launcher that starts worker processes is chosen (the launching process is then a real one too)."""
+    """``python -m owl_eval -m ...``: in the test process (tests/inprocess.py), in a process of its own forked from
+    a warm interpreter (``forked_process``: tests/forked.py), or, when a launcher that starts worker processes is
+    chosen, in a new interpreter (its stderr then shows what the workers' resource tracker reports at the end)."""
+    from tests import forked
     from tests.inprocess import run_module
 
     args = [
@@ -36,17 +39,21 @@ def sweep(
         f"hydra.sweep.dir={sweep_dir}",
         *extra,
     ]
-    if any(a.startswith("hydra/launcher=") for a in extra):
-        in_process = False
-    proc = run_module(
-        "owl_eval",
-        args,
-        cwd=PROJECT_ROOT,
-        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
-        unset=("OWL_EVAL_PARENT_RUN_ID",),
-        timeout=600,
-        in_process=in_process,
-    )
+    if forked_process:
+        env = {k: v for k, v in os.environ.items() if k != "OWL_EVAL_PARENT_RUN_ID"} | {
+            "MLFLOW_DISABLE_TELEMETRY": "true"
+        }
+        proc = forked.run(["python", "-m", "owl_eval", *args], cwd=PROJECT_ROOT, env=env, timeout=600)
+    else:
+        proc = run_module(
+            "owl_eval",
+            args,
+            cwd=PROJECT_ROOT,
+            env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+            unset=("OWL_EVAL_PARENT_RUN_ID",),
+            timeout=600,
+            in_process=False if any(a.startswith("hydra/launcher=") for a in extra) else None,
+        )
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
@@ -170,7 +177,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     name = f"resume-{uuid.uuid4().hex[:8]}"
     args = [f"agent={','.join(AGENTS)}", "seed=0,1,2", *SMALL]
     # a real process: the re-run below must find the process of the interrupted run gone
-    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args, in_process=False)
+    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args, forked_process=True)
     first = snapshot(mlflow_store, name)
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
