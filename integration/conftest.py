@@ -1,7 +1,7 @@
 """Integration suite: real services started for the session, outside the default ``testpaths`` (``python -m pytest``
 does not run it; ``.ci/team-store`` does).
 
-Fixtures: tests/conftest.py's ``free_port``, ``start_background``, ``mlflow_store``, ``experiment`` and ``client`` (imported: a conftest outside the rootdir may not
+Fixtures: tests/conftest.py's ``free_port``, ``start_background``, ``mlflow_store``, ``experiment``, ``start_command`` and ``client`` (imported: a conftest outside the rootdir may not
 declare ``pytest_plugins``), and ``postgres``: a throwaway PostgreSQL cluster on 127.0.0.1, a free port, trust
 authentication, one database ``mlflow``; stopped and its folder removed at the end of the session, failed tests
 included. It skips with the reason where PostgreSQL cannot run here (``OWL_EVAL_REQUIRE_POSTGRES=1`` makes that a
@@ -31,6 +31,7 @@ from tests.conftest import (  # noqa: F401  (fixtures for this suite)
     free_port,
     mlflow_store,
     start_background,
+    start_command,
     stop_process_group,
 )
 

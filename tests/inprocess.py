@@ -196,7 +196,8 @@ def _restore_logging(state: dict) -> None:
                     handler.close()
         logger.handlers[:] = handlers
         logger.propagate, logger.disabled = propagate, disabled
-        logger.setLevel(level)  # also clears every logger's cached isEnabledFor answers
+        logger.level = level  # Logger.setLevel would clear every logger's cache once per logger: once, below
+    logging.Logger.manager._clear_cache()  # the cached isEnabledFor answers of every logger
 
 
 @contextlib.contextmanager

@@ -318,12 +318,18 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
     except BaseException as exc:  # noqa: BLE001 - every way out is handed to the parent
         _flush()
         extra = _safely(carried, prepared, exc)  # before _portable drops what the exception carries
+        _send_modules(conn, already)  # a job that stops on bad input imported what the next one needs too
         conn.send(("error", *_portable(exc), extra))
         return 1
     _flush()
-    conn.send(("modules", _library_modules(already)))
+    _send_modules(conn, already)
     conn.send(("done", result))
     return 0
+
+
+def _send_modules(conn, already: set[str]) -> None:
+    with contextlib.suppress(Exception):  # only an optimisation: never in the way of the job's own outcome
+        conn.send(("modules", _library_modules(already)))
 
 
 def _library_roots() -> tuple[str, ...]:

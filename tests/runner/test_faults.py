@@ -322,42 +322,6 @@ def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, c
 
 
 @pytest.mark.slow
-def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_command, tmp_path):
-    proc = start_command(
-        runner_cmd(
-            experiment,
-            "-m",
-            "+experiment=ond_given_detection",
-            "seed=0,1",
-            "protocol.num_trials=400",
-            "figures=false",
-            "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=2",
-        ),
-        log_name="sweep.log",
-        env=child_env(),
-        cwd=tmp_path,
-    )
-    run_id, job = wait_for_running(experiment, proc)
-    worker = int(job["tags"]["owl_eval.pid"])
-    assert worker != proc.pid  # the job runs in a loky worker, not in the launching process
-    # The worker resolved the same unique sweep dir as the launching process: its job dir is inside it.
-    (sweep_dir,) = (tmp_path / "outputs" / "multiruns").glob("*/*")
-    assert (sweep_dir / job["tags"]["mlflow.runName"].split("-", 1)[0]).is_dir()
-    os.kill(worker, signal.SIGKILL)
-    assert proc.wait(timeout=120) != 0
-    (parent,) = [r for r in runs_in_store(experiment).values() if r["tags"]["owl_eval.kind"] == "sweep"]
-    assert parent["status"] == "FAILED", (tmp_path / "sweep.log").read_text()[-3000:]  # ended by the CLI
-    assert parent["tags"]["owl_eval.sweep_dir"] == str(sweep_dir)
-    assert parent["tags"]["error"].strip()  # the reason the CLI gave (owl_eval.runner.callbacks.abort_open_sweep)
-    TrackedRun.start(settings_of(experiment), run_name="next launch", tags={"owl_eval.kind": "job"}).end()
-    after = runs_in_store(experiment)
-    assert after[run_id]["status"] == "KILLED"
-    assert after[run_id]["tags"]["owl_eval.killed_reason"].startswith(f"process {worker} on host ")
-    assert not [k for k, r in after.items() if r["status"] == "RUNNING"]
-
-
-@pytest.mark.slow
 def test_two_sweeps_at_once_get_own_dirs_and_run_each_config_once(experiment, client, tmp_path, start_command):
     """The same sweep launched twice at the same moment from one directory: two sweep dirs, each holding its
     own jobs' logs, and each config run exactly once (the second launch finds the first one's run in flight,

@@ -24,7 +24,6 @@ from tests.runner.test_faults import (
     child_env,
     marking_agent,
     runner_cmd,
-    runs_in_store,
     wait_for_marks,
     wait_for_running,
 )
@@ -198,54 +197,3 @@ def test_agent_timeout_must_be_a_positive_number(experiment):
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "error: agent_timeout: expected a number > 0, got 0"
-
-
-@pytest.mark.slow
-def test_sigterm_to_a_joblib_sweep_ends_its_jobs_killed_and_leaves_no_process(
-    experiment, client, start_background, tmp_path
-):
-    """The jobs run in joblib's worker processes: SIGTERM to the command reaches them, each running job ends
-    KILLED with its completed trials, the parent run KILLED, exit 143, and no process of the command is left."""
-    proc = start_background(
-        runner_cmd(
-            experiment,
-            "-m",
-            "+experiment=ond_given_detection",
-            *marking_agent(tmp_path / "marks"),
-            "seed=0,1,2",
-            "protocol.num_trials=1500",
-            "figures=false",
-            "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=2",
-        ),
-        log_name="sweep.log",
-        env=child_env(),
-        cwd=tmp_path,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        jobs = [r for r in runs_in_store(experiment).values() if r["tags"].get("owl_eval.kind") == "job"]
-        if len(jobs) == 2 and all(r["status"] == "RUNNING" for r in jobs):
-            break
-        assert proc.poll() is None, (tmp_path / "sweep.log").read_text()[-3000:]
-        time.sleep(0.2)
-    wait_for_marks(tmp_path / "marks", 2, proc, tmp_path / "sweep.log")  # both running jobs completed 2 trials
-    os.kill(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=90) == 143, (tmp_path / "sweep.log").read_text()[-3000:]
-    runs = runs_in_store(experiment)
-    jobs = [r for r in runs.values() if r["tags"].get("owl_eval.kind") == "job"]
-    (parent,) = [r for r in runs.values() if r["tags"].get("owl_eval.kind") == "sweep"]
-    assert len(jobs) == 2  # the third job never started
-    for job in jobs:
-        assert job["status"] == "KILLED" and job["tags"]["error"] == "terminated (SIGTERM)"
-        assert job["tags"]["partial_record"] == "true" and job["metrics"] > 0
-    assert parent["status"] == "KILLED"
-    gone = time.monotonic() + 15
-    while time.monotonic() < gone:
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.2)
-    else:
-        pytest.fail("processes of the sweep were left behind")

@@ -18,6 +18,9 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ("ond/knn_novelty", "ond/closed_world")
+README_SWEEP = (
+    "python -m owl_eval -m +experiment=ond_system_detection agent=ond/knn_novelty,ond/closed_world seed=0,1,2"
+)
 SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 
 
@@ -106,48 +109,14 @@ def same_history(a: list, b: list) -> bool:
     )
 
 
-@pytest.mark.slow
-def test_joblib_parallel_sweep_loses_nothing_and_matches_basic_launcher(mlflow_store, tmp_path):
-    seeds = "0,1,2,3"  # 2 agents x 4 seeds = 8 short jobs, 4 per joblib worker
-    tiny = ["protocol.num_trials=2", "figures=false", "progress=false"]
-    parallel, serial = f"joblib-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
-    done = sweep(
-        mlflow_store,
-        parallel,
-        tmp_path / "p",
-        f"agent={','.join(AGENTS)}",
-        f"seed={seeds}",
-        *tiny,
-        "hydra/launcher=joblib",
-        "hydra.launcher.n_jobs=2",
-    )
-    # each job's process releases what it created (tqdm's multiprocessing lock): no "leaked semaphore" report
-    assert "leaked" not in done.stderr and "resource_tracker" not in done.stderr, done.stderr[-2000:]
-    sweep(mlflow_store, serial, tmp_path / "s", f"agent={','.join(AGENTS)}", f"seed={seeds}", *tiny)
-    runs_p, runs_s = snapshot(mlflow_store, parallel), snapshot(mlflow_store, serial)
-    assert len(runs_p) == len(runs_s) == 9  # 8 children + 1 parent, nothing lost, nothing doubled
-    jobs_p, jobs_s = jobs_by_config(runs_p), jobs_by_config(runs_s)
-    assert sorted(jobs_p) == sorted(jobs_s) == sorted((a, s) for a in AGENTS for s in range(4))
-    for (parent_id, parent), jobs in ((only_parent(runs_p), jobs_p), (only_parent(runs_s), jobs_s)):
-        assert parent["status"] == "FINISHED"
-        assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
-    for config, run_s in jobs_s.items():
-        params_p, metrics_p = comparable(jobs_p[config])
-        params_s, metrics_s = comparable(run_s)
-        assert params_p == params_s, config
-        assert len(params_s) > 30  # the whole flattened config
-        assert sorted(metrics_p) == sorted(metrics_s), config
-        assert all(same_history(metrics_p[k], metrics_s[k]) for k in metrics_s), config
-        assert len(metrics_s["detail/top1_batch"]) == 20  # the per-batch series is complete (200 samples / 10)
-    # Each job's own log file is attached to its run (in the parallel sweep too).
-    artifacts = Path(mlflow_store["artifacts"])
-    for run_id, run in runs_p.items():
-        if run["tags"].get("owl_eval.kind") != "job":
-            continue
-        (log_file,) = artifacts.glob(f"**/{run_id}/artifacts/logs/*.log")
-        text = log_file.read_text()
-        assert f"MLflow run {run_id}" in text
-        assert not any(f"MLflow run {other}" in text for other in runs_p if other != run_id)
+def readme_sweep_lines() -> tuple[str, str]:
+    """The README's sweep of two agents over three seeds, on the basic launcher and on joblib's."""
+    from tests.runner.test_readme import bash_lines
+
+    sweeps = [line.split(" #")[0].strip() for line in bash_lines() if line.startswith(README_SWEEP)]
+    basic = next(line for line in sweeps if line == README_SWEEP)
+    joblib = next(line for line in sweeps if line == f"{README_SWEEP} hydra/launcher=joblib")
+    return basic, joblib
 
 
 def hand_rounded(mean: float, half: float) -> float:
@@ -270,45 +239,6 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     assert second[interrupted["id"]]["status"] == "KILLED"
     assert new_parent["tags"]["owl_eval.reaped"] == interrupted["id"]
     assert f"marked KILLED: {interrupted['id']}" in proc.stdout + proc.stderr
-
-
-@pytest.mark.slow
-def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_store, tmp_path):
-    """``hydra/launcher=submitit_local`` (hydra-submitit-launcher, the ``submitit`` extra): each job is its own
-    process started by submitit; children nest under the parent and numbers equal an in-process run."""
-    pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher is not installed")
-    from owl_eval.runner.app import run
-
-    name = f"submitit-{uuid.uuid4().hex[:8]}"
-    sweep(
-        mlflow_store,
-        name,
-        tmp_path / "sweep",
-        f"agent={','.join(AGENTS)}",
-        "seed=0,1",
-        *SMALL,
-        "hydra/launcher=submitit_local",
-        "hydra.launcher.timeout_min=10",
-    )
-    runs = snapshot(mlflow_store, name)
-    parent_id, parent = only_parent(runs)
-    jobs = jobs_by_config(runs)
-    assert parent["status"] == "FINISHED" and len(jobs) == 4
-    assert all(j["status"] == "FINISHED" and j["tags"]["mlflow.parentRunId"] == parent_id for j in jobs.values())
-    local = run(
-        [
-            "+experiment=ond_system_detection",
-            f"tracking.uri={mlflow_store['uri']}",
-            f"tracking.artifact_location={mlflow_store['artifacts']}",
-            f"experiment_name={name}-local",
-            "agent=ond/closed_world",
-            "seed=1",
-            *SMALL,
-        ],
-        output_dir=tmp_path / "local",
-    )
-    logged = jobs[("ond/closed_world", 1)]["metrics"]
-    assert logged["top1"][0][1] == local["top1"] and logged["oscr"][0][1] == local["oscr"]
 
 
 def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
