@@ -8,11 +8,18 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
+
+# Bytecode caches are written even where PYTHONDONTWRITEBYTECODE is set (existing ones are read either way): else
+# every test worker rewrites the test modules' asserts and compiles owl-eval from source again (about 7 s of each
+# worker's collection), and so does every interpreter a test starts (about 0.4 s each). The caches are
+# ``__pycache__`` folders beside the sources, which git ignores.
+sys.dont_write_bytecode = False
 
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.pop("MLFLOW_TRACKING_URI", None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sqlite3
 import subprocess
 import uuid
@@ -24,13 +23,10 @@ README_SWEEP = (
 SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
 
 
-def sweep(
-    store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True, forked_process: bool = False
-) -> subprocess.CompletedProcess:
-    """``python -m owl_eval -m ...``: in the test process (tests/inprocess.py), in a process of its own forked from
-    a warm interpreter (``forked_process``: tests/forked.py), or, when a launcher that starts worker processes is
-    chosen, in a new interpreter (its stderr then shows what the workers' resource tracker reports at the end)."""
-    from tests import forked
+def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    """``python -m owl_eval -m ...``: in the test process (tests/inprocess.py), or, when a launcher that starts
+    worker processes is chosen, in a new interpreter (its stderr then shows what the workers' resource tracker
+    reports at the end)."""
     from tests.inprocess import run_module
 
     args = [
@@ -42,21 +38,15 @@ def sweep(
         f"hydra.sweep.dir={sweep_dir}",
         *extra,
     ]
-    if forked_process:
-        env = {k: v for k, v in os.environ.items() if k != "OWL_EVAL_PARENT_RUN_ID"} | {
-            "MLFLOW_DISABLE_TELEMETRY": "true"
-        }
-        proc = forked.run(["python", "-m", "owl_eval", *args], cwd=PROJECT_ROOT, env=env, timeout=600)
-    else:
-        proc = run_module(
-            "owl_eval",
-            args,
-            cwd=PROJECT_ROOT,
-            env={"MLFLOW_DISABLE_TELEMETRY": "true"},
-            unset=("OWL_EVAL_PARENT_RUN_ID",),
-            timeout=600,
-            in_process=False if any(a.startswith("hydra/launcher=") for a in extra) else None,
-        )
+    proc = run_module(
+        "owl_eval",
+        args,
+        cwd=PROJECT_ROOT,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("OWL_EVAL_PARENT_RUN_ID",),
+        timeout=600,
+        in_process=False if any(a.startswith("hydra/launcher=") for a in extra) else None,
+    )
     if check:
         assert proc.returncode == 0, proc.stderr[-4000:]
     return proc
@@ -145,8 +135,7 @@ def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
 def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, client, tmp_path):
     name = f"resume-{uuid.uuid4().hex[:8]}"
     args = [f"agent={','.join(AGENTS)}", "seed=0,1,2", *SMALL]
-    # a real process: the re-run below must find the process of the interrupted run gone
-    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args, forked_process=True)
+    first_proc = sweep(mlflow_store, name, tmp_path / "first", *args)
     first = snapshot(mlflow_store, name)
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
@@ -199,11 +188,14 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
         f"system-{a.split('/')[1]}-seed{s}" for a in AGENTS for s in range(3)
     )  # the condition, not swept, too
 
-    # Interrupt: one job never finished (its run stays RUNNING, its process gone). Re-running the same command
-    # (with one seed more) runs only that job and the new seed; the 5 finished ones are skipped, nothing is
-    # duplicated.
+    # Interrupt: one job never finished (its run stays RUNNING, its process gone: the pid of a process that has
+    # ended, as a killed sweep leaves it). Re-running the same command (with one seed more) runs only that job and
+    # the new seed; the 5 finished ones are skipped, nothing is duplicated.
     interrupted = jobs[("ond/knn_novelty", 1)]
+    ended = subprocess.Popen(["true"])
+    ended.wait()
     client.update_run(interrupted["id"], status="RUNNING")
+    client.set_tag(interrupted["id"], "owl_eval.pid", str(ended.pid))
     proc = sweep(mlflow_store, name, tmp_path / "second", f"agent={','.join(AGENTS)}", "seed=0,1,2,3", *SMALL)
     assert (proc.stdout + proc.stderr).count("] - skipped ") == 5, proc.stderr[-3000:]
     second = snapshot(mlflow_store, name)

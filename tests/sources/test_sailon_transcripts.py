@@ -21,10 +21,7 @@ Samples (row: id, writer, novel, P_world_changed, scores as written p_w0, p_w1, 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -214,15 +211,13 @@ def test_errors_name_the_physical_line(tmp_path, rel, old, new, words):
 
 
 def test_owl_eval_evaluate_cli_logs_the_hand_values(tmp_path, experiment, client):
-    """The real command line (``python -m owl_eval.runner.evaluate``, what ``owl-eval-evaluate`` runs) on
-    the fixture, into the session's SQLite store; the values read back with MlflowClient."""
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID")}
-    env |= {"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
+    """The command line (``owl-eval-evaluate``'s entry, in this process: tests/inprocess.py) on the fixture, into the
+    session's SQLite store; the values read back with MlflowClient."""
+    from tests.inprocess import run_module
+
+    proc = run_module(
+        "owl_eval.runner.evaluate",
         [
-            sys.executable,
-            "-m",
-            "owl_eval.runner.evaluate",
             "+source=sailon",
             f"source.path={FIXTURE / 'data'}",
             f"source.results_path={FIXTURE / 'mock_results'}",
@@ -230,11 +225,9 @@ def test_owl_eval_evaluate_cli_logs_the_hand_values(tmp_path, experiment, client
             *experiment["overrides"],
         ],
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"),
         timeout=300,
-        stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     exp = client.get_experiment_by_name(experiment["name"])
