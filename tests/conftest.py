@@ -42,7 +42,7 @@ def mlflow_store(tmp_path_factory) -> dict:
 
 @pytest.fixture()
 def experiment(mlflow_store, request) -> dict:
-    """A fresh experiment name in the session store, plus the overrides that point a run at it."""
+    """A fresh experiment name in the session store, plus the overrides that point a run at it (no figures)."""
     safe = re.sub(r"[^0-9A-Za-z_-]", "_", request.node.name)[:40]
     name = f"{safe}-{uuid.uuid4().hex[:8]}"
     overrides = [
@@ -50,6 +50,8 @@ def experiment(mlflow_store, request) -> dict:
         f"tracking.artifact_location={mlflow_store['artifacts']}",
         f"experiment_name={name}",
         "progress=false",
+        # drawing a run's figures costs about a second: the tests that check figures put figures=true after these
+        "figures=false",
     ]
     return {"name": name, "overrides": overrides, **mlflow_store}
 

@@ -65,7 +65,9 @@ def _download_results(client, run_id, tmp_path):
     [("continual_split_digits", "split_digits", 5), ("continual_permuted_digits", "permuted_digits", 5)],
 )
 def test_experiment_logs_everything(experiment_file, domain, num_tasks, experiment, client, tmp_path):
-    returned = run([f"+experiment={experiment_file}", *experiment["overrides"], *FAST], output_dir=tmp_path)
+    returned = run(
+        [f"+experiment={experiment_file}", *experiment["overrides"], *FAST, "figures=true"], output_dir=tmp_path
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     tags, metrics = r.data.tags, r.data.metrics

@@ -57,7 +57,9 @@ def _only_run(client, name):
 def test_domain_experiment_logs_and_reads_back(domain, condition, experiment, client, tmp_path):
     if importlib.util.find_spec(PACKAGES[domain]) is None:
         pytest.skip(f'{PACKAGES[domain]} is not installed (the domains extra: pip install -e ".[domains]")')
-    returned = run([f"+experiment=ond_{domain}_{condition}", *experiment["overrides"], *SMALL], output_dir=tmp_path)
+    returned = run(
+        [f"+experiment=ond_{domain}_{condition}", *experiment["overrides"], *SMALL, "figures=true"], output_dir=tmp_path
+    )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"
     assert r.data.tags["domain"] == domain and r.data.tags["condition"] == condition

@@ -49,7 +49,8 @@ def _only_run(client, experiment_name):
 )
 def test_experiment_logs_everything(experiment_file, condition, nrp, experiment, client, tmp_path):
     returned = run(
-        [f"+experiment={experiment_file}", *experiment["overrides"], "protocol.num_trials=6"], output_dir=tmp_path
+        [f"+experiment={experiment_file}", *experiment["overrides"], "protocol.num_trials=6", "figures=true"],
+        output_dir=tmp_path,
     )
     r = _only_run(client, experiment["name"])
     assert r.info.status == "FINISHED"

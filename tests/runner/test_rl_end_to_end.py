@@ -58,6 +58,7 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
         [
             "+experiment=lifelong_rl_frozenlake_syllabus",
             *experiment["overrides"],
+            "figures=true",
             *FROZEN_SMALL,
             f"protocol.ste.dir={tmp_path / 'ste'}",
         ],

@@ -70,6 +70,7 @@ def test_crowd_experiment_logs_the_table(experiment, client, tmp_path):
         [
             "+experiment=trajectory_crowd",
             *experiment["overrides"],
+            "figures=true",
             "domain.num_train_scenes=40",
             "domain.num_test_scenes=12",
         ],

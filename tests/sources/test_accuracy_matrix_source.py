@@ -151,6 +151,7 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
             f"source.init_accuracy={B}",
             f"source.num_instances={N}",
             *experiment["overrides"],
+            "figures=true",
         ],
         output_dir=tmp_path / "out",
     )

@@ -173,6 +173,7 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
             "metrics.smoothing=none",
             "metrics.normalization=none",
             *experiment["overrides"],
+            "figures=true",
         ],
         output_dir=tmp_path / "out",
     )

@@ -127,7 +127,13 @@ def test_missing_result_file_is_named(tmp_path):
 def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     root = write_fixture(tmp_path / "results")
     values = evaluate(
-        ["+source=sailon", f"source.path={root}", f"source.class_index={OLD}", *experiment["overrides"]],
+        [
+            "+source=sailon",
+            f"source.path={root}",
+            f"source.class_index={OLD}",
+            *experiment["overrides"],
+            "figures=true",
+        ],
         output_dir=tmp_path / "out",
     )
     assert values["top1"] == pytest.approx(0.5)
