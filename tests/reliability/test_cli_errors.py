@@ -49,7 +49,6 @@ def test_cli_error_is_one_line_and_creates_no_run(workspace, module, args, menti
     assert_clean_failure(run_cli(module, [*FAST, *args] if module == "runner" else args, workspace), *mentions)
 
 
-@pytest.mark.subprocess
 def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
     # The sweep's parent run exists before its jobs; when every job stops on a config error it is removed.
     result = run_cli("runner", ["-m", OND, *FAST, "protocol.batch_size=2.5,3.5"], workspace)
@@ -57,7 +56,6 @@ def test_sweep_whose_every_job_has_a_config_error_leaves_no_run(workspace):
     assert "overrides" in line  # names the sweep job that failed
 
 
-@pytest.mark.subprocess
 def test_crashing_agent_leaves_one_failed_run_with_the_completed_trials(workspace):
     from mlflow.tracking import MlflowClient
 

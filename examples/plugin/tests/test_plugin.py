@@ -83,11 +83,27 @@ def _env(extra_path: Path | None) -> dict[str, str]:
     return env
 
 
-class Launched:
-    """A command-line run started in the background (the runs of this module go in parallel)."""
+try:  # owl-eval's own harness, when these tests run inside its repository: the console script's entry in-process
+    from tests.inprocess import run_module
+except ImportError:
+    run_module = None
 
-    def __init__(self, module: str, args: list[str], cwd: Path, *, extra_path: Path | None = None):
+
+class Launched:
+    """A command-line run: a new interpreter started in the background (``new_interpreter``, or where owl-eval's
+    in-process harness is not importable), else the console script's entry run in this process at once."""
+
+    def __init__(
+        self, module: str, args: list[str], cwd: Path, *, extra_path: Path | None = None, new_interpreter=False
+    ):
         self.cwd = cwd
+        self._done: subprocess.CompletedProcess | None = None
+        if run_module is not None and not new_interpreter:
+            env = {"MLFLOW_DISABLE_TELEMETRY": "true"}
+            if extra_path is not None:
+                env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(extra_path), os.environ.get("PYTHONPATH", "")]))
+            self._done = run_module(module, args, cwd=cwd, env=env, unset=("MLFLOW_TRACKING_URI", "HYDRA_FULL_ERROR"))
+            return
         self.popen = subprocess.Popen(
             [sys.executable, "-m", module, *args],
             cwd=cwd,
@@ -97,7 +113,6 @@ class Launched:
             stdin=subprocess.DEVNULL,
             text=True,
         )
-        self._done: subprocess.CompletedProcess | None = None
 
     def result(self) -> subprocess.CompletedProcess:
         if self._done is None:
@@ -144,10 +159,11 @@ def printed_table(stdout: str, protocol: str = "selective") -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory):
-    """The module's command-line runs, started at once: the experiment, the NaN agent, a bad coverage."""
+    """The module's command-line runs: the experiment (a new interpreter, started first, as a user runs it), the NaN
+    agent and a bad coverage."""
     folders = {name: tmp_path_factory.mktemp(name) for name in ("digits", "nan_agent", "bad_coverage")}
     runs = {
-        "digits": Launched("owl_eval", run_args(folders["digits"]), folders["digits"]),
+        "digits": Launched("owl_eval", run_args(folders["digits"]), folders["digits"], new_interpreter=True),
         "nan_agent": Launched(
             "owl_eval",
             run_args(
