@@ -141,6 +141,16 @@ def start_command(tmp_path):
         forked.stop(proc)
 
 
+def pytest_collection_finish(session):
+    """What collection imported (owl-eval, MLflow, Hydra, scikit-learn, torch: most of a worker's heap) is moved out
+    of the garbage collector's reach: the runs of the tests allocate heavily, and each full collection would walk
+    those objects again (about a tenth of a catalogue case's time)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 # -- the fast set (`python -m pytest -m "not slow"`) -------------------------------------------------------
 # The reliability catalogue runs the CLI once per case (in-process, tests/inprocess.py: ~0.5 s; a case marked
 # `subprocess` starts a new interpreter: ~5 s). Its first case in each file stays in the

@@ -20,7 +20,13 @@ AGENTS = ("ond/knn_novelty", "ond/closed_world")
 README_SWEEP = (
     "python -m owl_eval -m +experiment=ond_system_detection agent=ond/knn_novelty,ond/closed_world seed=0,1,2"
 )
-SMALL = ["protocol.num_trials=3", "figures=false", "progress=false"]
+SMALL = [
+    "protocol.num_trials=3",
+    "protocol.pre_novelty=20",
+    "protocol.post_novelty=40",
+    "figures=false",
+    "progress=false",
+]
 
 
 def sweep(store: dict, name: str, sweep_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
