@@ -269,6 +269,7 @@ class ForkedWorker:
     def _wait(self, timeout: float | None) -> bool:
         """Reap the child within ``timeout`` seconds (None: until it ends); whether it has ended."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.001  # a child that has handed over its result ends within milliseconds: look again soon
         while True:
             try:
                 pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -280,7 +281,8 @@ class ForkedWorker:
                 return True
             if deadline is not None and time.monotonic() >= deadline:
                 return False
-            time.sleep(POLL_SECONDS)
+            time.sleep(pause)
+            pause = min(2 * pause, POLL_SECONDS)
 
     def _pass_signals_on(self) -> dict | None:
         if threading.current_thread() is not threading.main_thread():
