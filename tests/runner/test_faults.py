@@ -97,6 +97,27 @@ def wait_for_marks(marker_dir: Path, count: int, proc, log: Path, timeout: float
         time.sleep(0.1)
 
 
+def running_job(experiment, start_command, tmp_path, *extra: str):
+    """A job stopped mid-run: started, and 2 of its 1500 trials complete (the marking agent says so)."""
+    marks = tmp_path / "marks"
+    proc = start_command(
+        runner_cmd(
+            experiment,
+            "+experiment=ond_given_detection",
+            *marking_agent(marks),
+            "protocol.num_trials=1500",
+            "figures=false",
+            *extra,
+        ),
+        log_name="job.log",
+        env=child_env(),
+        cwd=PROJECT_ROOT,
+    )
+    run_id, _ = wait_for_running(experiment, proc)
+    wait_for_marks(marks, 1, proc, tmp_path / "job.log")
+    return proc, run_id
+
+
 # -- the reaper, on runs made by hand ----------------------------------------------------------------------
 def test_reaper_ends_dead_and_reused_pids_of_this_host_only(experiment, client):
     from owl_eval.runner.liveness import mark_dead_runs
@@ -295,21 +316,7 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
 
 @pytest.mark.slow
 def test_ctrl_c_mid_protocol_ends_killed_with_the_completed_trials(experiment, client, start_command, tmp_path):
-    marks = tmp_path / "marks"
-    proc = start_command(
-        runner_cmd(
-            experiment,
-            "+experiment=ond_given_detection",
-            *marking_agent(marks),
-            "protocol.num_trials=1500",
-            "figures=false",
-        ),
-        log_name="job.log",
-        env=child_env(),
-        cwd=PROJECT_ROOT,
-    )
-    run_id, _ = wait_for_running(experiment, proc)
-    wait_for_marks(marks, 1, proc, tmp_path / "job.log")  # 2 of the 1500 trials complete
+    proc, run_id = running_job(experiment, start_command, tmp_path)
     os.kill(proc.pid, signal.SIGINT)
     assert proc.wait(timeout=60) != 0
     run = client.get_run(run_id)

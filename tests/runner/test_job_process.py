@@ -22,10 +22,8 @@ from tests import forked
 from tests.fixtures.searchpath import TEST_AGENTS
 from tests.runner.test_faults import (
     child_env,
-    marking_agent,
     runner_cmd,
-    wait_for_marks,
-    wait_for_running,
+    running_job,
 )
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -79,27 +77,6 @@ def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experi
     assert run.data.tags["partial_record"] == "true"
     # trials 0 and 1 completed: the per-batch top-1 series holds their batches
     assert run.data.metrics["top1"] >= 0 and client.get_metric_history(run.info.run_id, "detail/top1_batch")
-
-
-def running_job(experiment, start_command, tmp_path, *extra: str):
-    """A job stopped mid-run: started, and 2 of its 1500 trials complete (the marking agent says so)."""
-    marks = tmp_path / "marks"
-    proc = start_command(
-        runner_cmd(
-            experiment,
-            "+experiment=ond_given_detection",
-            *marking_agent(marks),
-            "protocol.num_trials=1500",
-            "figures=false",
-            *extra,
-        ),
-        log_name="job.log",
-        env=child_env(),
-        cwd=PROJECT_ROOT,
-    )
-    run_id, _ = wait_for_running(experiment, proc)
-    wait_for_marks(marks, 1, proc, tmp_path / "job.log")
-    return proc, run_id
 
 
 @pytest.mark.slow
