@@ -13,7 +13,8 @@ import urllib.request
 
 import pytest
 
-from tests.runner.test_docs import SERVER_BLOCK, _environment, _prepared, _run, code_blocks, commands
+from tests.runner.test_docs import SERVER_BLOCK, _run, code_blocks, commands
+from tests.runner.test_readme import _environment, _prepared
 
 
 @pytest.mark.slow

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +34,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.runner.test_readme import (
-    _blocks,
-)
+from tests.runner.test_readme import OND_SMALL, _blocks, _environment, _prepared, _serves_health, run_line
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [PROJECT_ROOT / "README.md", *sorted((PROJECT_ROOT / "docs").glob("*.md"))]
@@ -409,3 +409,54 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
                     assert built is not None and not isinstance(built, Mapping), (key, built)
                 continue
             assert getattr(agent, key) == value
+
+
+# -- running a shell line of the docs (integration/commands/test_docs_lines.py, integration/test_docs_server.py) --
+def _sweep_parent(ws: Path) -> str:
+    """A sweep parent run of the workspace store (one small sweep is run when there is none)."""
+    from mlflow.tracking import MlflowClient
+
+    store = ws / "outputs" / "mlflow.db"
+    if store.exists():
+        client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+        ids = [e.experiment_id for e in client.search_experiments()]
+        parents = client.search_runs(ids, filter_string="tags.`owl_eval.kind` = 'sweep'") if ids else []
+        if parents:
+            return parents[0].info.run_id
+    words = ["python", "-m", "owl_eval", "-m", "+experiment=ond_system_detection", "seed=0,1", *OND_SMALL]
+    proc = run_line([*words, "progress=false", "figures=false"], ws, _environment(ws))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _sweep_parent(ws)
+
+
+def _filled(line: str, ws: Path) -> str:
+    """The docs' own placeholders, filled from the workspace."""
+    if "<parent run id>" in line:
+        line = line.replace("<parent run id>", _sweep_parent(ws))
+    return line
+
+
+def _line_id(block: Block, line: str) -> str:
+    return f"{block.id}:" + re.sub(r"[^\w=+./,-]+", "_", line.split(" #")[0])[:60]
+
+
+def _prepare(line: str, ws: Path) -> tuple[list[str], dict]:
+    """As test_readme.py prepares a README line; a compare of one sweep (``--sweep``) needs no inputs."""
+    line = _filled(line, ws)
+    if "--sweep" in line:
+        return shlex.split(line, comments=True), _environment(ws)
+    return _prepared(line, ws)
+
+
+def _run(words: list[str], env: dict, ws: Path, free_port) -> subprocess.CompletedProcess | None:
+    if words[:2] == ["mlflow", "ui"]:
+        _serves_health(words, env, ws, free_port)
+        return None
+    cwd = ws
+    if "pytest" in words[:3]:  # the suite does not run itself: the line's tests are collected
+        # -n 0: collected in one process (pyproject's addopts would start pytest-xdist workers to collect)
+        words, cwd = [*words, "--collect-only", "-q", "-n", "0"], PROJECT_ROOT
+    proc = run_line(words, cwd, env)
+    assert proc.returncode == 0, f"{shlex.join(words)}\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    return proc
