@@ -33,6 +33,38 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 SHARED_DIR = PROJECT_ROOT.parent / "shared"
 
 
+def _test_outputs() -> set[str]:
+    """The Hydra output folders of test runs in the checkout's outputs/ (a job's folder name holds its experiment
+    name, which is the test's name)."""
+    return {str(p) for p in (PROJECT_ROOT / "outputs").glob("*/*/*") if "test_" in p.name}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_outputs_in_the_checkout():
+    """A test runs its commands from a folder of its own: none leaves Hydra output folders in the checkout."""
+    before = _test_outputs()
+    yield
+    left = sorted(_test_outputs() - before)
+    assert not left, f"tests left Hydra output folders in the checkout (run them from tmp_path): {left[:5]}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_temp_folder(tmp_path_factory):
+    """The temp folder of this session's processes (and of the commands they start) is one of pytest's, which pytest
+    removes after a few sessions: what agents and libraries leave in a temp folder does not pile up in /tmp."""
+    import tempfile
+
+    folder = str(tmp_path_factory.mktemp("temp", numbered=False))
+    before = tempfile.tempdir, os.environ.get("TMPDIR")
+    tempfile.tempdir, os.environ["TMPDIR"] = folder, folder
+    yield folder
+    tempfile.tempdir = before[0]
+    if before[1] is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before[1]
+
+
 @pytest.fixture(scope="session")
 def mlflow_store(tmp_path_factory) -> dict:
     """A real MLflow SQLite store with artifacts beside it, shared by the whole test session."""
@@ -41,8 +73,9 @@ def mlflow_store(tmp_path_factory) -> dict:
 
 
 @pytest.fixture()
-def experiment(mlflow_store, request) -> dict:
-    """A fresh experiment name in the session store, plus the overrides that point a run at it (no figures)."""
+def experiment(mlflow_store, request, tmp_path) -> dict:
+    """A fresh experiment name in the session store, plus the overrides that point a run at it (no figures), and
+    ``cwd``: a launch folder of the test's own (Hydra's outputs/ go there, not into the checkout)."""
     safe = re.sub(r"[^0-9A-Za-z_-]", "_", request.node.name)[:40]
     name = f"{safe}-{uuid.uuid4().hex[:8]}"
     overrides = [
@@ -53,7 +86,9 @@ def experiment(mlflow_store, request) -> dict:
         # drawing a run's figures costs about a second: the tests that check figures put figures=true after these
         "figures=false",
     ]
-    return {"name": name, "overrides": overrides, **mlflow_store}
+    launch = tmp_path / "launch"
+    launch.mkdir(exist_ok=True)
+    return {"name": name, "overrides": overrides, "cwd": launch, **mlflow_store}
 
 
 @pytest.fixture()

@@ -193,10 +193,14 @@ class ForkedWorker:
         self.timeout = timeout
         self.status: int | None = None
         self.stopped_by: list[int] = []  # the signals passed on to the child
+        # where the child is: "preparing", "waiting" (for "go"), "working", "ending" (it sent its result or error)
+        self.stage = "preparing"
         self._previous_handlers = self._pass_signals_on()
 
     def prepared(self) -> Any:
-        return self._expect("prepared")
+        header = self._expect("prepared")
+        self.stage = "waiting" if self.wait_for_go else "working"
+        return header
 
     def result(self) -> Any:
         """What ``finish`` returned. With a ``timeout`` (seconds from now), a child still working then is asked to
@@ -205,6 +209,7 @@ class ForkedWorker:
         try:
             if self.wait_for_go:
                 self.conn.send("go")
+                self.stage = "working"
             return self._expect("done", timeout=self.timeout)
         finally:
             self._restore_signals()  # the child is done: a signal now stops this process as usual
@@ -212,7 +217,10 @@ class ForkedWorker:
     def close(self) -> None:
         """Stop the child if it still runs (a job skipped or failed here), then reap it."""
         self._restore_signals()
-        if self.status is None and not self._wait(0.5):
+        if self.stage == "waiting":  # a resumed sweep's job found done: "stop" ends its wait at once
+            with contextlib.suppress(OSError):
+                self.conn.send("stop")
+        if self.status is None and not self._wait(5.0 if self.stage in ("waiting", "ending") else 0.5):
             with contextlib.suppress(OSError):
                 self.conn.send("stop")
             with contextlib.suppress(ProcessLookupError):
@@ -230,8 +238,11 @@ class ForkedWorker:
             _warm_modules.extend(message[1])
             message = self._receive(timeout)
         if message[0] == what:
+            if what == "done":
+                self.stage = "ending"
             return message[1]
         _, error, child_traceback, extra = message
+        self.stage = "ending"  # the child returns right after sending its error
         error.add_note(f"raised in the job's process (pid {self.pid}):\n{child_traceback.rstrip()}")
         _carry(error, extra)
         raise error

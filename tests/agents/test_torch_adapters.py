@@ -246,9 +246,15 @@ def test_sb3_algorithm_that_cannot_take_discrete_actions_is_one_error():
         agent.start_task(domain.spec("cartpole", "default"))
 
 
-def test_sb3_same_seed_same_log_and_global_generators_untouched():
+def test_sb3_same_seed_same_log_and_global_generators_untouched(monkeypatch, tmp_path):
     """Two runs of one tiny syllabus (PPO, then DQN on FrozenLake's discrete observations) with the same seed log the
-    same returns; the process's random, numpy and torch generators are as they were."""
+    same returns; the process's random, numpy and torch generators are as they were; no SB3-<time> folder is left in
+    the temp folder (SB3's own logger makes an empty one per model)."""
+    import tempfile
+
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     pytest.importorskip("stable_baselines3", reason="the sb3 adapter needs stable-baselines3: pip install -e '.[sb3]'")
     from owl_eval.protocols.lifelong_rl.agents.sb3 import Sb3Agent
     from owl_eval.protocols.lifelong_rl.domains import RLDomain
@@ -296,3 +302,4 @@ def test_sb3_same_seed_same_log_and_global_generators_untouched():
         logs.append(log.rows)
     assert _same_states(before, _states())
     assert logs[0] == logs[1] and logs[2] == logs[3]
+    assert [p.name for p in temp.iterdir() if p.name.startswith("SB3-")] == []  # (torch keeps its own cache there)

@@ -111,7 +111,7 @@ def running_job(experiment, start_command, tmp_path, *extra: str):
         ),
         log_name="job.log",
         env=child_env(),
-        cwd=PROJECT_ROOT,
+        cwd=experiment["cwd"],
     )
     run_id, _ = wait_for_running(experiment, proc)
     wait_for_marks(marks, 1, proc, tmp_path / "job.log")
@@ -296,7 +296,7 @@ def test_kill_9_job_is_marked_killed_by_the_next_launch(experiment, client, star
         runner_cmd(experiment, "+experiment=ond_given_detection", "protocol.num_trials=400", "figures=false"),
         log_name="job.log",
         env=child_env(),
-        cwd=PROJECT_ROOT,
+        cwd=experiment["cwd"],
     )
     run_id, _ = wait_for_running(experiment, proc)
     os.kill(proc.pid, signal.SIGKILL)

@@ -26,7 +26,6 @@ from tests.runner.test_faults import (
     running_job,
 )
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DYING = ["+experiment=ond_given_detection", TEST_AGENTS, "agent=ond/dying", "protocol.num_trials=4", "figures=false"]
 
 pytestmark = pytest.mark.subprocess
@@ -34,7 +33,7 @@ pytestmark = pytest.mark.subprocess
 
 def run_dying(experiment, how: str, *extra: str) -> subprocess.CompletedProcess:
     return forked.run(
-        runner_cmd(experiment, *DYING, f"agent.how={how}", *extra), cwd=PROJECT_ROOT, env=child_env(), timeout=180
+        runner_cmd(experiment, *DYING, f"agent.how={how}", *extra), cwd=experiment["cwd"], env=child_env(), timeout=180
     )
 
 
@@ -126,7 +125,7 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
     for mode in ("fork", "inline"):
         done = forked.run(
             [*base, "figures=false", *experiment["overrides"]],
-            cwd=PROJECT_ROOT,
+            cwd=experiment["cwd"],
             env=child_env() | {"OWL_EVAL_JOB_PROCESS": mode},
             timeout=180,
         )
@@ -139,7 +138,7 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
         k: v for k, v in values[1].items() if not k.startswith("time/")
     }
     wrong = forked.run(
-        [*base, *experiment["overrides"]], cwd=PROJECT_ROOT, env=child_env() | {"OWL_EVAL_JOB_PROCESS": "threads"}
+        [*base, *experiment["overrides"]], cwd=experiment["cwd"], env=child_env() | {"OWL_EVAL_JOB_PROCESS": "threads"}
     )
     assert wrong.returncode == 1 and "OWL_EVAL_JOB_PROCESS='threads': expected 'fork'" in wrong.stderr
 
@@ -152,7 +151,7 @@ def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experime
         runner_cmd(
             experiment, "-m", *DYING, "agent.how=hang", "agent.at_trial=2,99", "agent_timeout=3", "progress=false"
         ),
-        cwd=PROJECT_ROOT,
+        cwd=experiment["cwd"],
         env=child_env(),
         timeout=180,
     )
@@ -170,7 +169,9 @@ def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experime
 
 def test_agent_timeout_must_be_a_positive_number(experiment):
     result = forked.run(
-        runner_cmd(experiment, "+experiment=ond_given_detection", "agent_timeout=0"), cwd=PROJECT_ROOT, env=child_env()
+        runner_cmd(experiment, "+experiment=ond_given_detection", "agent_timeout=0"),
+        cwd=experiment["cwd"],
+        env=child_env(),
     )
     assert result.returncode == 1
     assert result.stderr.strip() == "error: agent_timeout: expected a number > 0, got 0"

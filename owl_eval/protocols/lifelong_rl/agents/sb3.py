@@ -288,6 +288,11 @@ class Sb3Agent(AgentHooks):
                     f"agent.algo ({self.algo_class.__name__}) cannot learn task {spec.task_name} "
                     f"(observations {env.observation_space}, actions {env.action_space}): {flat(exc)}"
                 ) from None
+        if self.kwargs.get("tensorboard_log") is None:
+            # SB3 makes an empty tempdir/SB3-<time> folder per model for a logger that writes nothing (verbose=0)
+            from stable_baselines3.common.logger import Logger
+
+            model.set_logger(Logger(folder=None, output_formats=[]))
         self.models.append((env.observation_space, env.action_space, model))
         self.budget[id(model)] = 0
         self.model = model
