@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
@@ -188,6 +189,7 @@ class ForkedWorker:
             os._exit(code)
         theirs.close()
         self.pid = pid
+        self.pidfd = _pidfd(pid)
         self.conn = ours
         self.wait_for_go = wait_for_go
         self.timeout = timeout
@@ -230,6 +232,9 @@ class ForkedWorker:
                     os.kill(self.pid, signal.SIGKILL)
                 self._wait(None)
         self.conn.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
     # -- this process's side of the exchange ----------------------------------------------------------------
     def _expect(self, what: str, *, timeout: float | None = None) -> Any:
@@ -281,19 +286,26 @@ class ForkedWorker:
         """Reap the child within ``timeout`` seconds (None: until it ends); whether it has ended."""
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.001  # a child that has handed over its result ends within milliseconds: look again soon
-        while True:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                self.status = self.status if self.status is not None else 0
-                return True
-            if pid:
-                self.status = status
-                return True
-            if deadline is not None and time.monotonic() >= deadline:
+        while not self._reaped():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
                 return False
-            time.sleep(pause)
-            pause = min(2 * pause, POLL_SECONDS)
+            if self.pidfd is not None:  # readable the moment the child ends
+                select.select([self.pidfd], [], [], left)
+            else:
+                time.sleep(pause if left is None else min(pause, left))
+                pause = min(2 * pause, POLL_SECONDS)
+        return True
+
+    def _reaped(self) -> bool:
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            self.status = self.status if self.status is not None else 0
+            return True
+        if pid:
+            self.status = status
+        return bool(pid)
 
     def _pass_signals_on(self) -> dict | None:
         if threading.current_thread() is not threading.main_thread():
@@ -393,6 +405,14 @@ def _as_multiprocessing_child() -> None:
     util: Any = importlib.import_module("multiprocessing.util")  # private helpers: untyped on purpose
     util._finalizer_registry.clear()
     util._run_after_forkers()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A file descriptor that becomes readable when process ``pid`` ends (Linux 5.3+), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _run_exit_finalizers() -> None:
