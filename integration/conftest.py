@@ -170,3 +170,21 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "measured")
         for line in lines:
             terminalreporter.write_line(line)
+
+
+# The long and service-backed tests (everything outside integration/commands) run one at a time, in one worker,
+# first: beside them the other workers run the command lines, whose tests each have their own workspace and store.
+ONE_AT_A_TIME = "one-at-a-time"
+
+
+def pytest_configure(config):
+    if getattr(config.option, "dist", "no") == "load":  # -n N with the default distribution: keep the group together
+        config.option.dist = "loadgroup"
+
+
+def pytest_collection_modifyitems(config, items):
+    commands = PROJECT_ROOT / "integration" / "commands"
+    alone = [item for item in items if commands not in Path(item.path).parents]
+    for item in alone:
+        item.add_marker(pytest.mark.xdist_group(ONE_AT_A_TIME))
+    items[:] = alone + [item for item in items if item not in alone]
