@@ -13,7 +13,11 @@ from functools import partial
 import numpy as np
 import pytest
 
-from owl_eval_selective.metrics import (
+pytest.importorskip(
+    "owl_eval_selective", reason="owl-eval-selective is not installed; run `pip install -e examples/plugin` first"
+)
+
+from owl_eval_selective.metrics import (  # noqa: E402
     aurc,
     coverage_at_risk,
     excess_aurc,
