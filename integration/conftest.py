@@ -184,7 +184,8 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     commands = PROJECT_ROOT / "integration" / "commands"
+    beside = [item for item in items if commands in Path(item.path).parents]
     alone = [item for item in items if commands not in Path(item.path).parents]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group(ONE_AT_A_TIME))
-    items[:] = alone + [item for item in items if item not in alone]
+    items[:] = alone + beside

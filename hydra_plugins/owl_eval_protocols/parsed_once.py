@@ -5,14 +5,14 @@ parsed again: a command composes twice (Hydra's ``get_mode`` and the run), a swe
 check and the launch), and YAML parsing in pure Python is about a third of each composition. These two sources
 are Hydra's own ``file://`` and ``pkg://`` sources with the parsed document kept, keyed by the file's path,
 modification time and size (an edited file is parsed again); each composition still gets a fresh ``DictConfig``
-built from a copy of it, so nothing Hydra does to one composition reaches the next. The search-path plugin
+built from it (``OmegaConf.create`` makes nodes of its own, never holding the document's dicts and lists), so
+nothing Hydra does to one composition reaches the next. The search-path plugin
 (:mod:`.searchpath`) moves owl-eval's folders, its protocols' and Hydra's own onto them; a user's
 ``--config-dir`` and ``hydra.searchpath`` stay ``file://``.
 """
 
 from __future__ import annotations
 
-import copy
 import os
 from typing import Any
 
@@ -45,7 +45,7 @@ def _load(path: str) -> tuple[dict[str, str | None], Any]:
 def _result(source: ConfigSource, path: str) -> ConfigResult:
     header, document = _load(path)
     return ConfigResult(
-        config=OmegaConf.create() if document is None else OmegaConf.create(copy.deepcopy(document)),
+        config=OmegaConf.create() if document is None else OmegaConf.create(document),
         path=f"{source.scheme()}://{source.path}",
         provider=source.provider,
         header=dict(header),
@@ -61,9 +61,10 @@ class ParsedOnceFileConfigSource(FileConfigSource):
 
     def load_config(self, config_path: str) -> ConfigResult:
         full_path = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
-        if not os.path.exists(full_path):
-            raise ConfigLoadError(f"Config not found : {full_path}")
-        return _result(self, full_path)
+        try:
+            return _result(self, full_path)
+        except FileNotFoundError:
+            raise ConfigLoadError(f"Config not found : {full_path}") from None
 
 
 class ParsedOnceImportlibResourcesConfigSource(ImportlibResourcesConfigSource):
