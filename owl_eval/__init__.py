@@ -9,15 +9,16 @@ parts know no protocol by name. Layers, each importing only its own and the ones
 1. ``errors``, ``typed``, ``safe_paths``, ``json_input`` (checks of user input);
 2. ``metrics`` (the shared metric types: results, N/A, validation) and ``formats`` (reading and writing
    files), apart;
-3. ``domains`` (the shared data sets) and ``plots`` (figures of comparisons), apart; ``stats`` (interquartile
-   mean, probability of improvement, stratified bootstrap, paired differences, Holm) and ``verdict`` (the
-   verdict table built from them: rows, CSV, JSON, LaTeX);
+3. ``domains`` (the shared data sets) and ``stats`` (interquartile mean, probability of improvement, stratified
+   bootstrap, paired differences and their two-sided test, Holm, rounding to an interval's digits);
 4. ``protocols`` (the descriptor, finding protocols, the driver base) and ``paths`` (where configs are);
 5. ``sources`` (what readers of results produced elsewhere return) and ``evaluation`` (what scoring
    provides: typed metric options, results and figure data; the metric-name registry);
 6. each protocol's folder (its driver, record, metrics, evaluation, figures, agents, sources, configs): it
    imports the shared parts, never another protocol;
-7. ``runner`` (config, MLflow, the command line): it learns of protocols through their descriptors only.
+7. ``runner`` (config, MLflow, the command line): it learns of protocols through their descriptors only; and
+   ``comparison`` (agents compared over seeds: tables, verdicts, figures, the report, ``owl-eval-compare``), which
+   reads runs through the runner's tracking and is called at a sweep's end.
 """
 
 __version__ = "0.1.0"

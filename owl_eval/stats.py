@@ -56,6 +56,7 @@ from owl_eval.metrics.validation import as_array
 BLOCK_ELEMENTS = 1 << 22
 # The paired sign-flip test enumerates all 2**n sign patterns up to this many seeds, then samples them.
 EXACT_PERMUTATION_MAX_SEEDS = 16
+ALTERNATIVES = ("two-sided", "greater", "less")
 
 Rng = np.random.Generator | int | np.random.SeedSequence
 # A batched statistic: arrays of resamples, each (replicates, runs, tasks), to (replicates,) or (replicates, k).
@@ -412,8 +413,8 @@ def performance_profile(
 @dataclass(frozen=True)
 class PairedDifference:
     """``difference`` = mean(a - b) over the paired seeds, in the metric's units (its sign as measured, not
-    flipped); ``low``/``high`` its percentile bootstrap interval over seeds; ``p_value`` the one-sided p of
-    "no improvement" (improvement meaning better in the metric's direction); ``exact``: whether the
+    flipped); ``low``/``high`` its percentile bootstrap interval over seeds; ``p_value`` the two-sided p of
+    "no difference" (:func:`sign_flip_p_value`); ``exact``: whether the
     permutation test enumerated every sign pattern. NaN interval and p-value with one seed."""
 
     difference: float
@@ -449,35 +450,61 @@ def _all_signs(n: int) -> np.ndarray:
     return 1.0 - 2.0 * bits
 
 
-def sign_flip_p_value(improvement, *, permutations: int = 10000, rng: Rng | None = None) -> tuple[float, bool]:
-    """One-sided paired permutation p-value that the mean of ``improvement`` (per-seed gains, > 0 = better)
-    is no greater than 0: the share of sign patterns whose mean is >= the observed mean. Under the null the
-    sign of each seed's gain is a coin flip (the pair's two values are exchangeable).
+def sign_flip_p_value(
+    difference, *, alternative: str = "two-sided", permutations: int = 10000, rng: Rng | None = None
+) -> tuple[float, bool]:
+    """Paired permutation p-value of "the mean of ``difference`` (per-seed differences) is 0". Under that null the
+    sign of each seed's difference is a coin flip (the pair's two values are exchangeable).
+
+    ``alternative``: ``"two-sided"`` (the share of sign patterns whose mean is at least as far from 0 as the observed
+    one, either side), ``"greater"`` (mean >= the observed) or ``"less"`` (mean <= the observed), as
+    ``scipy.stats.permutation_test(..., permutation_type="samples")`` with the mean as statistic. Two-sided, the
+    order of the pair does not matter: ``difference`` and ``-difference`` give the same p.
 
     Exact (all 2**n patterns, the observed one included) for n <= :data:`EXACT_PERMUTATION_MAX_SEEDS`;
     otherwise ``permutations`` random patterns, p = (1 + hits) / (1 + permutations) (never 0). Returns
-    (p, exact). The smallest exact p is 2**-n: 1/32 with 5 seeds, 1/1024 with 10.
+    (p, exact). The smallest exact p is 2/2**n two-sided (:func:`smallest_p_value`): 0.25 with 3 seeds, 1/16 with 5,
+    1/512 with 10.
     """
-    d = as_array("improvement", improvement, ndim=1)
-    _finite("improvement", d)
+    d = as_array("difference", difference, ndim=1)
+    _finite("difference", d)
     n = d.size
     if n == 0:
-        raise MetricInputError("improvement: expected at least one seed, got an empty array")
+        raise MetricInputError("difference: expected at least one seed, got an empty array")
+    if alternative not in ALTERNATIVES:
+        raise MetricInputError(f"alternative: expected one of {list(ALTERNATIVES)}, got {alternative!r}")
     if isinstance(permutations, bool) or not isinstance(permutations, int) or permutations < 1:
         raise MetricInputError(f"permutations: expected a whole number >= 1, got {permutations!r}")
     observed = d.mean()
     tol = 1e-9 * max(float(np.abs(d).mean()), np.finfo(float).tiny)  # sums in another order may differ in the last bits
+
+    def extreme(means: np.ndarray) -> np.ndarray:
+        if alternative == "two-sided":
+            return np.abs(means) >= abs(observed) - tol
+        if alternative == "greater":
+            return means >= observed - tol
+        return means <= observed + tol
+
     if n <= EXACT_PERMUTATION_MAX_SEEDS:
-        means = _all_signs(n) @ d / n
-        return float(np.mean(means >= observed - tol)), True
+        return float(np.mean(extreme(_all_signs(n) @ d / n))), True
     gen = _rng(rng)
     hits = 0
     block = max(1, BLOCK_ELEMENTS // n)
     for start in range(0, permutations, block):  # blocks of patterns bound memory
         count = min(block, permutations - start)
         signs = gen.integers(0, 2, size=(count, n)) * 2.0 - 1.0
-        hits += int(np.sum(signs @ d / n >= observed - tol))
+        hits += int(np.sum(extreme(signs @ d / n)))
     return (1 + hits) / (1 + permutations), False
+
+
+def smallest_p_value(n: int, *, permutations: int = 10000) -> float:
+    """The smallest two-sided p :func:`sign_flip_p_value` can give with ``n`` seeds: 2/2**n when exact (n <= 16),
+    1/(1 + permutations) otherwise; 1 with no seed. Below ``alpha`` only from 6 seeds on (2/2**5 = 0.0625)."""
+    if n < 1:
+        return 1.0
+    if n <= EXACT_PERMUTATION_MAX_SEEDS:
+        return min(1.0, 2.0 / 2.0**n)
+    return 1.0 / (1 + permutations)
 
 
 def paired_difference(
@@ -496,11 +523,12 @@ def paired_difference(
     - ``difference``: mean(a - b) in the metric's units (not flipped for ``higher_is_better=False``);
     - interval: percentile bootstrap of the mean of the per-seed differences, seeds resampled with
       replacement (the paired analogue of the stratified bootstrap, one task);
-    - ``p_value``: the paired sign-flip permutation test of "no improvement" (:func:`sign_flip_p_value`,
-      one-sided, exact up to 16 seeds) on the per-seed gains (a - b, or b - a when lower is better). Chosen
-      over the bootstrap share of replicates <= 0 (anti-conservative with few seeds: the percentile
-      bootstrap is too narrow at n = 5-10) and over Wilcoxon (it tests the median of the gains, not the
-      mean this row reports); it feeds :func:`holm`.
+    - ``p_value``: the two-sided paired sign-flip permutation test of "no difference" (:func:`sign_flip_p_value`,
+      exact up to 16 seeds) on the per-seed differences: the same p whichever agent is ``a``. Chosen over the
+      bootstrap share of replicates <= 0 (anti-conservative with few seeds: the percentile bootstrap is too
+      narrow at n = 5-10) and over Wilcoxon (it tests the median of the differences, not the mean this row
+      reports); it feeds :func:`holm`. Which agent is better is then read from the sign of the difference
+      and ``higher_is_better``.
     With one seed the interval and p-value are NaN.
     """
     x, y = _paired(a, b)
@@ -513,7 +541,7 @@ def paired_difference(
         return PairedDifference(diff, math.nan, math.nan, math.nan, n, better, True, confidence)
     idx = gen.integers(0, n, size=(reps, n))
     low, high = _percentiles(d[idx].mean(axis=1), confidence)
-    p, exact = sign_flip_p_value(d if better else -d, permutations=permutations, rng=gen)
+    p, exact = sign_flip_p_value(d, permutations=permutations, rng=gen)
     return PairedDifference(diff, float(low), float(high), p, n, better, exact, confidence)
 
 
@@ -620,6 +648,19 @@ def plus_minus(value: float, half_width: float) -> str:
         return f"{text.rstrip('0').rstrip('.') if '.' in text else text} ± 0"
     d = _decimals_for(h)
     return f"{_text(v, d)} ± {_text(h, d)}"
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` rounded to ``digits`` significant digits, without an exponent between 1e-4 and 1e6."""
+    if not math.isfinite(value):
+        return str(value)
+    rounded = float(f"{value:.{digits}g}")
+    if rounded == 0:
+        return "0"
+    if 1e-4 <= abs(rounded) < 1e6:
+        text = f"{rounded:.{max(0, digits - 1 - math.floor(math.log10(abs(rounded))))}f}"
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{rounded:.{digits - 1}e}"
 
 
 def _significant_decimals(x: float) -> int:

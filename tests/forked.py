@@ -35,7 +35,7 @@ from tests.inprocess import COMPARE, ENTRY_MODULES, entry_of, subprocess_wanted
 PRELOAD = [
     "owl_eval.runner.cli",
     "owl_eval.runner.evaluate",
-    "owl_eval.runner.compare",
+    "owl_eval.comparison.cli",
     "owl_eval.runner.app",
     "owl_eval.runner.callbacks",
     "owl_eval.runner.summary",

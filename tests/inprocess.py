@@ -44,7 +44,7 @@ ENTRY_MODULES = {
     "owl_eval.runner.cli": "owl_eval.runner.cli",
     "owl_eval.runner.evaluate": "owl_eval.runner.evaluate",
 }
-COMPARE = "owl_eval.runner.compare"  # owl-eval-compare: no Hydra; its cli(argv) is the console script's function
+COMPARE = "owl_eval.comparison.cli"  # owl-eval-compare: no Hydra; its cli(argv) is the console script's function
 # console script -> ``python -m`` module (the same ``cli()``)
 SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.evaluate", "owl-eval-compare": COMPARE}
 
@@ -116,7 +116,7 @@ def run_module(
 
 def _compare_entry(argv: list[str]) -> int:
     """``owl-eval-compare``'s ``cli`` on ``argv``; its exit code as the interpreter would make it."""
-    from owl_eval.runner.compare import cli
+    from owl_eval.comparison.cli import cli
 
     try:
         cli(argv)

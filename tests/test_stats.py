@@ -23,6 +23,7 @@ from owl_eval.stats import (
     resample_indices,
     round_to_ci,
     sign_flip_p_value,
+    smallest_p_value,
     stratified_bootstrap_band,
     stratified_bootstrap_ci,
 )
@@ -57,13 +58,15 @@ def loop_poi(x, y, lower_is_better=False) -> float:
     return sum(per_task) / len(per_task)
 
 
-def loop_sign_flip_p(d) -> float:
-    """Share of all 2**n sign patterns whose mean is >= the observed mean."""
+def loop_sign_flip_p(d, two_sided: bool = True) -> float:
+    """Share of all 2**n sign patterns whose mean is at least as far from 0 as the observed mean (two-sided), or
+    >= the observed mean (one-sided)."""
     observed = sum(d) / len(d)
     hits = 0
     patterns = list(itertools.product([1, -1], repeat=len(d)))
     for signs in patterns:
-        if sum(s * v for s, v in zip(signs, d)) / len(d) >= observed - 1e-12:
+        mean = sum(s * v for s, v in zip(signs, d)) / len(d)
+        if (abs(mean) >= abs(observed) - 1e-12) if two_sided else (mean >= observed - 1e-12):
             hits += 1
     return hits / len(patterns)
 
@@ -245,10 +248,14 @@ def test_paired_difference_by_hand():
     a = [1.0, 2.0, 3.0, 4.0]
     b = [0.5, 2.5, 2.0, 3.0]
     # per-seed differences 0.5, -0.5, 1, 1 -> mean 0.5. Sign patterns (16) with signed sum >= 2: s3 = s4 = +1
-    # and 0.5 (s1 - s2) >= 0 -> 3 of the 4 (s1, s2); with s3 + s4 = 0 the sum is at most 1 -> p = 3/16
+    # and 0.5 (s1 - s2) >= 0 -> 3 of the 4 (s1, s2); with s3 + s4 = 0 the sum is at most 1 -> one-sided 3/16;
+    # two-sided, the 3 mirror patterns with sum <= -2 too -> 6/16
     res = paired_difference(a, b, reps=500, rng=0)
     assert res.difference == 0.5
-    assert res.p_value == 3 / 16 == loop_sign_flip_p([0.5, -0.5, 1, 1])
+    assert res.p_value == 6 / 16 == loop_sign_flip_p([0.5, -0.5, 1, 1])
+    d = np.array([0.5, -0.5, 1, 1])
+    assert sign_flip_p_value(d, alternative="greater")[0] == 3 / 16 == loop_sign_flip_p(d, two_sided=False)
+    assert sign_flip_p_value(d, alternative="less")[0] == 15 / 16  # only the all-minus pattern (-3) is not <= 2
     assert res.n == 4 and res.exact
     assert -0.5 <= res.low <= 0.5 <= res.high <= 1.0  # means of resampled differences lie within their range
 
@@ -257,9 +264,9 @@ def test_paired_difference_direction_flip():
     a, b = [1.0, 2.0, 3.0, 4.0], [0.5, 2.5, 2.0, 3.0]
     res = paired_difference(a, b, higher_is_better=False, reps=500, rng=0)
     assert res.difference == 0.5  # the difference keeps its sign: a is 0.5 higher, worse here
-    # gains b - a: -0.5, 0.5, -1, -1 (sum -2). Signed sums of .5, .5, 1, 1 range over -3..3; only the all-minus
-    # pattern (-3) is below -2 -> p = 15/16
-    assert res.p_value == 15 / 16 == loop_sign_flip_p([-0.5, 0.5, -1, -1])
+    # two-sided: the direction changes which agent is better, never the p (b vs a gives the same 6/16)
+    assert res.p_value == 6 / 16 == loop_sign_flip_p([-0.5, 0.5, -1, -1])
+    assert paired_difference(b, a, reps=500, rng=0).p_value == res.p_value
 
 
 def test_paired_bootstrap_equals_a_loop_with_the_same_draws():
@@ -279,8 +286,8 @@ def test_paired_difference_averages_trials_within_a_seed():
     a = [[1.0, 3.0], [2.0, 2.0], [0.0, 4.0]]  # seed means 2, 2, 2
     b = [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0]]  # seed means 1
     res = paired_difference(a, b, reps=100, rng=0)
-    # per-seed differences 1, 1, 1: interval a point; only the all-plus pattern of 8 reaches the mean -> 1/8
-    assert (res.difference, res.low, res.high, res.p_value) == (1.0, 1.0, 1.0, 1 / 8)
+    # per-seed differences 1, 1, 1: interval a point; the all-plus and all-minus patterns of 8 reach |mean| 1 -> 2/8
+    assert (res.difference, res.low, res.high, res.p_value) == (1.0, 1.0, 1.0, 2 / 8)
 
 
 def test_one_seed_has_no_interval():
@@ -290,13 +297,16 @@ def test_one_seed_has_no_interval():
 
 
 def test_sign_flip_p_value_samples_patterns_above_sixteen_seeds():
-    # 20 equal gains: only the all-plus pattern (chance 2**-20 a draw) reaches the mean -> p = (1 + 0) / (1 + R)
+    # 20 equal gains: only the all-plus and all-minus patterns (chance 2**-19 a draw) reach |mean| -> p = 1 / (1 + R)
     p, exact = sign_flip_p_value(np.ones(20), permutations=5000, rng=0)
     assert not exact and p == 1 / 5001
     # gains symmetric about 0 (+-1, ten each): the observed mean 0 is the median of the sign-flip means; by
-    # symmetry P(mean >= 0) = 1/2 + P(mean = 0)/2 = 1/2 + C(20,10)/2**21 = 0.588
-    p, _ = sign_flip_p_value(np.r_[np.ones(10), -np.ones(10)], permutations=20000, rng=0)
+    # symmetry P(mean >= 0) = 1/2 + P(mean = 0)/2 = 1/2 + C(20,10)/2**21 = 0.588; two-sided every pattern counts
+    symmetric = np.r_[np.ones(10), -np.ones(10)]
+    p, _ = sign_flip_p_value(symmetric, alternative="greater", permutations=20000, rng=0)
     assert p == pytest.approx(0.5 + math.comb(20, 10) / 2**21, abs=0.015)
+    assert sign_flip_p_value(symmetric, permutations=2000, rng=0)[0] == 1.0
+    assert smallest_p_value(3) == 0.25 and smallest_p_value(10) == 2 / 1024 and smallest_p_value(20) == 1 / 10001
     # all gains zero: every pattern ties the observed mean
     assert sign_flip_p_value(np.zeros(5))[0] == 1.0
 

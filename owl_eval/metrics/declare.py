@@ -142,12 +142,13 @@ class MetricSet:
         bounds: tuple[float, float] = (-math.inf, math.inf),
         *,
         description: str = "",
+        title: str = "",
         latex: str | None = None,
         log_scale: bool = False,
         combine: str = "none",
         series: bool = False,
     ) -> MetricSpec:
-        """The declaration of one name of this protocol (for :meth:`family`)."""
+        """The declaration of one name of this protocol (for :meth:`family`); ``title``: its short table label."""
         return MetricSpec(
             name=name,
             protocol=self.protocol,
@@ -155,6 +156,7 @@ class MetricSet:
             bounds=bounds,
             log_scale=log_scale,
             description=description,
+            title=title,
             latex=latex,
             combine=combine,
             series=series,
@@ -167,6 +169,7 @@ class MetricSet:
         higher_is_better: bool | None,
         bounds: tuple[float, float] = (-math.inf, math.inf),
         description: str = "",
+        title: str = "",
         latex: str | None = None,
         log_scale: bool = False,
         combine: str = "none",
@@ -179,15 +182,16 @@ class MetricSet:
         """Decorator: register ``fn(**needed inputs) -> value`` as the metric ``name`` (returned unchanged).
 
         ``higher_is_better``: True, False or None (counts, diagnostics: never called "best"); ``bounds``: the
-        value's range; ``series``: the name holds one value per step; ``needs``: the inputs ``fn`` reads, by
-        keyword (a None input makes the metric N/A with the set's ``missing`` reason); ``na``: rules making it
-        N/A (:class:`NAIf`), checked in order after the inputs.
+        value's range; ``title``: a short label for tables (:attr:`MetricSpec.title`); ``series``: the name holds
+        one value per step; ``needs``: the inputs ``fn`` reads, by keyword (a None input makes the metric N/A with
+        the set's ``missing`` reason); ``na``: rules making it N/A (:class:`NAIf`), checked in order after the inputs.
         """
         declaration = self.spec(
             name,
             higher_is_better,
             bounds,
             description=description,
+            title=title,
             latex=latex,
             log_scale=log_scale,
             combine=combine,

@@ -26,6 +26,8 @@ class MetricSpec:
     ``combine`` says how results on chunks of samples combine: ``"mean"`` (weighted by ``weight`` of
     each chunk), ``"sum"``, ``"max"``, or ``"none"`` (must be computed on the whole set).
     ``series``: the name holds one value per step (per task, per episode, per horizon step), not a summary.
+    ``title``: a short human name (a few words, no better direction) used as a table or figure label
+    (:attr:`display_name`; the name itself when there is none).
     A name holding ``{k}`` (``min_ade_{k}_marginal``) is a template: it declares the name for every whole K
     (:meth:`for_k`).
     """
@@ -36,6 +38,7 @@ class MetricSpec:
     bounds: tuple[float, float] = (-math.inf, math.inf)
     log_scale: bool = False
     description: str = ""
+    title: str = ""
     latex: str | None = None
     combine: str = "none"
     series: bool = False
@@ -50,8 +53,14 @@ class MetricSpec:
             self,
             name=self.name.format(k=k),
             description=self.description.replace("K ", f"{k} "),
+            title=self.title.replace("{k}", str(k)),
             latex=(self.latex or "").replace("{k}", str(k)) or None,
         )
+
+    @property
+    def display_name(self) -> str:
+        """The label of the name in tables and figures: its :attr:`title`, or the name when it has none."""
+        return self.title or self.name
 
     @property
     def direction(self) -> str:

@@ -4,7 +4,7 @@ on_multirun_start creates the parent and hands its id to the jobs (environment v
 joblib/loky and submitit workers and a Ray cluster the launcher starts; jobs on an existing Ray cluster or
 elsewhere find it by the sweep-dir tag). on_job_end marks the parent FAILED when a job failed (the basic
 sweeper skips on_multirun_end then); on_multirun_end logs the comparison of the jobs over seeds
-(``owl_eval.runner.compare``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
+(``owl_eval.comparison``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
 the logic lives in plain functions that tests call directly. When the launcher itself dies mid-sweep,
 ``abort_open_sweep`` (called by the CLI) ends the parent FAILED; if even that never runs (kill -9), the
 next launch into the store ends it KILLED (``owl_eval.runner.liveness``).
@@ -24,8 +24,9 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from owl_eval.comparison.grouping import swept_keys
+from owl_eval.comparison.sweep_end import compare_sweep, print_sweep_end
 from owl_eval.errors import ConfigError, LaunchAborted
-from owl_eval.runner.compare import summarize_sweep_with_verdicts, swept_keys
 from owl_eval.runner.liveness import owner_tags, reap_quietly
 from owl_eval.runner.resolvers import register_resolvers
 from owl_eval.runner.tracking import (
@@ -161,26 +162,6 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
 
 
-def print_sweep_end(
-    settings: TrackingSettings, launch_dir: str, run_id: str, rows, sweep_dir: Path, vrows=()
-) -> Path | None:
-    """Write the comparison (Markdown and CSV) and the verdicts (CSV, JSON, LaTeX) into the sweep directory and print
-    its path, the best groups, the verdict lines and how to open the sweep's parent run. Returns the Markdown
-    file, or None when no job finished."""
-    from owl_eval.runner.compare import write_files
-    from owl_eval.runner.summary import sweep_summary
-
-    uri = settings.resolved_uri(launch_dir)
-    if not rows:
-        print(f"no finished job to compare; sweep run: {run_id}", flush=True)
-        return None
-    write_files(sweep_dir, rows, vrows)
-    table = sweep_dir / "comparison.md"
-    experiment_id = make_client(uri).get_run(run_id).info.experiment_id
-    print(sweep_summary(rows, table, uri, experiment_id, run_id, vrows), flush=True)
-    return table
-
-
 def _name_part(value: str) -> str:
     """A value as a short run-name part: the last path element of a config choice (``ond/knn_novelty``),
     characters other than letters, digits and ``_ . = + -`` replaced."""
@@ -278,15 +259,16 @@ class MlflowSweepCallback(Callback):
         if run_id:
             try:
                 params = config.hydra.sweeper.get("params")
-                rows, vrows = summarize_sweep_with_verdicts(
+                figures = bool(config.get("figures", True))
+                comparison = compare_sweep(
                     settings,
                     launch_dir,
                     run_id,
                     list(config.hydra.overrides.task),
                     sweeper_params=cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},
-                    figures=bool(config.get("figures", True)),
+                    figures=figures,
                 )
-                print_sweep_end(settings, launch_dir, run_id, rows, Path(_sweep_dir(config)), vrows)
+                print_sweep_end(settings, launch_dir, run_id, comparison, Path(_sweep_dir(config)), figures=figures)
             except Exception:  # the comparison is a bonus; never lose the sweep's status over it
                 log.exception(
                     "comparison of sweep %s failed; `owl-eval-compare --sweep %s` retries it",

@@ -10,14 +10,16 @@ protocol and metric settings have the same index however their agents fared.
         "top1": {"key": {"name": "top1", "agent": "", "task": null, "k": null, "threshold": null,
                          "axis": null, "timing": false},
                  "reported": "top1", "declared": true, "direction": "maximize", "bounds": [0.0, 1.0],
-                 "series": false, "headline_rank": 0},
-        "baseline/top1_batch": {..., "series": true, "headline_rank": null},
+                 "series": false, "headline_rank": 0, "title": "Top-1 accuracy"},
+        "baseline/top1_batch": {..., "series": true, "headline_rank": null, "title": ""},
         "threshold/m2_cdt_pct": {...}   # a logged table of a threshold sweep
     }}
 
 ``bounds`` holds null for an infinite bound; ``declared`` is false (and ``direction`` "none") for a key the
-protocol does not declare. Runs logged before this file existed have none: :class:`StoredKeys` says so
-(``indexed``) and gives them no entries.
+protocol does not declare. ``title`` is a headline key's short label (its declaration's
+:attr:`~owl_eval.metrics.results.MetricSpec.display_name`), "" for any other key and in files written before it
+existed. Runs logged before this file existed have none: :class:`StoredKeys` says so (``indexed``) and gives them
+no entries.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ class LoggedKey:
     bounds: tuple[float, float]
     series: bool
     headline_rank: int | None
+    title: str = ""  # the short label of a headline key (its declaration's display name), else ""
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -58,6 +61,7 @@ class LoggedKey:
             "bounds": [b if math.isfinite(b) else None for b in self.bounds],
             "series": self.series,
             "headline_rank": self.headline_rank,
+            "title": self.title,
         }
 
     @classmethod
@@ -70,6 +74,7 @@ class LoggedKey:
             bounds=(-math.inf if low is None else float(low), math.inf if high is None else float(high)),
             series=bool(entry.get("series", False)),
             headline_rank=entry.get("headline_rank"),
+            title=str(entry.get("title") or ""),
         )
 
 

@@ -13,15 +13,11 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 
-from owl_eval.plots.compare import significant
 from owl_eval.runner.key_index import LoggedKey, download_index
-from owl_eval.stats import plus_minus
+from owl_eval.stats import significant
 
-VERDICT_LINES = 8  # printed at the end of a sweep; the rest are in verdict.csv
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
-TOP_GROUPS = 5  # groups shown at the end of a sweep
 
 
 def open_command(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
@@ -127,42 +123,3 @@ def with_summary(job: Callable, cfg, *, full: bool = True):
 
 
 # -- end of a sweep --------------------------------------------------------------------------------------
-def _ranked_metric(rows: Sequence) -> str | None:
-    """The first headline metric (in the descriptor's headline order) with a direction and a value in some group."""
-    candidates = [
-        (r.headline, r.metric)
-        for r in rows
-        if r.headline is not None and r.direction != "none" and r.n > 0 and math.isfinite(r.mean)
-    ]
-    return min(candidates)[1] if candidates else None
-
-
-def sweep_summary(
-    rows: Sequence, table_path: Path, uri: str, experiment_id: str | None, parent_run_id: str, vrows: Sequence = ()
-) -> str:
-    """The end-of-sweep block: the comparison table's path, the best groups by a headline metric (mean ± the
-    95 % CI half-width over seeds), the verdict lines (:mod:`owl_eval.runner.verdicts`), where the parent run is
-    and how to open it."""
-    lines = [f"comparison table: {table_path}"]
-    metric = _ranked_metric(rows)
-    if metric is not None:
-        found = [r for r in rows if r.metric == metric and r.n > 0 and math.isfinite(r.mean)]
-        best_first = sorted(found, key=lambda r: -r.mean if r.direction == "maximize" else r.mean)
-        arrow = "higher" if found[0].direction == "maximize" else "lower"
-        lines.append(f"best groups by {metric} ({arrow} is better; mean ± 95% CI over seeds):")
-        width = max(len(r.label) for r in best_first[:TOP_GROUPS])
-        for r in best_first[:TOP_GROUPS]:
-            shown = plus_minus(r.mean, r.half_width) if math.isfinite(r.half_width) else significant(r.mean)
-            lines.append(f"  {r.label:<{width}}  {shown}  (n={r.n})")
-        if len(found) > TOP_GROUPS:
-            lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
-    if vrows:
-        from owl_eval.verdict import verdict_line
-
-        lines.append("verdicts (paired over seeds; difference = agent - other, 95 % bootstrap CI):")
-        lines += [f"  {verdict_line(v)}" for v in vrows[:VERDICT_LINES]]
-        if len(vrows) > VERDICT_LINES:
-            lines.append(f"  ... {len(vrows) - VERDICT_LINES} more in {table_path.parent / 'verdict.csv'}")
-    lines.append(f"sweep run: {parent_run_id}")
-    lines.append(open_command(uri, experiment_id, parent_run_id))
-    return "\n".join(lines)

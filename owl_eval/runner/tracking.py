@@ -53,6 +53,7 @@ MAX_TAGS_PER_BATCH = 100
 SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
+REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a resumed sweep reused (+ its id)
 TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
 
 # Before the first client of an http(s) tracking URI: one GET of the URI, 2 attempts 1 s apart (see check_server).
@@ -130,6 +131,7 @@ def logged_key_entry(key: MetricKey, protocol: str | None, *, series: bool, besi
         bounds=spec.bounds if spec is not None else (-float("inf"), float("inf")),
         series=series or (spec is not None and protocol is not None and is_series(protocol, key)),
         headline_rank=rank,
+        title=spec.display_name if spec is not None and rank is not None else "",
     )
 
 

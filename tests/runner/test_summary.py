@@ -262,31 +262,6 @@ def test_open_command_for_each_kind_of_store():
     assert open_command("http://host:5000/", "1", "abc") == "open http://host:5000/#/experiments/1/runs/abc"
 
 
-def test_sweep_summary_ranks_groups_by_the_first_headline_metric(tmp_path):
-    from owl_eval.runner.compare import Row
-    from owl_eval.runner.summary import sweep_summary
-
-    def row(agent, metric, direction, mean, half):
-        rank = 0 if metric == "top1" else None  # metric_keys.json's headline rank
-        return Row(
-            (("agent", agent),), metric, direction, 3, mean, 1.0, mean - half, mean + half, runs=3, headline=rank
-        )
-
-    rows = [
-        row("a", "detail/aupr_novel", "maximize", 0.99, 0.01),
-        row("a", "top1", "maximize", 0.5, 0.1),
-        row("b", "top1", "maximize", 0.7, 0.05),
-        row("c", "top1", "maximize", 0.6, 0.0),
-    ]
-    text = sweep_summary(rows, tmp_path / "comparison.md", "sqlite:////s/mlflow.db", "1", "parent")
-    lines = text.splitlines()
-    assert lines[0] == f"comparison table: {tmp_path / 'comparison.md'}"
-    assert lines[1].startswith("best groups by top1")
-    assert [line.split()[0] for line in lines[2:5]] == ["b", "c", "a"]
-    assert "0.70 ± 0.05" in lines[2] and "(n=3)" in lines[2]  # the mean to the half-width's digits
-    assert lines[-1] == "mlflow ui --backend-store-uri sqlite:////s/mlflow.db"
-
-
 def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
     fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
     proc = _cli(

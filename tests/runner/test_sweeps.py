@@ -115,17 +115,6 @@ def readme_sweep_lines() -> tuple[str, str]:
     return basic, joblib
 
 
-def hand_rounded(mean: float, half: float) -> float:
-    """The mean to the decimal place of the half-width's first significant digit (its second when the first is 1);
-    a zero half-width: 3 significant digits. Written out apart from owl_eval.stats."""
-    if half == 0:
-        return float(f"{mean:.3g}")
-    exponent = math.floor(math.log10(half))
-    first_digit = int(half / 10**exponent)
-    places = -exponent + (1 if first_digit == 1 else 0)
-    return round(mean, places)
-
-
 def hand_stats(values: list[float]) -> tuple[float, float, float, float]:
     """Mean, sample std and 95 % Student-t interval, written out with plain loops."""
     from scipy.stats import t
@@ -146,48 +135,56 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     parent_id, parent = only_parent(first)
     jobs = jobs_by_config(first)
     assert len(jobs) == 6
-    # Parent metrics = per-agent means over the 3 seeds, under <agent>/<metric>, rounded to the digits of their
-    # 95 % interval (recomputed here from the children: the half-width to 1 significant digit, 2 when it
-    # starts with 1), and <agent>/n_seeds.
+    # Parent metrics = per-agent means over the 3 seeds, exact, under <agent>/<metric>, with /std, /ci_low and
+    # /ci_high (recomputed here from the children with plain loops), and <agent>/n_seeds.
     for agent in AGENTS:
         short = agent.split("/")[1]
         for metric in ("top1", "oscr", "m21_fp_pct"):
             values = [jobs[(agent, s)]["metrics"][metric][0][1] for s in range(3)]
-            mean, _, low, high = hand_stats(values)
-            logged = parent["metrics"][f"{short}/{metric}"][0][1]
-            assert logged == pytest.approx(hand_rounded(mean, (high - low) / 2), abs=1e-12), (agent, metric)
+            mean, std, low, high = hand_stats(values)
+            logged = {
+                stat: parent["metrics"][f"{short}/{metric}{stat}"][0][1] for stat in ("", "/std", "/ci_low", "/ci_high")
+            }
+            assert logged == pytest.approx(
+                {"": mean, "/std": std, "/ci_low": low, "/ci_high": high}, rel=1e-9, abs=1e-12
+            )
         assert parent["metrics"][f"{short}/n_seeds"][0][1] == 3
-        assert not [k for k in parent["metrics"] if k.startswith("ond.")]  # no unrounded <label>/<metric>/<stat>
-    # Verdicts: knn_novelty vs closed_world, paired over the 3 seeds, in an MLflow table; recomputed by hand.
-    table = json.loads(Path(client.download_artifacts(parent_id, "verdict/verdict.json", str(tmp_path))).read_text())
-    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+        assert not [k for k in parent["metrics"] if k.startswith("ond.")]
+    # Verdicts: closed_world vs knn_novelty (labels in sorted order), paired over the 3 seeds; recomputed by hand.
+    rows = json.loads(Path(client.download_artifacts(parent_id, "comparison/verdict.json", str(tmp_path))).read_text())
     top1 = next(r for r in rows if r["metric"] == "top1")
     knn = [jobs[("ond/knn_novelty", s)]["metrics"]["top1"][0][1] for s in range(3)]
     closed = [jobs[("ond/closed_world", s)]["metrics"]["top1"][0][1] for s in range(3)]
-    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("knn_novelty", "closed_world", 3)
-    assert top1["difference"] == pytest.approx(sum(k - c for k, c in zip(knn, closed)) / 3, abs=1e-12)
-    wins = sum((k > c) + 0.5 * (k == c) for k in knn for c in closed)  # P(X > Y) + 1/2 P(X = Y), every pair
+    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("closed_world", "knn_novelty", 3)
+    assert top1["difference"] == pytest.approx(sum(c - k for k, c in zip(knn, closed)) / 3, abs=1e-12)
+    wins = sum((c > k) + 0.5 * (k == c) for k in knn for c in closed)  # P(X > Y) + 1/2 P(X = Y), every pair
     assert top1["p_improvement"] == pytest.approx(wins / 9, abs=1e-12)
     assert top1["ci_low"] <= top1["difference"] <= top1["ci_high"]
-    verdict_files = {a.path for a in client.list_artifacts(parent_id, "verdict")}
-    assert verdict_files == {"verdict/verdict.csv", "verdict/verdict.json", "verdict/verdict.tex"}  # figures=false
+    # 3 seeds: the smallest two-sided p is 2/8, so no verdict can be reached, and the row says so
+    assert top1["smallest_p"] == 0.25 and top1["better"] == ""
     described = client.get_run(parent_id).data.tags["mlflow.note.content"]  # the run page's description
-    assert "| top1 ↑ | knn_novelty | closed_world |" in described
+    assert described.startswith("**Verdict:** closed_world vs knn_novelty: no verdict possible: 3 seeds cannot reach")
     paths = {a.path for a in client.list_artifacts(parent_id, "comparison")}
-    # figures=false (SMALL) holds for the parent too: the table, no figure (tests/runner/test_compare.py draws it)
-    assert paths == {"comparison/comparison.csv", "comparison/comparison.md"}
-    # The sweep's end prints where the comparison is (a local file), the best group by top1 and the UI command.
+    # figures=false (SMALL) holds for the parent too: tables and the report, no figure (test_compare draws them)
+    assert paths == {
+        f"comparison/{f}"
+        for f in ("comparison.csv", "comparison.md", "comparison_details.md", "report.html")
+        + ("verdict.csv", "verdict.json", "verdict.tex")
+    }
+    # The sweep's end prints where the comparison is (a local folder), the best group by top1 and the UI command.
     out = first_proc.stdout.splitlines()
-    table = Path(out[out.index(next(x for x in out if x.startswith("comparison table: ")))].split(": ", 1)[1])
-    assert table == tmp_path / "first" / "comparison.md" and "| top1 |" in table.read_text().replace("  ", " ")
+    folder = Path(next(x for x in out if x.startswith("comparison: ")).split(": ", 1)[1].split(" (")[0])
+    assert folder == tmp_path / "first" and "| Top-1 accuracy ↑ |" in (folder / "comparison.md").read_text()
     means = {a: sum(jobs[(a, s)]["metrics"]["top1"][0][1] for s in range(3)) / 3 for a in AGENTS}
     best = max(AGENTS, key=lambda a: means[a])
-    ranked = out[out.index(next(x for x in out if x.startswith("best groups by top1"))) + 1].split()
-    assert ranked[0] == best.replace("/", ".")
+    ranked = out[out.index(next(x for x in out if x.startswith("groups by Top-1 accuracy"))) + 1].split()
+    assert ranked[0] == best.split("/")[1]
     assert float(ranked[1]) == pytest.approx(means[best], abs=0.01)  # rounded to its interval
-    line = next(x for x in out if x.strip().startswith("knn_novelty vs closed_world, top1:"))
-    assert line.strip().endswith("3 seeds") and "P(improvement)" in line
-    assert all((tmp_path / "first" / f"verdict.{ext}").is_file() for ext in ("csv", "json", "tex"))
+    line = next(
+        x for x in out if x.strip().startswith("closed_world vs knn_novelty, Top-1 accuracy (higher is better):")
+    )
+    assert line.strip().endswith("3 seeds") and "none possible" in line
+    assert all((folder / name).is_file() for name in ("verdict.csv", "verdict.json", "verdict.tex", "report.html"))
     assert out[-1] == f"mlflow ui --backend-store-uri {mlflow_store['uri']}"
     # each job's run name: job number, the swept agent and seed
     assert sorted(r["tags"]["mlflow.runName"].split("-", 1)[1] for r in jobs.values()) == sorted(
@@ -218,7 +215,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     assert new_parent["metrics"]["knn_novelty/n_seeds"][0][1] == 4
     values = [r["metrics"]["top1"][0][1] for r in finished if r["tags"]["agent"] == "ond/knn_novelty"]
     mean, _, low, high = hand_stats(values)
-    assert new_parent["metrics"]["knn_novelty/top1"][0][1] == pytest.approx(hand_rounded(mean, (high - low) / 2))
+    assert new_parent["metrics"]["knn_novelty/top1"][0][1] == pytest.approx(mean, rel=1e-9)
     assert sum(k.startswith("owl_eval.reused.") for k in new_parent["tags"]) == 5
     # Every job of the resumed sweep is listed under its parent: the 3 that ran and 5 FINISHED stand-ins for the
     # reused runs, each naming its original and holding its final values (the comparison above counted each once).

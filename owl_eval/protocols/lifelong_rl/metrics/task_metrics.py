@@ -28,6 +28,7 @@ NO_CURVE = NAIf("task {task} has no training (wake) block", lambda task, **_: ta
 @LIFELONG_RL.metric(
     "perf_recovery",
     higher_is_better=True,
+    title="Performance recovery",
     description="−Theil–Sen slope of recovery times (l2metrics)",
     needs=("task",),
     na=(
@@ -44,7 +45,12 @@ def _perf_recovery(task: TaskCurves) -> float | NA:
 
 
 @LIFELONG_RL.family(
-    LIFELONG_RL.spec("perf_maintenance_mrlep", True, description="eval − most recent learning eval perf"),
+    LIFELONG_RL.spec(
+        "perf_maintenance_mrlep",
+        True,
+        title="Performance maintenance (MRLEP)",
+        description="eval − most recent learning eval perf",
+    ),
     LIFELONG_RL.spec("perf_maintenance_mrtlp", True, description="eval − most recent terminal learning perf"),
     needs=("task",),
     task_order=2,
@@ -82,8 +88,8 @@ def _transfer_lifetime(transfer: Mapping[str, Mapping], aggregate: Callable[...,
 
 
 @LIFELONG_RL.family(
-    LIFELONG_RL.spec("forward_transfer_ratio", True, (0.0, _INF)),
-    LIFELONG_RL.spec("backward_transfer_ratio", True, (0.0, _INF)),
+    LIFELONG_RL.spec("forward_transfer_ratio", True, (0.0, _INF), title="Forward transfer (ratio)"),
+    LIFELONG_RL.spec("backward_transfer_ratio", True, (0.0, _INF), title="Backward transfer (ratio)"),
     LIFELONG_RL.spec("forward_transfer_contrast", True, (-1.0, 1.0)),
     LIFELONG_RL.spec("backward_transfer_contrast", True, (-1.0, 1.0)),
     needs=("task", "transfer"),
@@ -104,6 +110,7 @@ def _transfer(task: TaskCurves, transfer: Mapping[str, Mapping]) -> dict[str, fl
     "ste_rel_perf",
     higher_is_better=True,
     bounds=(0.0, _INF),
+    title="Relative performance vs STE",
     description="Σ agent / Σ STE over equal prefixes",
     needs=("task", "ste"),
     task_order=5,
@@ -114,7 +121,7 @@ def _ste_rel_perf(task: TaskCurves, ste: list[tuple[np.ndarray, np.ndarray]]) ->
 
 
 @LIFELONG_RL.family(
-    LIFELONG_RL.spec("sample_efficiency", True, (0.0, _INF)),
+    LIFELONG_RL.spec("sample_efficiency", True, (0.0, _INF), title="Sample efficiency"),
     LIFELONG_RL.spec("ste_saturation_ratio", True, (0.0, _INF)),
     LIFELONG_RL.spec("ste_time_to_saturation_ratio", True, (0.0, _INF)),
     needs=("task", "ste"),

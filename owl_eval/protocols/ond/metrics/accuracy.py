@@ -15,7 +15,13 @@ _WHERE = {"": "the whole trial", "_pre": "samples before the red light", "_post"
 
 @OND.family(
     *(
-        OND.spec(f"top{k}{suffix}", True, (0.0, 1.0), description=f"top-{k} accuracy on {where}, mean over trials")
+        OND.spec(
+            f"top{k}{suffix}",
+            True,
+            (0.0, 1.0),
+            description=f"top-{k} accuracy on {where}, mean over trials",
+            title="" if suffix else f"Top-{k} accuracy",
+        )
         for k in TOP_K
         for suffix, where in _WHERE.items()
     ),

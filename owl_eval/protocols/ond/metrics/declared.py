@@ -55,7 +55,10 @@ def _per_threshold(entries: Iterable[Declared]) -> list[MetricSpec]:
     grid = [entry for entry in entries if THRESHOLD_GRID in entry.tags]
     return [
         dataclasses.replace(
-            spec, name=MetricKey(spec.name, threshold=float(t)), description=f"{spec.description}; at threshold {t:g}"
+            spec,
+            name=MetricKey(spec.name, threshold=float(t)),
+            description=f"{spec.description}; at threshold {t:g}",
+            title=f"{spec.title} @ threshold {t:g}" if spec.title else "",
         )
         for t in DETECTION_THRESHOLD_GRID
         for entry in grid

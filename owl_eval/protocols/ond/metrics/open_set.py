@@ -210,6 +210,7 @@ def _oscr_unchecked(is_novel_b: np.ndarray, conf: np.ndarray, correct_b: np.ndar
         "auroc_novel",
         True,
         (0.0, 1.0),
+        title="AUROC (novel vs known)",
         description="AUROC of p_class[:, 0] for novel samples over all samples (ties count one half)",
     ),
     OND.spec(
@@ -228,6 +229,7 @@ def _oscr_unchecked(is_novel_b: np.ndarray, conf: np.ndarray, correct_b: np.ndar
         "oscr",
         True,
         (0.0, 1.0),
+        title="OSCR",
         description="open-set classification rate (Dhamija et al. 2018) on the highest known-class score",
     ),
     needs=("flat",),

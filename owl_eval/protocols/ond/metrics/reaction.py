@@ -49,7 +49,10 @@ def _over_novel_trials(flat: FlatTrials, name: str, per_trial: np.ndarray, exclu
 @OND.family(
     *(
         spec
-        for prefix, condition in (("m3", "system detection"), ("m4", "given detection"))
+        for prefix, condition, title in (
+            ("m3", "system detection", "M3: novelty reaction performance (top-{k})"),
+            ("m4", "given detection", "M4: novelty reaction performance, given detection (top-{k})"),
+        )
         for k in TOP_K
         for spec in (
             OND.spec(
@@ -58,6 +61,7 @@ def _over_novel_trials(flat: FlatTrials, name: str, per_trial: np.ndarray, exclu
                 (0.0, _INF),
                 description=f"{prefix.upper()}: 100 x agent post-novelty top-{k} / baseline pre-novelty top-{k}, "
                 f"mean over trials with novelty ({condition})",
+                title=title.format(k=k),
             ),
             OND.spec(
                 f"{prefix}_nrp_top{k}_n_excluded",
@@ -109,6 +113,7 @@ def _same_agent_rule(name: str) -> NAIf:
         "m5_opti_top1",
         True,
         (0.0, 1.0),
+        title="M5: overall performance task improvement (top-1)",
         description="M5: agent post top-1 / (agent post top-1 + baseline post top-1), mean over trials with novelty; "
         "0.5 = parity",
     ),
@@ -140,6 +145,7 @@ def _opti(flat: FlatTrials, baseline: FlatTrials, options: ProgramOptions) -> di
         "m6_apti_top1",
         True,
         (0.0, _INF),
+        title="M6: asymptotic performance task improvement (top-1)",
         description="M6: agent top-1 / baseline top-1 on the last asymptotic_width samples, mean over trials with "
         "novelty",
     ),

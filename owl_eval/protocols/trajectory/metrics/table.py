@@ -65,6 +65,7 @@ def table_metric(
     log_scale=False,
     latex=None,
     description="",
+    title="",
     combine="mean",
     finalize=finalize_ratio,
     per_k=False,
@@ -72,7 +73,7 @@ def table_metric(
     kind="scalar",
 ):
     """Decorator: register ``fn(ctx, idx, opts) -> state`` as a table metric named ``name`` (``needs``: ``"paths"``,
-    or ``"kde"`` for a metric that needs densities; ``kind``: ``"scalar"`` or ``"series"``)."""
+    or ``"kde"`` for a metric that needs densities; ``kind``: ``"scalar"`` or ``"series"``; ``title``: its label)."""
     check_option("needs", needs, ("paths", KDE))
     check_option("kind", kind, ("scalar", "series"))
     return TRAJECTORY.metric(
@@ -82,6 +83,7 @@ def table_metric(
         log_scale=log_scale,
         latex=latex,
         description=description,
+        title=title,
         combine=combine,
         series=kind == "series",
         needs=TABLE_INPUTS,
@@ -96,12 +98,14 @@ def _register_builtins():
         what = "samples" if joint else "agents"
         sub = "joint" if joint else "indep"
         ratio = (lambda w: lambda s: finalize_ratio(s, w))(what)
+        of = " (joint)" if joint else ""  # the title of a joint name says so; the marginal ones are the headline
         for kind, up in (("ade", "ADE"), ("fde", "FDE")):
             table_metric(
                 f"{kind}_{tag}",
                 log_scale=True,
                 latex=rf"\emph{{{up}$_{{{sub}}}$ [m]}}",
                 finalize=ratio,
+                title=f"{up}{of}",
                 description=f"{up} over all predictions ({up}_{sub}.py)",
             )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j))
             table_metric(
@@ -118,6 +122,7 @@ def _register_builtins():
                 latex=rf"\emph{{min {up}$_{{{{k}}, {sub}}}$ [m]}}",
                 finalize=ratio,
                 per_k=True,
+                title=f"min{up}@{{k}}{of}",
                 description=f"min {up} over K predictions (min{up}20_{sub}.py)",
             )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j, i, "min"))
             table_metric(
@@ -133,6 +138,7 @@ def _register_builtins():
             bounds=(0.0, 1.0),
             latex=rf"\emph{{MR$_{{{sub}}}$}}",
             finalize=ratio,
+            title=f"Miss rate{of}",
             description=f"miss rate, FDE > threshold for all predictions (Miss_rate_{sub}.py)",
         )(lambda c, i, o, j=joint: c.miss_state(j, o["miss_threshold"]))
         table_metric(
@@ -149,6 +155,7 @@ def _register_builtins():
             latex=rf"\emph{{KDE$_{{NLL, {sub}}}$}}",
             finalize=finalize_kde_ratio,
             needs="kde",
+            title=f"KDE NLL{of}",
             description=f"KDE NLL of the truth (KDE_NLL_{sub}.py)",
         )(lambda c, i, o, j=joint: c.nll_state(j))
         table_metric(
@@ -158,6 +165,7 @@ def _register_builtins():
             finalize=finalize_ece,
             needs="kde",
             combine="none",
+            title=f"KDE ECE{of}",
             description=f"201-level trajectory ECE (ECE_traj_{sub}.py)",
         )(lambda c, i, o, j=joint: c.ece_state(j))
         table_metric(
@@ -173,6 +181,7 @@ def _register_builtins():
             bounds=(0.0, 1.0),
             latex=rf"\emph{{CR$_{{{sub}}}$}}",
             finalize=ratio,
+            title=f"Collision rate{of}",
             description="share of predictions whose disc overlaps another agent "
             + ("prediction" if joint else "ground truth"),
         )(lambda c, i, o, j=joint: c.collision_state(j, o["collision_radius"]))

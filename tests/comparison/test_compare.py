@@ -13,9 +13,11 @@ from types import SimpleNamespace
 import pytest
 from scipy.stats import t
 
+from owl_eval import stats
+from owl_eval.comparison import cli, grouping, outputs, store, table, text
+from owl_eval.comparison.sweep_end import compare_sweep
 from owl_eval.errors import ConfigError
 from owl_eval.metrics.keys import MetricKey
-from owl_eval.runner import compare as cmp
 from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
 from owl_eval.runner.tracking import logged_key_entry, mlflow_key
 
@@ -54,7 +56,7 @@ def fake_run(agent: str, seed: int, metrics: dict, params: dict | None = None, t
 def test_summarize_matches_hand_arithmetic():
     # x = 1, 2, 3, 4: mean 2.5; squared deviations 2.25 + 0.25 + 0.25 + 2.25 = 5, var = 5/3, std = 1.290994...
     # half-width = t(0.975, 3) * std / sqrt(4) = 3.182446 * 1.290994 / 2 = 2.054260
-    n, mean, std, lo, hi = cmp.summarize([1.0, 2.0, 3.0, 4.0])
+    n, mean, std, lo, hi = table.summarize([1.0, 2.0, 3.0, 4.0])
     tq = t.ppf(0.975, 3)
     assert tq == pytest.approx(3.182446, abs=1e-6)
     assert (n, mean) == (4, 2.5)
@@ -62,10 +64,10 @@ def test_summarize_matches_hand_arithmetic():
     assert lo == pytest.approx(2.5 - tq * math.sqrt(5 / 3) / 2, rel=1e-12)
     assert hi == pytest.approx(2.5 + 2.054260, abs=1e-6)
     # NaN (a metric N/A in one run) is left out; one value has no spread; none has no mean.
-    assert cmp.summarize([0.5, math.nan, 0.7])[:2] == (2, pytest.approx(0.6))
-    one = cmp.summarize([0.3])
+    assert table.summarize([0.5, math.nan, 0.7])[:2] == (2, pytest.approx(0.6))
+    one = table.summarize([0.3])
     assert one[:2] == (1, 0.3) and all(math.isnan(v) for v in one[2:])
-    assert cmp.summarize([])[0] == 0
+    assert table.summarize([])[0] == 0
 
 
 @pytest.mark.parametrize(
@@ -84,7 +86,7 @@ def test_summarize_matches_hand_arithmetic():
     ],
 )
 def test_significant_digits(value, text):
-    assert cmp.significant(value) == text
+    assert stats.significant(value) == text
 
 
 def test_groups_by_agent_and_swept_params_not_seed():
@@ -97,7 +99,7 @@ def test_groups_by_agent_and_swept_params_not_seed():
         fake_run("ond/closed_world", s, {"top1": v, "m21_fp_pct": 1.0}, {"protocol.condition": "given"})
         for s, v in enumerate([0.5, 0.7])
     ]
-    keys = cmp.swept_keys(
+    keys = grouping.swept_keys(
         [
             "+experiment=ond_system_detection",
             "agent=ond/knn_novelty,ond/closed_world",
@@ -107,34 +109,37 @@ def test_groups_by_agent_and_swept_params_not_seed():
         ]
     )
     assert keys == ["agent", "protocol.condition"]
-    assert cmp.grouping_keys(runs, keys) == cmp.grouping_keys(runs) == ["agent", "protocol.condition"]
+    assert grouping.grouping_keys(runs, keys) == grouping.grouping_keys(runs) == ["agent", "protocol.condition"]
     rows = {
         (r.label, r.metric): r
-        for r in cmp.compare(runs, keys, ["top1", "m21_fp_pct"], plain_keys("ond", "top1", "m21_fp_pct"))
+        for r in table.compare(runs, keys, ["top1", "m21_fp_pct"], plain_keys("ond", "top1", "m21_fp_pct"))
     }
     assert set(rows) == {
         (g, m)
         for g in (
-            "ond.knn_novelty__condition-given",
-            "ond.knn_novelty__condition-system",
-            "ond.closed_world__condition-given",
+            "knn_novelty (condition=given)",
+            "knn_novelty (condition=system)",
+            "closed_world (condition=given)",
         )
         for m in ("top1", "m21_fp_pct")
     }
-    r = rows[("ond.knn_novelty__condition-given", "top1")]
+    r = rows[("knn_novelty (condition=given)", "top1")]
     # 0.8, 0.9, 0.85: mean 0.85; deviations -0.05, 0.05, 0 -> var = 0.005/2 = 0.0025, std = 0.05
     half = t.ppf(0.975, 2) * 0.05 / math.sqrt(3)  # 4.302653 * 0.05 / 1.732051 = 0.124207
     assert (r.n, r.runs, r.direction) == (3, 3, "maximize")
     assert (r.mean, r.std, r.ci95_low, r.ci95_high) == pytest.approx((0.85, 0.05, 0.85 - half, 0.85 + half), rel=1e-12)
-    r = rows[("ond.knn_novelty__condition-system", "m21_fp_pct")]
+    r = rows[("knn_novelty (condition=system)", "m21_fp_pct")]
     # 5, 7: mean 6, std sqrt(2), half = t(0.975, 1) * sqrt(2) / sqrt(2) = 12.706205
     assert r.direction == "minimize"
     assert (r.mean, r.std, r.ci95_high) == pytest.approx((6.0, math.sqrt(2), 6 + t.ppf(0.975, 1)), rel=1e-12)
     # The Markdown table marks the best mean by each metric's direction: top1 highest, m21 lowest;
     # 3 significant digits, the legend says what ± is.
-    md = cmp.to_markdown(list(rows.values()))
-    top1_line = next(line for line in md.splitlines() if line.startswith("| top1 |"))
-    fp_line = next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |"))
+    md = text.to_markdown(list(rows.values()))
+    given = md.split("### condition=given")[1].split("### condition=system")[0]  # one table per setting
+    top1_line = next(line for line in given.splitlines() if line.startswith("| Top-1 accuracy ↑ |"))
+    fp_line = next(line for line in given.splitlines() if line.startswith("| M2.1: false-positive trials (%) ↓ |"))
+    system = md.split("### condition=system")[1]
+    assert "**" not in system  # knn alone in that setting: nothing to be best against
     # rounded to the interval: half-width 0.124 starts with 1, so 2 significant digits, 0.12; the mean to match
     assert "**0.85 ± 0.12 (n=3)**" in top1_line and top1_line.count("**") == 2
     assert "**1 ± 0 (n=2)**" in fp_line and fp_line.count("**") == 2  # closed_world's constant 1.0 is lowest
@@ -160,8 +165,8 @@ def test_seed_copies_and_job_directories_never_split_a_group():
         return r
 
     runs = [job(0, 10.0, 1), job(1, 20.0, 2), job(2, 60.0, 3), job(0, 40.0, 4, progress="false")]
-    assert cmp.grouping_keys(runs) == ["agent"]
-    (row,) = cmp.compare(runs, ["agent"], ["saturation"], plain_keys("lifelong_rl", "saturation"))
+    assert grouping.grouping_keys(runs) == ["agent"]
+    (row,) = table.compare(runs, ["agent"], ["saturation"], plain_keys("lifelong_rl", "saturation"))
     # seed 0 counts once (its latest run, 40): 40, 20, 60 -> mean 40
     assert (row.n, row.runs, row.mean) == (3, 3, pytest.approx(40.0))
     assert (row.metric, row.direction) == ("detail/saturation", "maximize")  # the name listed, found by its index entry
@@ -174,8 +179,8 @@ def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_f
         fake_run("ond/knn_novelty", 0, {"top1": 0.9}, tags={"domain": "digits"}),
         fake_run("ond/knn_novelty", 1, {"top1": 0.5}, tags={"domain": "activity"}),
     ]
-    assert cmp.grouping_keys(runs) == ["agent", "domain"]
-    assert cmp.grouping_keys(runs, cmp.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == [
+    assert grouping.grouping_keys(runs) == ["agent", "domain"]
+    assert grouping.grouping_keys(runs, grouping.swept_keys([], {"domain": "digits,activity", "seed": "0,1"})) == [
         "agent",
         "domain",
     ]
@@ -184,17 +189,17 @@ def test_runs_made_with_different_settings_never_share_a_group_whichever_seeds_f
         fake_run("ond/knn_novelty", s, {"top1": v}, {"protocol.num_trials": n})
         for s, n, v in ((0, "50", 0.9), (1, "50", 0.8), (2, "20", 0.5), (3, "20", 0.7))
     ]
-    assert cmp.grouping_keys(runs) == ["agent", "protocol.num_trials"]
-    rows = {r.label: r for r in cmp.compare(runs, cmp.grouping_keys(runs), ["top1"])}
-    assert set(rows) == {"ond.knn_novelty__num_trials-50", "ond.knn_novelty__num_trials-20"}
-    assert (rows["ond.knn_novelty__num_trials-50"].n, rows["ond.knn_novelty__num_trials-50"].mean) == (
+    assert grouping.grouping_keys(runs) == ["agent", "protocol.num_trials"]
+    rows = {r.label: r for r in table.compare(runs, grouping.grouping_keys(runs), ["top1"])}
+    assert set(rows) == {"knn_novelty (num_trials=50)", "knn_novelty (num_trials=20)"}
+    assert (rows["knn_novelty (num_trials=50)"].n, rows["knn_novelty (num_trials=50)"].mean) == (
         2,
         pytest.approx(0.85),  # (0.9 + 0.8) / 2
     )
-    assert rows["ond.knn_novelty__num_trials-20"].mean == pytest.approx(0.6)  # (0.5 + 0.7) / 2
+    assert rows["knn_novelty (num_trials=20)"].mean == pytest.approx(0.6)  # (0.5 + 0.7) / 2
     # --group agent asks for fewer keys than the settings need: the setting is added, not pooled
-    assert cmp.with_required(runs, ["agent"]) == ["agent", "protocol.num_trials"]
-    assert cmp.with_required(runs, ["protocol.num_trials"]) == ["agent", "protocol.num_trials"]
+    assert grouping.with_required(runs, ["agent"]) == ["agent", "protocol.num_trials"]
+    assert grouping.with_required(runs, ["protocol.num_trials"]) == ["agent", "protocol.num_trials"]
 
 
 def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
@@ -222,7 +227,7 @@ def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
     ]
     keys = StoredKeys.fixed(entries)
     # top1_batch is a series: left out; the headline first, then detail/, baseline/, time/ (the earlier order)
-    assert cmp.comparable_metrics(runs, keys=keys) == [
+    assert table.comparable_metrics(runs, keys=keys) == [
         "m21_fp_pct",
         "oscr",
         "detail/m3_nrp_top1_n_excluded",
@@ -230,11 +235,11 @@ def test_fpr_at_95tpr_and_every_generated_name_keeps_its_declaration():
         "baseline/fpr_at_95tpr",
         "time/total_s",
     ]
-    rows = cmp.compare(runs, ["agent"], keys=keys)
+    rows = table.compare(runs, ["agent"], keys=keys)
     assert {r.metric: r.direction for r in rows} == logged
     assert {r.metric: r.headline for r in rows if r.headline is not None} == {"m21_fp_pct": 4, "oscr": 10}
     # a name listed as reported is found by its index entry
-    assert cmp.comparable_metrics(runs, ["baseline.fpr_at_95tpr", "fpr_at_95tpr"], keys) == [
+    assert table.comparable_metrics(runs, ["baseline.fpr_at_95tpr", "fpr_at_95tpr"], keys) == [
         "baseline/fpr_at_95tpr",
         "detail/fpr_at_95tpr",
     ]
@@ -252,26 +257,27 @@ def test_not_applicable_cells_are_never_best():
         fake_run("ond/closed_world", s, {"top3": 1.0}, tags={"na.m5_opti_top1": reason, "na.m1_mean_fn_cdt": "no CDT"})
         for s in range(2)
     ]
-    rows = cmp.compare(runs, ["agent"], keys=plain_keys("ond", "m5_opti_top1", "top3", "m1_mean_fn_cdt"))
-    md = cmp.to_markdown(rows)
-    m5 = next(line for line in md.splitlines() if line.startswith("| m5_opti_top1 |"))
+    rows = table.compare(runs, ["agent"], keys=plain_keys("ond", "m5_opti_top1", "top3", "m1_mean_fn_cdt"))
+    md = text.to_markdown(rows)
+    m5 = next(line for line in md.splitlines() if line.startswith("| M5: "))
     # columns: closed_world, knn (sorted); knn alone is measured, so nothing is "best"
     # mean 0.425, half-width t(0.975, 1) * 0.0354 / sqrt(2) = 0.318: one significant digit, 0.3; the mean to 0.1
-    assert m5 == "| m5_opti_top1 | ↑ | N/A [1] | 0.4 ± 0.3 (n=2) |"
+    assert m5 == "| M5: overall performance task improvement (top-1) ↑ | N/A [1] | 0.4 ± 0.3 (n=2) |"
     assert f"[1] {reason}" in md
-    top3 = next(line for line in md.splitlines() if line.startswith("| top3 |"))
+    top3 = next(line for line in md.splitlines() if line.startswith("| Top-3 accuracy ↑ |"))
     assert "**" not in top3  # 1.0 everywhere: no group is better
-    assert "- m1_mean_fn_cdt: no CDT" in md and "| m1_mean_fn_cdt |" not in md
-    assert cmp.best_means([r for r in rows if r.metric == "m5_opti_top1"]) == set()
+    assert "- M1: FN in correctly detected trials: no CDT" in md and "| M1: " not in md
+    assert text.best_means([r for r in rows if r.metric == "m5_opti_top1"]) == set()
     # 0.4, 0.45: mean 0.425, std sqrt(0.00125) = 0.035355, half = 12.706205 * 0.035355 / sqrt(2) = 0.317655
     knn = next(r for r in rows if r.metric == "m5_opti_top1" and r.n)
     assert knn.half_width == pytest.approx(t.ppf(0.975, 1) * math.sqrt(0.00125) / math.sqrt(2), rel=1e-12)
     # the CSV keeps full precision and the reason
-    csv_lines = cmp.to_csv(rows).splitlines()
-    assert csv_lines[0] == "agent,metric,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
-    assert f"ond/closed_world,m5_opti_top1,maximize,0,nan,nan,nan,nan,2,{reason}" in csv_lines
-    knn_line = next(line.split(",") for line in csv_lines if line.startswith("ond/knn_novelty,m5_opti_top1,"))
-    assert knn_line[3] == "2" and float(knn_line[4]) == (0.4 + 0.45) / 2 and knn_line[-2:] == ["2", ""]
+    csv_lines = text.to_csv(rows).splitlines()
+    assert csv_lines[0] == "agent,metric,name,role,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
+    name = "M5: overall performance task improvement (top-1)"
+    assert f"closed_world,m5_opti_top1,{name},headline,maximize,0,,,,,2,{reason}" in csv_lines
+    knn_line = next(line.split(",") for line in csv_lines if line.startswith("knn_novelty,m5_opti_top1,"))
+    assert knn_line[5] == "2" and float(knn_line[6]) == (0.4 + 0.45) / 2 and knn_line[-2:] == ["2", ""]
 
 
 # -- a real store --------------------------------------------------------------------------------------------
@@ -346,7 +352,7 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
                     job += 1
     settings = TrackingSettings(uri=mlflow_store["uri"], experiment_name=name)
     # the callback as it is called today (no sweeper params) ...
-    rows = cmp.summarize_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"])
+    rows = list(compare_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"]).rows)
     top1 = {r.label: r for r in rows if r.metric == "top1"}
     assert len(top1) == 8 and all((r.n, r.runs) == (3, 3) for r in top1.values())
     # hand: agent + domain + condition + mean seed offset 0.03; std sqrt(0.0013) everywhere
@@ -362,18 +368,21 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
     }
     half = t.ppf(0.975, 2) * math.sqrt(0.0013) / math.sqrt(3)
     for (agent, domain, condition), mean in expected.items():
-        r = top1[f"ond.{agent}__domain-{domain}__condition-{condition}"]
+        r = top1[f"{agent} (domain={domain}, condition={condition})"]
         assert (r.mean, r.std, r.ci95_high) == pytest.approx((mean, math.sqrt(0.0013), mean + half), rel=1e-9)
     # fpr_at_95tpr survives the name round trip: knn 0.3, 0.4, 0.5 -> mean 0.4; closed world N/A with its reason
     fpr = {r.label: r for r in rows if r.metric == "detail/fpr_at_95tpr"}
-    knn = fpr["ond.knn_novelty__domain-digits__condition-given"]
+    knn = fpr["knn_novelty (domain=digits, condition=given)"]
     assert (knn.direction, knn.n, knn.mean, knn.std) == ("minimize", 3, pytest.approx(0.4), pytest.approx(0.1))
-    cw = fpr["ond.closed_world__domain-activity__condition-system"]
+    cw = fpr["closed_world (domain=activity, condition=system)"]
     assert cw.n == 0 and cw.na_reason.startswith("the novelty score p_class[:, 0] is 0")
     assert not any("top1_batch" in r.metric for r in rows)
     logged = client.get_run(parent_id).data.metrics
-    # <agent>/<setting>/<metric>: the mean 0.88 rounded to its interval (half-width 0.0896: 2 decimals)
-    assert logged["knn_novelty/domain-digits__condition-given/top1"] == pytest.approx(0.88, rel=1e-12)
+    # <agent>/<setting>/<metric>: the exact mean, std and interval of the children (hand values above)
+    key = "knn_novelty/domain-digits__condition-given/top1"
+    assert logged[key] == pytest.approx(0.88, rel=1e-12)
+    assert logged[f"{key}/std"] == pytest.approx(math.sqrt(0.0013), rel=1e-9)
+    assert (logged[f"{key}/ci_low"], logged[f"{key}/ci_high"]) == pytest.approx((0.88 - half, 0.88 + half), rel=1e-9)
     assert logged["closed_world/domain-activity__condition-system/n_seeds"] == 3
 
     # ... with the sweeper params (logged to the parent), and the command line: the same table
@@ -383,12 +392,14 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
         "agent": "ond/knn_novelty,ond/closed_world",
         "seed": "0,1,2",
     }
-    again = cmp.sweep_comparison(client, parent_id, overrides=["+experiment=ond_all_domains"], sweeper_params=sweeper)
-    assert again == rows
-    cmp.summarize_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"], sweeper_params=sweeper)
+    runs, keys = store.sweep_selection(
+        client, parent_id, overrides=["+experiment=ond_all_domains"], sweeper_params=sweeper
+    )
+    assert store.stored_rows(client, runs, keys) == rows
+    compare_sweep(settings, "/unused", parent_id, ["+experiment=ond_all_domains"], sweeper_params=sweeper)
     assert json.loads(client.get_run(parent_id).data.params["sweep.params"]) == sweeper
-    assert cmp.main(["--sweep", parent_id, "--uri", mlflow_store["uri"]]) == rows
-    assert cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]]) == rows
+    assert list(cli.main(["--sweep", parent_id, "--uri", mlflow_store["uri"]]).rows) == rows
+    assert list(cli.main([f"experiment={name}", "--uri", mlflow_store["uri"]]).rows) == rows
     out = capsys.readouterr().out
     assert half == pytest.approx(0.0896, abs=1e-4)  # 4.302653 * 0.036056 / 1.732051
     assert "**0.88 ± 0.09 (n=3)**" in out  # the half-width to one significant digit, the mean to match
@@ -422,76 +433,81 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     # Hand: knn 0.91, 0.87, 0.95 -> mean 0.91, deviations 0, -0.04, 0.04 -> var 0.0032/2 = 0.0016, std 0.04.
     half = t.ppf(0.975, 2) * 0.04 / math.sqrt(3)  # 0.099364
 
-    rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--metrics", "top1,m21_fp_pct"])
+    comparison = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--metrics", "top1,m21_fp_pct"])
+    rows = list(comparison.rows)
     out = capsys.readouterr().out
     assert "**0.91 ± 0.10 (n=3)**" in out  # half-width 0.0994: one significant digit, 0.10
-    knn = next(r for r in rows if r.label == "ond.knn_novelty" and r.metric == "top1")
+    knn = next(r for r in rows if r.label == "knn_novelty" and r.metric == "top1")
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
-    only = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
-    assert {r.label for r in only} == {"ond.closed_world"}
+    only = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
+    assert {r.label for r in only.rows} == {"closed_world"}
     # a tag value with a quote goes into the search filter quoted (owl_eval.runner.tracking.filter_literal)
-    quoted = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
-    assert {r.label for r in quoted} == {"ond.closed_world", "ond.knn_novelty"}
+    quoted = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
+    assert {r.label for r in quoted.rows} == {"closed_world", "knn_novelty"}
     capsys.readouterr()
 
+    # The verdicts: knn_novelty vs closed_world paired by seed. By hand, top1: differences 0.91-0.70, 0.87-0.74,
+    # 0.95-0.69 = 0.21, 0.13, 0.26, mean 0.2; every knn value beats every closed-world value, so P(improvement) =
+    # 9/9 = 1; every seed's difference is positive, so of the 2^3 sign patterns the observed one and its mirror
+    # image reach |mean| 0.2: two-sided p = 2/8 (3 seeds can never show a difference).
+    top1 = next(v for v in comparison.verdicts if v.metric == "top1")
+    assert {top1.agent, top1.other} == {"knn_novelty", "closed_world"} and top1.n_seeds == 3
+    sign = 1 if top1.agent == "knn_novelty" else -1
+    assert sign * top1.difference == pytest.approx(0.2, abs=1e-12)
+    assert top1.p_better == 1.0 or top1.p_better == 0.0
+    assert top1.p_value == pytest.approx(2 / 8) and not top1.reachable and top1.better == ""
+    assert 0.13 <= sign * top1.ci_low <= 0.2 <= sign * top1.ci_high or 0.13 <= -top1.ci_high  # a bootstrap mean
+
     parent = TrackedRun.start(TrackingSettings(uri=mlflow_store["uri"], experiment_name=name), run_name="parent")
-    cmp.log_to_parent(parent, rows)
+    outputs.log_to_parent(parent, comparison)
     logged = client.get_run(parent.run_id).data.metrics
-    # a person reads <agent>/<metric>: the mean rounded to its interval's digits; the statistics are in the CSV
-    assert logged["knn_novelty/top1"] == pytest.approx(0.91, rel=1e-12)  # half-width 0.0994: 2 decimals
-    # 0, 10, 20: mean 10, half-width 4.302653 * 10 / sqrt(3) = 24.8: one significant digit (tens): 10
+    # <agent>/<metric>: the exact mean; /std and the interval exact beside it
+    assert logged["knn_novelty/top1"] == pytest.approx(0.91, rel=1e-12)
+    assert logged["knn_novelty/top1/std"] == pytest.approx(0.04, rel=1e-9)
+    assert logged["knn_novelty/top1/ci_low"] == pytest.approx(0.91 - half, rel=1e-9)
+    # 0, 10, 20: mean 10, std 10
     assert logged["closed_world/m21_fp_pct"] == pytest.approx(10.0, rel=1e-12)
+    assert logged["closed_world/m21_fp_pct/std"] == pytest.approx(10.0, rel=1e-12)
     assert logged["closed_world/n_seeds"] == 3
     assert not [k for k in logged if k.startswith("ond.")]
     paths = {a.path for a in client.list_artifacts(parent.run_id, "comparison")}
-    assert paths == {"comparison/comparison.csv", "comparison/comparison.md", "comparison/comparison.png"}
-    csv_text = client.download_artifacts(parent.run_id, "comparison/comparison.csv")
-    lines = open(csv_text).read().splitlines()
-    assert lines[0] == "agent,metric,direction,n,mean,std,ci95_low,ci95_high,runs,na_reason"
-    knn_line = next(line.split(",") for line in lines if line.startswith("ond/knn_novelty,top1,"))
-    assert knn_line[3] == "3" and float(knn_line[4]) == pytest.approx(0.91, rel=1e-12)  # full precision
-
-    # The verdicts on that parent, with figures: knn_novelty vs closed_world paired by seed. By hand, top1:
-    # differences 0.91-0.70, 0.87-0.74, 0.95-0.69 = 0.21, 0.13, 0.26, mean 0.2; every knn value beats every
-    # closed-world value, so P(improvement) = 9/9 = 1; every seed's gain is positive, so of the 2^3 sign
-    # patterns only the observed one reaches the observed mean: one-sided p = 1/8.
-    from owl_eval.runner import verdicts
-
-    runs = cmp.experiment_runs(client, name)
-    vrows, values = verdicts.verdicts(runs, ["agent"], rows)
-    top1 = next(v for v in vrows if v.metric == "top1")
-    assert (top1.agent, top1.other, top1.n_seeds) == ("knn_novelty", "closed_world", 3)
-    assert top1.difference == pytest.approx(0.2, abs=1e-12)
-    assert top1.p_improvement == 1.0 and top1.p_value == pytest.approx(1 / 8)
-    assert top1.ci_low <= 0.2 <= top1.ci_high and 0.13 <= top1.ci_low  # a bootstrap mean of seeds' gains
-    verdicts.log_to_parent(parent, vrows, values=values, figures=True)
-    paths = {a.path for a in client.list_artifacts(parent.run_id, "verdict")}
     assert paths == {
-        "verdict/verdict.csv",
-        "verdict/verdict.json",
-        "verdict/verdict.tex",
-        "verdict/differences.png",
-        "verdict/profile.png",
+        f"comparison/{f}"
+        for f in (
+            "comparison.csv",
+            "comparison.md",
+            "comparison.png",
+            "report.html",
+            "verdict.csv",
+            "verdict.json",
+            "verdict.tex",
+            "differences.png",
+            "profile.png",
+        )
     }
-    tex = open(client.download_artifacts(parent.run_id, "verdict/verdict.tex")).read()
-    assert r"\toprule" in tex and "knn\\_novelty" in tex
+    lines = open(client.download_artifacts(parent.run_id, "comparison/comparison.csv")).read().splitlines()
+    assert lines[0] == "agent,metric,name,role,direction,n,mean,std,ci95_low,ci95_high,runs"
+    knn_line = next(line.split(",") for line in lines if line.startswith("knn_novelty,top1,"))
+    assert knn_line[5] == "3" and float(knn_line[6]) == pytest.approx(0.91, rel=1e-12)  # full precision
+    tex = open(client.download_artifacts(parent.run_id, "comparison/verdict.tex")).read()
+    assert r"\toprule" in tex and "knn\\_novelty" in tex and r"\begin{table}" in tex
 
 
 def test_command_line_errors_are_one_line(mlflow_store, capsys):
     with pytest.raises(ConfigError, match="name an experiment"):
-        cmp.parse_args([])
+        cli.parse_args([])
     with pytest.raises(ConfigError, match="--tag wants key=value"):
-        cmp.parse_args(["experiment=x", "--tag", "agent"])
-    assert cmp.parse_args(["experiment=x", "--tag=seed=1", "--metrics", "a,b"])["tags"] == {"seed": "1"}
+        cli.parse_args(["experiment=x", "--tag", "agent"])
+    assert cli.parse_args(["experiment=x", "--tag=seed=1", "--metrics", "a,b"])["tags"] == {"seed": "1"}
     with pytest.raises(SystemExit) as exited:
-        cmp.cli(["experiment=no-such-experiment", "--uri", mlflow_store["uri"]])
+        cli.cli(["experiment=no-such-experiment", "--uri", mlflow_store["uri"]])
     assert str(exited.value.code).startswith("error: experiment: no MLflow experiment 'no-such-experiment'")
     assert "\n" not in str(exited.value.code)
     with pytest.raises(SystemExit) as exited:
-        cmp.cli(["--sweep", "0123abc", "--uri", mlflow_store["uri"]])
+        cli.cli(["--sweep", "0123abc", "--uri", mlflow_store["uri"]])
     assert str(exited.value.code) == "error: --sweep: no run '0123abc' in this store"
     with pytest.raises(ConfigError, match="--tag team: .* holds both ' and \" quotes"):
-        cmp.experiment_runs(
+        store.experiment_runs(
             SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
             "x",
             {"team": 'it\'s "ours"'},
@@ -510,12 +526,14 @@ def test_best_is_chosen_among_agents_of_one_setting_only():
         ]
         for s in range(2)
     ]
-    rows = cmp.compare(runs, ["agent", "domain"], keys=plain_keys("ond", "top1"))
-    md = cmp.to_markdown(rows)
-    header = next(line for line in md.splitlines() if line.startswith("| metric |")).split(" | ")[2:]
-    top1 = next(line for line in md.splitlines() if line.startswith("| top1 |")).split(" | ")[2:]
-    bold = sorted(h.strip(" |") for h, c in zip(header, top1) if c.startswith("**"))
-    assert bold == ["ond.knn_novelty__domain-activity", "ond.knn_novelty__domain-digits"]
+    rows = table.compare(runs, ["agent", "domain"], keys=plain_keys("ond", "top1"))
+    md = text.to_markdown(rows).splitlines()
+    # one table per setting, agents across
+    assert [line for line in md if line.startswith("### ")] == ["### domain=activity", "### domain=digits"]
+    headers = [line.split(" | ")[1:] for line in md if line.startswith("| metric |")]
+    top1 = [line.split(" | ")[1:] for line in md if line.startswith("| Top-1 accuracy ↑ |")]
+    bold = [[h.strip(" |") for h, c in zip(hs, cs) if c.startswith("**")] for hs, cs in zip(headers, top1)]
+    assert bold == [["knn_novelty"], ["knn_novelty"]]
 
 
 # -- stored runs read through their metric_keys.json ---------------------------------------------------------
@@ -546,10 +564,10 @@ def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client
     real = key_index.download_index
     monkeypatch.setattr(key_index, "download_index", lambda c, run_id: downloads.append(run_id) or real(c, run_id))
     capsys.readouterr()
-    rows = cmp.main([f"experiment={experiment['name']}", "--uri", experiment["uri"]])
+    rows = cli.main([f"experiment={experiment['name']}", "--uri", experiment["uri"]]).rows
     captured = capsys.readouterr()
     assert len(downloads) == 1 and "note:" not in captured.err  # once for the group, every run has an index
-    runs = cmp.experiment_runs(client, experiment["name"])
+    runs = store.experiment_runs(client, experiment["name"])
     assert len(runs) == 4
     index = key_index.download_index(client, runs[0].info.run_id)
     metrics = {r.metric for r in rows}
@@ -570,12 +588,11 @@ def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client
     # every declared, non-series key a run logged (as a value or an N/A tag) is compared, in the earlier order
     logged = {k for r in runs for k in [*r.data.metrics, *(t[3:] for t in r.data.tags if t.startswith("na."))]}
     assert metrics == {k for k in logged if index[k].declared and not index[k].series}
-    assert [r.metric for r in rows if r.label == rows[0].label] == cmp.comparable_metrics(
+    assert [r.metric for r in rows if r.label == rows[0].label] == table.comparable_metrics(
         runs, keys=StoredKeys.of(client)
     )
-    md = cmp.to_markdown(rows)
-    assert next(line for line in md.splitlines() if line.startswith("| top1 |")).split(" | ")[1] == "↑"
-    assert next(line for line in md.splitlines() if line.startswith("| m21_fp_pct |")).split(" | ")[1] == "↓"
+    md = text.to_markdown(rows)
+    assert "| Top-1 accuracy ↑ |" in md and "| M2.1: false-positive trials (%) ↓ |" in md
 
 
 def test_runs_logged_before_the_index_are_compared_without_directions(mlflow_store, client, capsys):
@@ -604,7 +621,7 @@ def test_runs_logged_before_the_index_are_compared_without_directions(mlflow_sto
 
     for seed in (0, 1):
         job("ond/old", seed, indexed=False)
-    rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]])
+    rows = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"]]).rows
     err = capsys.readouterr().err
     assert f"note: 2 of 2 runs have no {INDEX_ARTIFACT}" in err and len(err.strip().splitlines()) == 1
     assert {r.metric: r.direction for r in rows} == {"top1": "none", "m21_fp_pct": "none", "detail/top1_batch": "none"}
@@ -612,10 +629,10 @@ def test_runs_logged_before_the_index_are_compared_without_directions(mlflow_sto
 
     for seed in (0, 1):
         job("ond/new", seed, indexed=True)
-    rows = cmp.main([f"experiment={name}", "--uri", mlflow_store["uri"]])
+    rows = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"]]).rows
     assert "note:" not in capsys.readouterr().err
     assert {r.metric: r.direction for r in rows} == {"top1": "maximize", "m21_fp_pct": "minimize"}
-    old = next(r for r in rows if r.label == "ond.old" and r.metric == "top1")
+    old = next(r for r in rows if r.label == "old" and r.metric == "top1")
     assert (old.n, old.mean, old.headline) == (2, pytest.approx(0.45), 0)
 
 

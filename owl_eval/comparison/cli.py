@@ -1,0 +1,111 @@
+"""``owl-eval-compare``: the comparison of runs already in a store, printed, and written with ``--out``::
+
+    owl-eval-compare experiment=ond_system_detection [--tag agent=ond/knn_novelty] [--metrics top1,oscr]
+        [--sweep PARENT_RUN_ID] [--group protocol.condition] [--uri sqlite:////abs/mlflow.db | --store-dir DIR]
+        [--out DIR]
+
+Prints the headline table, a line per pair of agents and the verdict rows; ``--out DIR`` writes every file a sweep
+writes (:mod:`owl_eval.comparison.outputs`: report.html, comparison.md/.csv, verdict.csv/.json/.tex, figures).
+Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from owl_eval.comparison import text
+from owl_eval.comparison.grouping import grouping_keys, with_required
+from owl_eval.comparison.model import Comparison
+from owl_eval.comparison.outputs import write_files
+from owl_eval.comparison.store import experiment_runs, load, sweep_selection
+from owl_eval.errors import ConfigError
+from owl_eval.runner.tracking import TrackingSettings, make_client
+
+USAGE = __doc__.split("::", 1)[1].split("Prints", 1)[0].strip("\n")
+VALUED_FLAGS = ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir", "--out")
+
+
+def parse_args(argv: Sequence[str]) -> dict:
+    opts: dict = {
+        "tags": {},
+        "metrics": None,
+        "experiment": None,
+        "sweep": None,
+        "group": None,
+        "uri": None,
+        "store_dir": None,
+        "out": None,
+    }
+    args = list(argv)
+    while args:
+        a = args.pop(0)
+        flag, _, inline = a.partition("=") if a.startswith("--") else (a, "", "")
+        if a in ("-h", "--help"):
+            print(f"usage:\n{USAGE}")
+            raise SystemExit(0)
+        if flag in VALUED_FLAGS:
+            if not inline:
+                if not args:
+                    raise ConfigError(f"{flag} needs a value (owl-eval-compare -h shows the usage)")
+                inline = args.pop(0)
+            if flag == "--tag":
+                key, sep, value = inline.partition("=")
+                if not sep:
+                    raise ConfigError(f"--tag wants key=value, got {inline!r}")
+                opts["tags"][key] = value
+            elif flag in ("--metrics", "--group"):
+                opts[flag[2:]] = [s for s in inline.split(",") if s]
+            else:
+                opts[flag[2:].replace("-", "_")] = inline
+        elif a.startswith("experiment=") or a.startswith("experiment_name="):
+            opts["experiment"] = a.split("=", 1)[1]
+        else:
+            raise ConfigError(f"unknown argument {a!r} (owl-eval-compare -h shows the usage)")
+    if not opts["experiment"] and not opts["sweep"]:
+        raise ConfigError("name an experiment (experiment=NAME) or a sweep (--sweep PARENT_RUN_ID); -h shows the usage")
+    return opts
+
+
+def main(argv: Sequence[str] | None = None) -> Comparison:
+    opts = parse_args(sys.argv[1:] if argv is None else argv)
+    settings = TrackingSettings(uri=opts["uri"] or os.environ.get("MLFLOW_TRACKING_URI"), store_dir=opts["store_dir"])
+    client = make_client(settings.resolved_uri(os.getcwd()))
+    group = ["agent", *(k for k in opts["group"] if k != "agent")] if opts["group"] else None
+    if opts["sweep"]:
+        runs, keys = sweep_selection(client, opts["sweep"], group=group, tags=opts["tags"])
+        what = f"--sweep {opts['sweep']}"
+    else:
+        runs = experiment_runs(client, opts["experiment"], opts["tags"])
+        keys = (with_required(runs, group) if group else grouping_keys(runs)) if runs else []
+        what = f"experiment={opts['experiment']}"
+    comparison = load(client, runs, keys, opts["metrics"], title=f"owl-eval comparison: {what}") if runs else None
+    if comparison is None or not comparison.rows:
+        raise ConfigError(f"no FINISHED job runs match {what}" + (f" with tags {opts['tags']}" if opts["tags"] else ""))
+    print(text.to_markdown(comparison.headline or comparison.rows), end="")
+    if comparison.verdicts:
+        print(f"\nVerdicts ({text.TEST_NAME}; difference = agent - other, 95 % bootstrap CI):")
+        print("\n".join(text.pair_lines(comparison.verdicts)))
+        print("\n".join(text.verdict_line(v) for v in comparison.verdicts))
+    if opts["out"]:
+        folder = Path(opts["out"])
+        try:
+            names = write_files(folder, comparison)
+        except OSError as exc:
+            raise ConfigError(f"--out: cannot write into {str(folder)!r} ({exc.strerror})") from None
+        print(f"written to {folder}: {', '.join(names)}")
+    return comparison
+
+
+def cli(argv: Sequence[str] | None = None) -> None:
+    """``main`` with a user error as one ``error:`` line (exit status 1) instead of a traceback."""
+    try:
+        main(argv)
+    except ValueError as exc:
+        sys.exit(f"error: {exc}")
+
+
+if __name__ == "__main__":
+    cli()

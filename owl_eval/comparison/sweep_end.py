@@ -1,0 +1,72 @@
+"""The end of a sweep (called by the sweep callback, :mod:`owl_eval.runner.callbacks`): compare the sweep's
+finished jobs, log the comparison to its parent run, write the same files into the sweep's folder and print where
+they are, a line per pair of agents and how to open the parent run."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from owl_eval.comparison import text
+from owl_eval.comparison.model import Comparison
+from owl_eval.comparison.outputs import log_to_parent, write_files
+from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client
+
+
+def compare_sweep(
+    settings: TrackingSettings,
+    launch_dir: str,
+    parent_run_id: str,
+    overrides: Sequence[str],
+    sweeper_params: Mapping | None = None,
+    *,
+    figures: bool = True,
+) -> Comparison:
+    """Compare a sweep's finished jobs and log the comparison to its parent run (figures only with ``figures``, the
+    sweep's own setting). An empty comparison when no job finished.
+
+    ``sweeper_params``: ``hydra.sweeper.params`` (sweeps declared in an experiment file); logged to the parent as
+    ``sweep.params`` so that ``owl-eval-compare --sweep`` groups the same way.
+    """
+    client = make_client(settings.resolved_uri(launch_dir))
+    if sweeper_params is not None:
+        sweeper_params = {
+            str(k): [str(x) for x in v] if isinstance(v, Sequence) and not isinstance(v, str) else str(v)
+            for k, v in sweeper_params.items()
+        }
+        if SWEEP_PARAMS_PARAM not in client.get_run(parent_run_id).data.params:
+            client.log_param(parent_run_id, SWEEP_PARAMS_PARAM, json.dumps(sweeper_params, sort_keys=True)[:6000])
+    runs, keys = sweep_selection(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
+    if not runs:
+        return Comparison([])
+    comparison = load(client, runs, keys, title=f"owl-eval sweep {parent_run_id}")
+    log_to_parent(TrackedRun(client, parent_run_id), comparison, with_figures=figures)
+    return comparison
+
+
+def print_sweep_end(
+    settings: TrackingSettings,
+    launch_dir: str,
+    run_id: str,
+    comparison: Comparison,
+    sweep_dir: Path,
+    *,
+    figures: bool = True,
+) -> Path | None:
+    """Write the comparison's files into the sweep's folder and print :func:`owl_eval.comparison.text.console_block`.
+    Returns the folder's ``report.html``, or None when no job finished."""
+    from owl_eval.runner.summary import open_command
+
+    uri = settings.resolved_uri(launch_dir)
+    if not comparison.rows:
+        print(f"no finished job to compare; sweep run: {run_id}", flush=True)
+        return None
+    write_files(sweep_dir, comparison, with_figures=figures)
+    experiment_id = make_client(uri).get_run(run_id).info.experiment_id
+    block = text.console_block(
+        comparison.rows, comparison.verdicts, str(sweep_dir), run_id, open_command(uri, experiment_id, run_id)
+    )
+    print(block, flush=True)
+    return sweep_dir / "report.html"
