@@ -163,15 +163,14 @@ def split_group(group: Pairs) -> tuple[Pairs, Pairs]:
 
 def _short_names(keys: Sequence[str]) -> dict[str, str]:
     """Each dotted key by its shortest unique tail: ``protocol.condition`` -> ``condition`` unless another key
-    ends in ``.condition`` too."""
+    ends in ``.condition`` too; a ``_target_`` by what it builds (``classifier._target_`` -> ``classifier``)."""
+    bare = {key: key.removesuffix("._target_") for key in keys}
     out: dict[str, str] = {}
-    for key in keys:
-        parts = key.split(".")
+    for key, name in bare.items():
+        parts = name.split(".")
         for size in range(1, len(parts) + 1):
             tail = ".".join(parts[-size:])
-            if tail == "_target_" and size < len(parts):
-                continue  # ``classifier._target_`` says more than ``_target_``
-            if sum(1 for k in keys if k == tail or k.endswith("." + tail)) == 1:
+            if sum(1 for other in bare.values() if other == tail or other.endswith("." + tail)) == 1:
                 out[key] = tail
                 break
         else:

@@ -24,6 +24,8 @@ from owl_eval.comparison.table import Row
 
 FOLDER = "comparison"  # the parent run's artifact folder
 DESCRIPTION_TAG = "mlflow.note.content"  # the run's description on its page in the MLflow UI
+VIEW_KEY_PREFIX = "owl-eval-"  # + the parent run's id: the saved runs-table view of a sweep (runs_view)
+VIEW_COLUMNS = 40
 
 
 def _key_part(r: Row, keys: Sequence[str]) -> str:
@@ -52,6 +54,17 @@ def parent_metrics(rows: Sequence[Row]) -> dict[str, float]:
             if math.isfinite(value):
                 out[f"{base}/{name}"[:250]] = value
     return out
+
+
+def runs_view(rows: Sequence[Row]) -> dict:
+    """The runs table a reader wants for this comparison (the UI shows no metric column until chosen): the jobs'
+    headline metrics and the parent's mean of each per agent (and setting), at most :data:`VIEW_COLUMNS` columns."""
+    keys = list(dict.fromkeys(k for r in rows for k, _ in r.setting))
+    measured = [r for r in rows if r.role == "headline" and r.n > 0]
+    jobs = list(dict.fromkeys(r.metric for r in measured))
+    means = list(dict.fromkeys(f"{_key_part(r, keys)}/{r.metric}"[:250] for r in measured))
+    columns = [f"metrics.`{k}`" for k in [*jobs, *means][:VIEW_COLUMNS]]
+    return {"selectedColumns": columns}
 
 
 def figures(comparison: Comparison) -> dict[str, bytes]:
@@ -107,10 +120,12 @@ def write_files(folder: Path, comparison: Comparison, *, with_figures: bool = Tr
 
 
 def log_to_parent(tracked_run, comparison: Comparison, *, with_figures: bool = True) -> None:
-    """The comparison on a sweep's parent run: :func:`parent_metrics`, the description, and :func:`files` under
-    ``comparison/`` (one upload)."""
+    """The comparison on a sweep's parent run: :func:`parent_metrics`, the description, :func:`files` under
+    ``comparison/`` (one upload), and the runs-table view with the headline columns (:func:`runs_view`), which the
+    description links to."""
     if not comparison.rows:
         return
     tracked_run.log_metrics(parent_metrics(comparison.rows))
-    tracked_run.set_tags({DESCRIPTION_TAG: text.description(comparison.rows, comparison.verdicts)})
+    view = tracked_run.share_runs_view(f"{VIEW_KEY_PREFIX}{tracked_run.run_id}", runs_view(comparison.rows))
+    tracked_run.set_tags({DESCRIPTION_TAG: text.description(comparison.rows, comparison.verdicts, view=view)})
     tracked_run.log_files(lambda folder: write_files(folder, comparison, with_figures=with_figures), FOLDER)

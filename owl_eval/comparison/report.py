@@ -12,7 +12,6 @@ import math
 from collections.abc import Mapping, Sequence
 
 from owl_eval.comparison import text
-from owl_eval.comparison.grouping import setting_label
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.table import Row
 
@@ -46,30 +45,20 @@ def _table(head: Sequence[str], body: Sequence[Sequence[tuple[str, str]]], *, ta
 
 
 def _means(rows: Sequence[Row], table_id: str) -> list[str]:
-    """One table per setting: metrics down (display name and arrow), agents across, the best (2+ seeds) bold."""
-    keys = list(dict.fromkeys(k for r in rows for k, _ in r.setting))
+    """:func:`owl_eval.comparison.text.means_tables` as HTML: one table per setting, the best mean bold, N/A reasons
+    as numbered notes below."""
+    found = text.means_tables(rows)
     out = []
-    for setting in dict.fromkeys(r.setting for r in rows):
-        mine = [r for r in rows if r.setting == setting]
-        agents = list(dict.fromkeys(r.agent for r in mine))
-        cell = {(r.metric, r.agent): r for r in mine}
-        body = []
-        for metric in dict.fromkeys(r.metric for r in mine):
-            found = [cell[(metric, a)] for a in agents if (metric, a) in cell]
-            best = {id(found[i]) for i in text.best_rows(found)}
-            cells = [(f"{found[0].name} {text.ARROWS[found[0].direction]}".strip(), "")]
-            for a in agents:
-                r = cell.get((metric, a))
-                if r is None:
-                    cells.append(("not run", ""))
-                elif r.n == 0:
-                    cells.append((f"N/A: {r.na_reason}", ""))
-                else:
-                    cells.append((f"{text.mean_text(r)} (n={r.n})", "best" if id(r) in best else ""))
-            body.append(cells)
-        if setting:
-            out.append(f"<h3>{_e(setting_label(setting, keys))}</h3>")
-        out.append(_table(["metric", *agents], body, table_id=table_id if len(out) == 0 else ""))
+    for i, table in enumerate(found.tables):
+        if table.setting:
+            out.append(f"<h3>{_e(table.setting)}</h3>")
+        body = [[(name, ""), *((c, "best" if best else "") for c, best in cells)] for name, cells in table.lines]
+        out.append(_table(["metric", *table.agents], body, table_id=table_id if i == 0 else ""))
+    if found.reasons:
+        out.append('<ol class="note">' + "".join(f"<li>{_e(r)}</li>" for r in found.reasons) + "</ol>")
+    if found.nowhere:
+        items = "".join(f"<li>{_e(', '.join(names))}: {_e(reason)}</li>" for reason, names in found.nowhere.items())
+        out.append(f'<p class="note">N/A in every group (not compared):</p><ul class="note">{items}</ul>')
     return out
 
 
@@ -89,7 +78,7 @@ def _verdicts(vrows) -> str:
     for v in vrows:
         cells = [(v.setting, "")] if with_setting else []
         cells += [(v.name_with_direction, ""), (v.agent, ""), (v.other, ""), (text.difference_text(v), "")]
-        cells += [(v.better or v.verdict, "best" if v.better else "")]
+        cells += [(text.better_text(v), "best" if v.better else "")]
         cells += [("n/a" if math.isnan(v.p_improvement) else f"{v.p_better:.2f}", "")]
         cells += [(text.p_text(v.p_holm), ""), (str(v.n_seeds), "")]
         body.append(cells)
@@ -112,8 +101,9 @@ def report_html(comparison: Comparison, figures: Mapping[str, bytes]) -> str:
         parts += ["</ul>", _verdicts(vrows)]
         parts.append(
             f'<p class="note">Difference = agent - other in the metric\'s units with its 95 % paired percentile-bootstrap '
-            f"interval over seeds. Better: {_e(text.TEST_NAME)}, p &lt; {vrows[0].alpha:g}. P(better): probability "
-            "of improvement (Agarwal et al. 2021) of the better agent (of the left one where none is better).</p>"
+            f"interval over seeds. Better: {_e(text.TEST_NAME)}, p &lt; {vrows[0].alpha:g}; none (too few seeds): no "
+            "outcome of that many seeds could reach it. P(better): probability of improvement (Agarwal et al. 2021) of "
+            "the better agent (of the left one where none is better).</p>"
         )
     headline = comparison.headline or list(rows)
     parts += ["<h2>Headline metrics</h2>", *_means(headline, "headline-table")]

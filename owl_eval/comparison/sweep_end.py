@@ -10,9 +10,11 @@ from pathlib import Path
 
 from owl_eval.comparison import text
 from owl_eval.comparison.model import Comparison
-from owl_eval.comparison.outputs import log_to_parent, write_files
+from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client, shared_view_path
+
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
 
 
 def compare_sweep(
@@ -65,8 +67,11 @@ def print_sweep_end(
         return None
     write_files(sweep_dir, comparison, with_figures=figures)
     experiment_id = make_client(uri).get_run(run_id).info.experiment_id
-    block = text.console_block(
-        comparison.rows, comparison.verdicts, str(sweep_dir), run_id, open_command(uri, experiment_id, run_id)
+    view = shared_view_path(experiment_id, f"{VIEW_KEY_PREFIX}{run_id}")
+    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else LOCAL_UI
+    open_lines = (
+        f"its runs with the headline metrics as columns: {base}/{view}\n{open_command(uri, experiment_id, run_id)}"
     )
+    block = text.console_block(comparison.rows, comparison.verdicts, str(sweep_dir), run_id, open_lines)
     print(block, flush=True)
     return sweep_dir / "report.html"

@@ -13,7 +13,8 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from owl_eval.comparison.grouping import setting_label
 from owl_eval.comparison.table import Row
@@ -81,66 +82,91 @@ def best_rows(found: Sequence[Row]) -> set[int]:
     return best
 
 
-def _cell(r: Row, best: bool, footnote: int | None) -> str:
+def _cell(r: Row, footnote: int | None) -> str:
     if r.n == 0:
         return f"N/A [{footnote}]"
     text = mean_text(r)
-    text += f" (n={r.n})" if r.n == r.runs or not r.runs else f" (n={r.n} of {r.runs})"
-    return f"**{text}**" if best else text
+    return text + (f" (n={r.n})" if r.n == r.runs or not r.runs else f" (n={r.n} of {r.runs})")
 
 
 LEGEND = (
     "Mean over seeds ± half-width of the 95 % Student-t confidence interval of the mean; n = seeds with a value. "
-    "**Bold**: the best mean by the metric's direction (↑ higher, ↓ lower is better) among the agents of one setting "
+    "Bold: the best mean by the metric's direction (↑ higher, ↓ lower is better) among the agents of one setting "
     "measured on 2 or more seeds (a one-seed group is never best). N/A: not a measurement (reasons below). Each mean is "
     "rounded to the digits its interval supports; one seed: 3 significant digits. comparison.csv has full precision."
 )
 
 
-def _markdown_tables(rows: Sequence[Row], heading: str) -> list[str]:
+@dataclass(frozen=True)
+class MeansTable:
+    """One setting's table of means as every format shows it: ``lines`` of (metric with its arrow, cells), a cell
+    being (text, whether it is the best)."""
+
+    setting: str
+    agents: list[str]
+    lines: list[tuple[str, list[tuple[str, bool]]]]
+
+
+@dataclass(frozen=True)
+class MeansTables:
+    tables: list[MeansTable]
+    reasons: dict[str, int]  # N/A reason -> its footnote number
+    nowhere: dict[str, list[str]]  # N/A reason -> the metrics N/A in every group for it (not in the tables)
+
+
+def means_tables(rows: Sequence[Row]) -> MeansTables:
+    """Metrics down, agents across, one table per setting; ``mean ± CI half-width (n)``, the best mean marked; a
+    metric N/A in every group is listed apart by its reason, an N/A cell points to its reason."""
     keys = _setting_keys(rows)
     settings = _settings(rows)
-    lines: list[str] = []
+    tables: list[MeansTable] = []
     reasons: dict[str, int] = {}
-    nowhere: dict[str, list[str]] = {}  # metrics N/A in every group: listed below the table, by reason
+    nowhere: dict[str, list[str]] = {}
     for setting in settings:
         mine = [r for r in rows if r.setting == setting]
         agents = list(dict.fromkeys(r.agent for r in mine))
         cell = {(r.metric, r.agent): r for r in mine}
-        if len(settings) > 1 or setting:
-            lines += [f"{heading} {setting_label(setting, keys) or 'all runs'}", ""]
-        lines += ["| metric | " + " | ".join(agents) + " |", "|---|" + "---:|" * len(agents)]
+        lines = []
         for metric in dict.fromkeys(r.metric for r in mine):
             found = [cell[(metric, a)] for a in agents if (metric, a) in cell]
             if all(r.n == 0 for r in found):
-                nowhere.setdefault(found[0].na_reason, []).append(found[0].name)
+                names = nowhere.setdefault(found[0].na_reason, [])
+                names += [found[0].name] if found[0].name not in names else []
                 continue
             best = {id(found[i]) for i in best_rows(found)}
             cells = []
             for a in agents:
                 r = cell.get((metric, a))
                 if r is None:
-                    cells.append("not run")
+                    cells.append(("not run", False))
                     continue
                 note = reasons.setdefault(r.na_reason, len(reasons) + 1) if r.n == 0 else None
-                cells.append(_cell(r, id(r) in best, note))
-            first = found[0]
-            lines.append(f"| {first.name} {ARROWS[first.direction]} | " + " | ".join(cells) + " |")
-        lines.append("")
-    if reasons:
-        lines += [*(f"[{i}] {reason}" for reason, i in reasons.items()), ""]
-    if nowhere:
-        lines += [
-            "N/A in every group (not compared):",
-            *(f"- {', '.join(dict.fromkeys(names))}: {reason}" for reason, names in nowhere.items()),
-            "",
-        ]
-    return lines
+                cells.append((_cell(r, note), id(r) in best))
+            lines.append((f"{found[0].name} {ARROWS[found[0].direction]}".strip(), cells))
+        label = setting_label(setting, keys) if (len(settings) > 1 or setting) else ""
+        tables.append(MeansTable(label or ("all runs" if len(settings) > 1 else ""), agents, lines))
+    return MeansTables(tables, reasons, nowhere)
 
 
 def to_markdown(rows: Sequence[Row], *, title: str = "Headline metrics") -> str:
-    """Metrics down, agents across, one table per setting; ``mean ± CI half-width (n)``; the best mean in bold."""
-    return "\n".join([f"## {title}", "", LEGEND, "", *_markdown_tables(rows, "###")]).rstrip("\n") + "\n"
+    """:func:`means_tables` as Markdown, the best mean in bold."""
+    found = means_tables(rows)
+    lines = [f"## {title}", "", LEGEND, ""]
+    for table in found.tables:
+        if table.setting:
+            lines += [f"### {table.setting}", ""]
+        lines += ["| metric | " + " | ".join(table.agents) + " |", "|---|" + "---:|" * len(table.agents)]
+        for name, cells in table.lines:
+            lines.append(f"| {name} | " + " | ".join(f"**{c}**" if best else c for c, best in cells) + " |")
+        lines.append("")
+    if found.reasons:
+        lines += [*(f"[{i}] {reason}" for reason, i in found.reasons.items()), ""]
+    if found.nowhere:
+        lines += [
+            "N/A in every group (not compared):",
+            *(f"- {', '.join(names)}: {reason}" for reason, names in found.nowhere.items()),
+        ]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 STATS = ("mean", "std", "ci95_low", "ci95_high")
@@ -362,6 +388,13 @@ def verdict_latex(rows: Sequence[VerdictRow], *, label: str = "tab:verdict") -> 
     )
 
 
+def better_text(v: VerdictRow) -> str:
+    """The verdict in a table cell: the better agent, ``none``, ``none (too few seeds)`` or ``no verdict (n < 2)``."""
+    if v.n_seeds < 2:
+        return "no verdict (n < 2)"
+    return v.better or ("none" if v.reachable else "none (too few seeds)")
+
+
 def verdict_text_table(vrows: Sequence[VerdictRow]) -> str:
     """The verdicts as aligned plain text (a fixed-width block renders the same in every Markdown viewer)."""
     with_setting = any(v.setting for v in vrows)
@@ -373,7 +406,7 @@ def verdict_text_table(vrows: Sequence[VerdictRow]) -> str:
             f"{v.name} {ARROWS['maximize' if v.higher_is_better else 'minimize']}",
             f"{v.agent} vs {v.other}",
             difference_text(v),
-            v.better or ("-" if v.reachable else "- (seeds too few)"),
+            better_text(v),
             p_text(v.p_holm),
             str(v.n_seeds),
         ]
@@ -382,9 +415,10 @@ def verdict_text_table(vrows: Sequence[VerdictRow]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table) + "\n"
 
 
-def description(rows: Sequence[Row], vrows: Sequence[VerdictRow]) -> str:
+def description(rows: Sequence[Row], vrows: Sequence[VerdictRow], *, view: str = "") -> str:
     """The sweep parent run's description (the run page of the MLflow UI shows its first lines collapsed): one line
-    per pair first, then the verdict table as a fixed-width block, then where the rest is."""
+    per pair first, then the verdict table as a fixed-width block, then where the rest is (``view``: the UI path of
+    the runs table with the headline columns)."""
     lines = ["**Verdict:** " + line for line in pair_lines(vrows)] if vrows else []
     if not vrows:
         agents = list(dict.fromkeys(r.agent for r in rows))
@@ -396,6 +430,8 @@ def description(rows: Sequence[Row], vrows: Sequence[VerdictRow]) -> str:
     lines.append(
         "Open `comparison/report.html` in the artifacts for the tables and figures; `comparison/verdict.tex` for a paper."
     )
+    if view:
+        lines.append(f"[The sweep's runs with their headline metrics as columns]({view}).")
     return "\n".join(lines) + "\n"
 
 
@@ -427,8 +463,3 @@ def console_block(
     lines.append(f"sweep run: {run_id}")
     lines.append(open_line)
     return "\n".join(lines)
-
-
-def number_texts(rows: Sequence[Row]) -> Mapping[tuple, str]:
-    """(agent, setting, metric) -> the rounded mean text of the tables (the report's cells)."""
-    return {(r.agent, r.setting, r.metric): mean_text(r) for r in rows if r.n > 0}

@@ -53,6 +53,7 @@ MAX_TAGS_PER_BATCH = 100
 SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
+SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # an experiment tag the MLflow UI reads as a saved runs-table view
 REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a resumed sweep reused (+ its id)
 TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
 
@@ -133,6 +134,11 @@ def logged_key_entry(key: MetricKey, protocol: str | None, *, series: bool, besi
         headline_rank=rank,
         title=spec.display_name if spec is not None and rank is not None else "",
     )
+
+
+def shared_view_path(experiment_id: str, key: str) -> str:
+    """The MLflow UI's path of a saved runs-table view (:meth:`TrackedRun.share_runs_view`)."""
+    return f"#/experiments/{experiment_id}/runs?viewStateShareKey={key}"
 
 
 def filter_literal(value: str, *, what: str) -> str:
@@ -598,6 +604,16 @@ class TrackedRun:
             self.client.log_artifacts(self.run_id, str(path), artifact_path)
         else:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def share_runs_view(self, key: str, state: Mapping) -> str:
+        """A view of this run's experiment page saved where the MLflow UI finds it (the experiment tag
+        ``mlflow.sharedViewState.<key>``, which ``#/experiments/<id>/runs?viewStateShareKey=<key>`` opens: the runs
+        table with ``state["selectedColumns"]``); returns that page's path."""
+        import json
+
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        self.client.set_experiment_tag(experiment_id, f"{SHARED_VIEW_TAG_PREFIX}{key}", json.dumps(dict(state)))
+        return shared_view_path(experiment_id, key)
 
     def log_files(self, writer, artifact_path: str | None) -> None:
         """Call ``writer(tmpdir)`` to write files, then upload the folder under ``artifact_path``."""
