@@ -1,6 +1,7 @@
 """The MLflow UI over a store filled by a real small sweep, in headless Chromium: the runs table shows the
 sweep's parent with its jobs nested under it, the compare page shows the jobs' names and metric values, and the
-parent's run page shows the verdict table.
+parent's run page shows the verdict of the pair above the fold, its report.html opens in the artifact view, and the
+runs-table view the sweep saved shows the headline metrics as columns.
 
 Screenshots land in the test's tmp dir and in outputs/test-artifacts/ (mlflow_ui_runs.png, mlflow_ui_compare.png).
 """
@@ -100,23 +101,51 @@ def test_runs_table_nesting_and_compare_page(
     page.get_by_text(value, exact=True).first.wait_for()
     save_screenshot(page, "mlflow_ui_compare")
 
-    # The sweep parent's run page shows the verdict table (its description, mlflow.note.content): the pair,
-    # the headline metric and the seeds, as the verdict.json artifact holds them.
+    # The sweep parent's run page at 1400x1000: the description's first line, the verdict of the pair, is visible
+    # without scrolling or clicking ("Show more" folds the rest).
+    page.set_viewport_size({"width": 1400, "height": 1000})
     page.goto(f"{url}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}")
     close_assistant(page)
-    page.get_by_text("Verdicts: agent vs other, paired over seeds").first.wait_for()
-    table = json.loads(
-        Path(client.download_artifacts(parent.info.run_id, "verdict/verdict.json", str(tmp_path))).read_text()
+    rows = json.loads(
+        Path(client.download_artifacts(parent.info.run_id, "comparison/verdict.json", str(tmp_path))).read_text()
     )
-    top1 = next(
-        dict(zip(table["columns"], row)) for row in table["data"] if row[table["columns"].index("metric")] == "top1"
-    )
-    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("knn_novelty", "closed_world", 2)
-    row = page.get_by_role("row").filter(has=page.get_by_role("cell", name="top1 ↑", exact=True))
-    row.first.wait_for()
-    text = row.first.inner_text()
-    assert "knn_novelty" in text and "closed_world" in text and text.rstrip().endswith("2")  # 2 seeds
-    # with figures on (the default), the parent also holds the verdict figures
-    drawn = {a.path for a in client.list_artifacts(parent.info.run_id, "verdict")}
-    assert {"verdict/differences.png", "verdict/profile.png", "verdict/verdict.csv", "verdict/verdict.json"} <= drawn
+    top1 = next(r for r in rows if r["metric"] == "top1")
+    assert (top1["agent"], top1["other"], top1["n_seeds"]) == ("closed_world", "knn_novelty", 2)
+    summary = page.get_by_text("closed_world vs knn_novelty: no verdict possible: 2 seeds cannot reach p < 0.05")
+    summary.first.wait_for()
+    box = summary.first.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 1000, box  # above the fold
+    assert summary.first.is_visible()
     save_screenshot(page, "mlflow_ui_verdict")
+
+    # report.html in the artifact view (MLflow renders HTML artifacts in a frame): the verdict table is in it
+    page.goto(f"{url}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}/artifacts/comparison/report.html")
+    frame = page.frame_locator("iframe").first
+    verdict_table = frame.locator("#verdict-table")
+    verdict_table.wait_for()
+    text = verdict_table.inner_text()
+    assert "Top-1 accuracy (higher is better)" in text and "closed_world" in text and "knn_novelty" in text
+    save_screenshot(page, "mlflow_ui_report")
+    # with figures on (the default), the parent also holds the figures
+    drawn = {a.path for a in client.list_artifacts(parent.info.run_id, "comparison")}
+    assert {"comparison/differences.png", "comparison/profile.png", "comparison/report.html"} <= drawn
+
+    # The runs table shows no metric column until one is chosen: the view the sweep saved shows its headline ones
+    # (the UI orders them by name and draws only the columns in sight: the first one is checked).
+    view = json.loads(
+        client.get_experiment(exp.experiment_id).tags[f"mlflow.sharedViewState.owl-eval-{parent.info.run_id}"]
+    )
+    columns = sorted(c.split("`")[1] for c in view["selectedColumns"])
+    assert "top1" in columns and "knn_novelty/top1" in columns and "closed_world/top1" in columns
+    # the parent's first column (the jobs' own names sort before it)
+    first = next(c for c in columns if c.startswith("closed_world/"))
+    page.goto(f"{url}/#/experiments/{exp.experiment_id}/runs?viewStateShareKey=owl-eval-{parent.info.run_id}")
+    close_assistant(page)
+    page.locator('[role="columnheader"]', has_text=first).first.wait_for()
+    # the grid draws a row's pinned cells (the name) and its scrolled cells (the values) as two rows of one row-id
+    row_id = page.locator('[role="row"]', has_text=parent.info.run_name).first.get_attribute("row-id")
+    cells = " ".join(r.inner_text() for r in page.locator(f'[role="row"][row-id="{row_id}"]').all())
+    # the parent's exact means in the cells in sight (values such as 0 print as "0", so at least two are matched)
+    found = [c for c in columns if "/" in c and repr(parent.data.metrics[c]) in cells.split()]
+    assert len(found) >= 2, cells
+    save_screenshot(page, "mlflow_ui_runs_view")

@@ -29,12 +29,13 @@ TOP_GROUPS = 5  # groups shown at the end of a sweep
 
 # -- numbers -----------------------------------------------------------------------------------------------
 def p_text(p: float) -> str:
-    """A p-value for reading: 2 decimals from 0.01, 3 below, ``<0.001`` below that, ``n/a`` for NaN."""
+    """A p-value for reading: 2 decimals from 0.1, 2 significant digits below (0.012, 0.0039), ``<0.001`` below
+    that, ``n/a`` for NaN."""
     if math.isnan(p):
         return "n/a"
     if p < 0.001:
         return "<0.001"
-    return f"{p:.3f}" if p < 0.01 else f"{p:.2f}"
+    return f"{p:.2f}" if p >= 0.1 else f"{p:.2g}"
 
 
 def difference_text(row: VerdictRow) -> str:

@@ -214,7 +214,8 @@ def test_verdict_line_names_the_better_agent_and_its_probability():
         "domain=digits: knn_novelty vs closed_world, fpr (lower is better): +0.05 [0.08, 0.16], better: closed_world, "
         "P(closed_world better) 0.80, p (Holm) 0.008, 10 seeds"
     )
-    assert [p_text(p) for p in (0.2, 0.0123, 0.004, 0.0004, math.nan)] == ["0.20", "0.01", "0.004", "<0.001", "n/a"]
+    assert [p_text(p) for p in (0.2, 0.0123, 0.004, 0.0004, math.nan)] == ["0.20", "0.012", "0.004", "<0.001", "n/a"]
+    assert [p_text(p) for p in (0.0117, 0.0039, 0.03)] == ["0.012", "0.0039", "0.03"]
 
 
 def test_pair_lines_count_each_side_and_say_when_seeds_are_too_few():
