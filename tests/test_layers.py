@@ -86,7 +86,11 @@ def violations() -> list[str]:
             if theirs == mine:
                 continue
             across = mine.startswith("protocol:") and theirs.startswith("protocol:")  # one protocol, another
-            if layer(theirs) >= LAYERS["protocol"] and not mine.startswith("protocol:") and theirs not in ("runner", "comparison"):
+            if (
+                layer(theirs) >= LAYERS["protocol"]
+                and not mine.startswith("protocol:")
+                and theirs not in ("runner", "comparison")
+            ):
                 across = True  # a shared part learns of a protocol only through its descriptor
             if layer(theirs) > layer(mine) or across or (mine, theirs) in FORBIDDEN:
                 out.append(f"{rel}:{line}: {mine} imports {name}")

@@ -90,8 +90,8 @@ def comparison_figure(rows: Sequence[Row], metrics: list[str] | None = None):
             color=[colors[i % len(colors)] for i in range(len(labels))],
             alpha=0.8,
         )
-        present = [i for i, r in enumerate(found) if r is not None]
-        best = {present[j] for j in best_rows([found[i] for i in present])}
+        present = [(i, r) for i, r in enumerate(found) if r is not None]
+        best = {present[j][0] for j in best_rows([r for _, r in present])}
         for i, bar in enumerate(bars):
             if i in best:
                 bar.set_edgecolor("black")

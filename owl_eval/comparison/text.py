@@ -269,8 +269,10 @@ def _record(row: VerdictRow) -> dict:
     """The row as a flat record of :data:`VERDICT_COLUMNS`, plus ``group`` (``{key: value}``) for JSON."""
     out = {c: getattr(row, c) for c in VERDICT_COLUMNS}
     group = row.group
-    pairs = isinstance(group, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in group)
-    out["group"] = {str(k): str(v) for k, v in group} if pairs else row.setting
+    if isinstance(group, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in group):
+        out["group"] = {str(k): str(v) for k, v in group}
+    else:
+        out["group"] = row.setting
     return out
 
 

@@ -32,6 +32,7 @@ import math
 import zlib
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -195,7 +196,7 @@ def _compare(
     seeds = sorted(set(a) & set(b))
     n = len(seeds)
     nan = math.nan
-    common = dict(confidence=confidence, alpha=alpha, smallest_p=smallest_p_value(n), title=title)
+    common: dict[str, Any] = dict(confidence=confidence, alpha=alpha, smallest_p=smallest_p_value(n), title=title)
     if n == 0:
         return VerdictRow(group, metric, agent, other, better, nan, nan, nan, nan, nan, nan, 0, nan, nan, **common)
     x = np.array([a[s] for s in seeds])

@@ -67,8 +67,8 @@ SKIP_UNLESS = {
 SKIPPED_BLOCKS = {
     ("FORMATS.md", "<base>/<scenario_name>-<timestamp>/"): "a directory layout with placeholders, not a command; "
     "our writer's output is checked against it in tests/metrics/test_l2_log.py (round trip and layout)",
-    ("README.md", "verdicts (paired over seeds; difference = agent - other, 95 % bootstrap CI):"): "the output of a "
-    "sweep, not a command; tests/runner/test_sweeps.py checks the printed verdict line against the jobs' values",
+    ("README.md", "groups by Top-1 accuracy (higher is better), mean ± 95% CI over seeds:"): "the output of a sweep, "
+    "not a command; tests/runner/test_sweeps.py checks the printed lines against the jobs' values",
 }
 # Whole shell blocks run by another test, by (document, start of the first line), with the reason.
 _TEAM_STORE = "needs PostgreSQL: integration/test_team_store.py runs it on a throwaway cluster (.ci/team-store)"
