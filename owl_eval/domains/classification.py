@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from owl_eval.domains.provenance import DataInput, array_digest
 from owl_eval.typed import as_float
 
 
@@ -52,6 +53,24 @@ class ClassificationDomain:
         """Read the data (what a subclass implements)."""
         raise NotImplementedError
 
+    def source(self) -> str:
+        """Where the data comes from (a path, or the package that ships it): the run's "Datasets" entry."""
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
+    def provenance(self) -> tuple[DataInput, ...]:
+        """The data this domain read, with the digest of its arrays (:mod:`owl_eval.domains.provenance`)."""
+        data = self.load()
+        return (
+            DataInput(
+                name=self.name,
+                source=self.source(),
+                digest=array_digest(data.features, data.labels),
+                num_samples=int(data.labels.shape[0]),
+                shape=tuple(int(d) for d in data.features.shape[1:]),
+                class_names=data.class_names,
+            ),
+        )
+
 
 class DigitsDomain(ClassificationDomain):
     """scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes); ships in the sklearn wheel."""
@@ -70,3 +89,8 @@ class DigitsDomain(ClassificationDomain):
             labels=np.asarray(data.target, dtype=np.int64),
             class_names=tuple(str(c) for c in data.target_names),
         )
+
+    def source(self) -> str:
+        import sklearn
+
+        return f"scikit-learn {sklearn.__version__}: sklearn.datasets.load_digits"

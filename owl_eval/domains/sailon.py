@@ -37,6 +37,11 @@ class SailonDomain(ClassificationDomain):
     def __init__(self):
         self.path = packaged_file(self.package, self.relative_path, domain=self.name)
 
+    def source(self) -> str:
+        from importlib.metadata import version
+
+        return f"{self.package} {version(self.package)}: {self.relative_path}"
+
 
 # ---- document transcription --------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
+from owl_eval.domains.provenance import provenance_of
 from owl_eval.evaluation import evaluation_for
 from owl_eval.runner.build import build_part
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
@@ -98,6 +99,7 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
             )
         ),
         parts={"protocol": driver, "domain": domain, "agent": agent, "baseline": baseline, "names": names},
+        inputs=provenance_of(domain),
     )
 
 

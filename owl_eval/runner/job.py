@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -28,6 +28,7 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from owl_eval.domains.provenance import DataInput
 from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
@@ -66,6 +67,7 @@ class PreparedJob:
     resumable: bool = True  # a resumed sweep skips a config that already has a finished run
     final_tags: Callable[[Any], dict[str, str]] = lambda record: {}  # tags the record tells
     parts: dict[str, Any] = field(default_factory=dict)  # what was built (driver, domain, agents), for tests
+    inputs: tuple[DataInput, ...] = ()  # the data sets the domain read (owl_eval.domains.provenance)
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,13 @@ class JobHeader:
     run_name: str
     setup_key: MetricKey
     resumable: bool
+    inputs: tuple[DataInput, ...] = ()
 
 
 def job_header(job: PreparedJob) -> JobHeader:
-    return JobHeader(job.kind, job.evaluation.name, job.resolved, job.tags, job.run_name, job.setup_key, job.resumable)
+    return JobHeader(
+        job.kind, job.evaluation.name, job.resolved, job.tags, job.run_name, job.setup_key, job.resumable, job.inputs
+    )
 
 
 @dataclass
@@ -103,13 +108,16 @@ def agent_timeout(cfg: DictConfig) -> float | None:
     return None if value is None else as_float(value, "agent_timeout", minimum=0, open_minimum=True)
 
 
-def config_hash(cfg: DictConfig) -> str:
+def config_hash(cfg: DictConfig, inputs: Sequence[DataInput] = ()) -> str:
     """Hash of everything that changes a number: the config without the tracking node, interpolations
     left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
-    two runs of one config look different (a re-run sweep must recognise its finished jobs)."""
+    two runs of one config look different (a re-run sweep must recognise its finished jobs), and the digests of
+    the data the domain read (``inputs``): a run made on data that has changed since is never reused."""
     unresolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))  # a DictConfig gives a dict
-    # agent_timeout changes no number (and was added after stores full of hashes existed)
+    # agent_timeout changes no number
     content = {k: v for k, v in unresolved.items() if k not in ("tracking", "agent_timeout")}
+    if inputs:
+        content["owl_eval.data"] = [[i.name, i.digest] for i in inputs]
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -189,7 +197,7 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
     parent_run_id = find_parent_run(settings, launch_dir)
     skip = header.resumable and skip_enabled(settings, multirun=multirun)
     job_label = " ".join(hc.overrides.task) if hc is not None else "job"
-    digest = config_hash(cfg)
+    digest = config_hash(cfg, header.inputs)
     if skip:
         # Resuming a sweep: a config that already has a FINISHED (or running) run is not run again.
         reused = reuse_finished(
@@ -225,6 +233,7 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
             if uri and redacted(str(uri)) != uri:
                 text = text.replace(str(uri), redacted(str(uri)))
             run.log_text(text, "config/config.yaml")
+            run.log_inputs(header.inputs)
             try:
                 outcome: Outcome = worker.result()
             except BaseException as exc:

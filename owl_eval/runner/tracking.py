@@ -25,7 +25,7 @@ import traceback
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -38,6 +38,7 @@ os.environ.setdefault("DO_NOT_TRACK", "true")
 
 import numpy as np  # noqa: E402
 
+from owl_eval.domains.provenance import DataInput  # noqa: E402
 from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
 from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, index_json  # noqa: E402
@@ -604,6 +605,31 @@ class TrackedRun:
             self.client.log_artifacts(self.run_id, str(path), artifact_path)
         else:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def log_inputs(self, inputs: Sequence[DataInput]) -> None:
+        """The data sets the run read, in the run's "Datasets" section of the MLflow UI (``mlflow.log_input``'s
+        record): name, digest (MLflow keeps 36 characters: the sha256's first 32; the whole one is in the profile),
+        source and profile (samples, shape, classes)."""
+        import json
+
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        if not inputs:
+            return
+        found = [
+            DatasetInput(
+                Dataset(
+                    name=i.name[:500],
+                    digest=i.digest[:32],
+                    source_type=i.source_type[:36],
+                    source=json.dumps({"uri": i.source}),
+                    profile=json.dumps(i.profile()),
+                ),
+                tags=[InputTag("mlflow.data.context", i.context)],
+            )
+            for i in inputs
+        ]
+        self.client.log_inputs(self.run_id, datasets=found)
 
     def share_runs_view(self, key: str, state: Mapping) -> str:
         """A view of this run's experiment page saved where the MLflow UI finds it (the experiment tag

@@ -20,6 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from owl_eval.domains.provenance import DataInput, array_digest
 from owl_eval.errors import ConfigError
 
 __all__ = ["ContinualTask", "SplitDigits", "PermutedDigits"]
@@ -44,6 +45,24 @@ class ContinualTask:
     classes: tuple[int, ...]
     train_index: np.ndarray | None = None
     test_index: np.ndarray | None = None
+
+
+def digits_provenance(name: str) -> tuple[DataInput, ...]:
+    """scikit-learn's digits, the data every built-in continual domain is made of (what the run's "Datasets"
+    section names)."""
+    import sklearn
+
+    X, y = _digits()
+    return (
+        DataInput(
+            name=name,
+            source=f"scikit-learn {sklearn.__version__}: sklearn.datasets.load_digits",
+            digest=array_digest(X, y),
+            num_samples=int(y.shape[0]),
+            shape=(NUM_FEATURES,),
+            class_names=tuple(str(c) for c in range(NUM_CLASSES)),
+        ),
+    )
 
 
 @lru_cache(maxsize=1)
@@ -139,6 +158,9 @@ class SplitDigits:
     def name(self) -> str:
         return "split_digits"
 
+    def provenance(self) -> tuple[DataInput, ...]:
+        return digits_provenance(self.name)
+
     @property
     def num_classes(self) -> int:
         return NUM_CLASSES
@@ -205,6 +227,9 @@ class PermutedDigits:
     @property
     def name(self) -> str:
         return "permuted_digits"
+
+    def provenance(self) -> tuple[DataInput, ...]:
+        return digits_provenance(self.name)
 
     @property
     def num_classes(self) -> int:
