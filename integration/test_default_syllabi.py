@@ -13,6 +13,8 @@ from tests.runner.test_rl_default_syllabi import SYLLABUS_EXPERIMENTS, readme_rl
 @pytest.mark.parametrize("shipped", SYLLABUS_EXPERIMENTS)
 def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, tmp_path):
     pytest.importorskip("gymnasium")
+    if "minigrid" in shipped:
+        pytest.importorskip("minigrid", reason='the minigrid extra: pip install -e ".[minigrid]"')
     from owl_eval.metrics.keys import MetricKey
     from owl_eval.runner.app import run
     from owl_eval.runner.tracking import mlflow_key

@@ -9,8 +9,10 @@ parts know no protocol by name. Layers, each importing only its own and the ones
 1. ``errors``, ``typed``, ``safe_paths``, ``json_input`` (checks of user input);
 2. ``metrics`` (the shared metric types: results, N/A, validation) and ``formats`` (reading and writing
    files), apart;
-3. ``domains`` (the shared data sets) and ``stats`` (interquartile mean, probability of improvement, stratified
-   bootstrap, paired differences and their two-sided test, Holm, rounding to an interval's digits);
+3. ``domains`` (the shared data sets), ``datasets`` (a user's own data set read from a path: arrays, tables,
+   image folders, Hugging Face ``save_to_disk`` folders; lazily, with a content digest) and ``stats``
+   (interquartile mean, probability of improvement, stratified bootstrap, paired differences and their two-sided
+   test, Holm, rounding to an interval's digits);
 4. ``protocols`` (the descriptor, finding protocols, the driver base) and ``paths`` (where configs are);
 5. ``sources`` (what readers of results produced elsewhere return) and ``evaluation`` (what scoring
    provides: typed metric options, results and figure data; the metric-name registry);

@@ -22,6 +22,7 @@ LAYERS = {
     "metrics": 1,
     "formats": 1,
     "domains": 2,
+    "datasets": 2,
     "stats": 2,
     "protocols": 3,
     "paths": 3,

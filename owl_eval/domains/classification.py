@@ -9,28 +9,53 @@ import numpy as np
 from owl_eval.domains.provenance import DataInput, array_digest
 from owl_eval.typed import as_float
 
+FINITE_CHECK_ROWS = 65536  # rows checked for NaN/inf at a time: a memory-mapped data set is never read whole
+
 
 @dataclass(frozen=True)
 class LabeledData:
-    """Features ``[N, D]``, integer labels ``[N]`` in ``0..C-1``, and one name per class."""
+    """Features ``[N, ...]`` (float32, float64 or uint8; a ``np.memmap`` stays one), integer labels ``[N]`` in
+    ``0..C-1``, one name per class, and, when the data set has its own split, ``train_rows``: the sorted rows of
+    its training split (the rest is its test split)."""
 
     features: np.ndarray
     labels: np.ndarray
     class_names: tuple[str, ...]
+    train_rows: np.ndarray | None = None
 
     def __post_init__(self):
-        if self.features.ndim != 2:
-            raise ValueError(f"domain features must be [N, D], got shape {self.features.shape}")
+        if self.features.ndim < 2 or self.features.shape[0] == 0:
+            raise ValueError(f"domain features must be [N, ...] with N >= 1 samples, got shape {self.features.shape}")
+        if self.features.dtype.kind not in "fiu" or self.features.dtype == np.float16:
+            raise ValueError(f"domain features must be float32, float64 or integer, got {self.features.dtype}")
         if self.labels.shape != (self.features.shape[0],):
             raise ValueError(f"domain labels must be [{self.features.shape[0]}], got shape {self.labels.shape}")
-        if not np.all(np.isfinite(self.features)):
-            raise ValueError("domain features contain NaN or inf")
+        if self.features.dtype.kind == "f":
+            for start in range(0, self.features.shape[0], FINITE_CHECK_ROWS):
+                block = np.asarray(self.features[start : start + FINITE_CHECK_ROWS])
+                if not np.isfinite(block).all():
+                    bad = start + np.flatnonzero(~np.isfinite(block.reshape(len(block), -1)).all(axis=1))[:5]
+                    raise ValueError(f"domain features contain NaN or inf (rows {bad.tolist()})")
         if self.labels.min() < 0 or self.labels.max() >= len(self.class_names):
             raise ValueError(f"domain labels must lie in 0..{len(self.class_names) - 1}")
+        if self.train_rows is not None and (
+            self.train_rows.ndim != 1
+            or (self.train_rows.size and (self.train_rows.min() < 0 or self.train_rows.max() >= len(self.labels)))
+        ):
+            raise ValueError(f"domain train_rows must be row numbers in 0..{len(self.labels) - 1}")
 
     @property
     def num_classes(self) -> int:
         return len(self.class_names)
+
+    @property
+    def in_train(self) -> np.ndarray | None:
+        """Rows of the data set's own training split as a mask (None: no split of its own)."""
+        if self.train_rows is None:
+            return None
+        mask = np.zeros(len(self.labels), dtype=bool)
+        mask[self.train_rows] = True
+        return mask
 
 
 class ClassificationDomain:

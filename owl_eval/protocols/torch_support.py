@@ -201,24 +201,29 @@ def as_tensor(X: np.ndarray, device, dtype=None):
     return torch.as_tensor(np.ascontiguousarray(X), dtype=dtype or torch.float32, device=device)
 
 
-def check_width(module, num_features: int, width: int, device, meaning: str, key: str = "agent.module") -> None:
-    """The module maps a batch ``[2, num_features]`` to ``[2, width]`` (one logit per class); else one
-    :class:`ConfigError` naming ``key``, the expected and the actual output shape. The probe (two rows of zeros,
-    eval mode, no gradient) is also what sets the size of a lazy layer (``torch.nn.LazyLinear``)."""
+def check_width(
+    module, num_features: int | tuple[int, ...], width: int, device, meaning: str, key: str = "agent.module"
+) -> None:
+    """The module maps a batch ``[2, num_features]`` (``[2, C, H, W]`` for images: ``num_features`` a sample's
+    shape) to ``[2, width]`` (one logit per class); else one :class:`ConfigError` naming ``key``, the expected and
+    the actual output shape. The probe (two samples of zeros, eval mode, no gradient) is also what sets the size of
+    a lazy layer (``torch.nn.LazyLinear``)."""
     torch = require_torch(key)
+    sample = tuple(num_features) if isinstance(num_features, tuple) else (int(num_features),)
+    batch = (2, *sample)
+    must = f"its input width must be {sample[0]}" if len(sample) == 1 else f"it must take images of shape {sample}"
     module.eval()
     try:
         with torch.no_grad():
-            out = module(torch.zeros((2, num_features), dtype=torch.float32, device=device))
+            out = module(torch.zeros(batch, dtype=torch.float32, device=device))
     except Exception as exc:
         raise ConfigError(
-            f"{key} ({describe(module)}) fails on a batch of shape (2, {num_features}) ({type(exc).__name__}: "
-            f"{flat(exc)}); its input width must be {num_features}"
+            f"{key} ({describe(module)}) fails on a batch of shape {batch} ({type(exc).__name__}: {flat(exc)}); {must}"
         ) from None
     shape = tuple(getattr(out, "shape", ()))
     if not isinstance(out, torch.Tensor) or shape != (2, width):
         raise ConfigError(
-            f"{key} ({describe(module)}) outputs shape {shape} for a batch of shape (2, {num_features}), expected "
+            f"{key} ({describe(module)}) outputs shape {shape} for a batch of shape {batch}, expected "
             f"(2, {width}): one logit per {meaning}; make its last layer's out_features {width}"
         )
 

@@ -25,6 +25,7 @@ EXTRA = {
     "ond_sailon": "river",
     "ond_all_domains": "river",
     "rl_": "gymnasium",
+    "lifelong_rl_minigrid": "minigrid",  # pip install -e ".[minigrid]"
 }
 
 

@@ -253,7 +253,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
             dict(domain=DigitsDomain()),
             "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "
             "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
-            "classic_control)",
+            "classic_control, gymnasium, mountaincar, minigrid)",
         ),
     ]
     for kw, message in cases:

@@ -51,7 +51,12 @@ DOMAIN_METHODS = (
     Method("params", "params(task, variant)", args=2),
     Method("identity", "identity(task, variant)", args=2),
 )
-DOMAIN_CHOICES = "domain=<option> (cartpole, frozenlake, classic_control)"
+# Domain classes the STE tags can rebuild from protocol.ste.domain (a config node of one of them).
+KNOWN_DOMAINS = (
+    "owl_eval.protocols.lifelong_rl.domains.RLDomain",
+    "owl_eval.protocols.lifelong_rl.gym_tasks.GymnasiumDomain",
+)
+DOMAIN_CHOICES = "domain=<option> (cartpole, frozenlake, classic_control, gymnasium, mountaincar, minigrid)"
 
 
 class RLSyllabusProtocol(ProtocolDriver):
@@ -151,12 +156,15 @@ class RLSyllabusProtocol(ProtocolDriver):
 
     def _domain_from_config(self):
         cfg = dict(self.ste_domain_cfg or {})
-        if cfg.pop("_target_", None) != "owl_eval.protocols.lifelong_rl.domains.RLDomain":
+        target = cfg.pop("_target_", None)
+        cfg.pop("_recursive_", None)
+        if target not in KNOWN_DOMAINS:
             return None
-        from owl_eval.protocols.lifelong_rl.domains import RLDomain
-
+        module, _, name = target.rpartition(".")
         try:
-            return RLDomain(**cfg)
+            import importlib
+
+            return getattr(importlib.import_module(module), name)(**cfg)
         except Exception:  # the runner builds the real domain and reports its errors
             return None
 

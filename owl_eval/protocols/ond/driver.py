@@ -21,6 +21,7 @@ from owl_eval.protocols.ond.trials import (
     TrialPlan,
     check_domain_fits,
     fewest_training_samples,
+    known_class_ids,
     plan_trials,
     split_classes,
 )
@@ -42,7 +43,7 @@ class OndProtocol(ProtocolDriver):
     def __init__(
         self,
         condition: str = "system",
-        known_classes: int = 6,
+        known_classes: int | list[str] = 6,
         train_fraction: float = 0.5,
         num_trials: int = 20,
         trials_without_novelty: int = 2,
@@ -55,7 +56,20 @@ class OndProtocol(ProtocolDriver):
         sum_tolerance: float = 1e-6,
     ):
         self.condition = as_choice(condition, "protocol.condition", CONDITIONS)
-        self.known_classes = as_int(known_classes, "protocol.known_classes", minimum=1)
+        # a number of classes drawn by the seed, or the classes' names
+        self.known_names: tuple[str, ...] | None = None
+        if isinstance(known_classes, list | tuple):
+            names = tuple(str(n) for n in known_classes)
+            twice = sorted({n for n in names if names.count(n) > 1})
+            if not names or twice:
+                raise ConfigError(
+                    f"protocol.known_classes: expected a number of classes or distinct class names, got "
+                    f"{list(names)}" + (f" ({twice} given twice)" if twice else "")
+                )
+            self.known_names = names
+            self.known_classes = len(names)
+        else:
+            self.known_classes = as_int(known_classes, "protocol.known_classes", minimum=1)
         self.train_fraction = as_float(
             train_fraction, "protocol.train_fraction", minimum=0.0, maximum=1.0, open_minimum=True, open_maximum=True
         )
@@ -92,6 +106,7 @@ class OndProtocol(ProtocolDriver):
                 choose=choices("baseline", "ond", extra=("none",)),
             )
         data = self._data(domain)
+        known_ids = self._known_ids(data)
         check_domain_fits(
             data,
             known_classes=self.known_classes,
@@ -100,12 +115,19 @@ class OndProtocol(ProtocolDriver):
             pre_novelty=self.pre_novelty,
             post_novelty=self.post_novelty,
             domain_name=str(getattr(domain, "name", class_name(domain))),
+            known_ids=known_ids,
         )
         # An agent may say whether the training split is large enough for it (a kNN needs k samples).
-        fewest = fewest_training_samples(data, known_classes=self.known_classes, train_fraction=self.train_fraction)
+        fewest = fewest_training_samples(
+            data, known_classes=self.known_classes, train_fraction=self.train_fraction, known_ids=known_ids
+        )
         for role, who in (("agent", agent), ("baseline", baseline)):
             if who is not None and callable(getattr(who, "check_training_size", None)):
                 who.check_training_size(fewest, role=role)
+
+    def _known_ids(self, data: LabeledData) -> np.ndarray | None:
+        """The named known classes' ids (None: drawn by the seed)."""
+        return None if self.known_names is None else known_class_ids(data, self.known_names)
 
     def _data(self, domain) -> LabeledData:
         """The domain's labelled data (checked to be :class:`LabeledData`)."""
@@ -130,7 +152,13 @@ class OndProtocol(ProtocolDriver):
     # -- running ---------------------------------------------------------------------------------------
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> OndRecord:
         data = self._data(domain)
-        split = split_classes(data, known_classes=self.known_classes, train_fraction=self.train_fraction, rng=rng)
+        split = split_classes(
+            data,
+            known_classes=self.known_classes,
+            train_fraction=self.train_fraction,
+            rng=rng,
+            known_ids=self._known_ids(data),
+        )
         plans = plan_trials(
             data,
             split,

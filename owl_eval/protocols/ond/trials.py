@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,20 +32,41 @@ class OndSplit:
 
 
 def training_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
-    """Samples of each class in the agent's training split when the class is known (as :func:`split_classes`
-    rounds them)."""
+    """Samples of each class in the agent's training split when the class is known: the data set's own training
+    split when it has one, else ``train_fraction`` of the class (as :func:`split_classes` rounds it)."""
+    if data.train_rows is not None:
+        return np.bincount(data.labels[data.train_rows], minlength=data.num_classes).astype(np.int64)
     counts = np.bincount(data.labels, minlength=data.num_classes)
     return np.minimum(np.round(train_fraction * counts), counts).astype(np.int64)
 
 
-def fewest_training_samples(data: LabeledData, *, known_classes: int, train_fraction: float) -> int:
-    """The smallest training split any draw of ``known_classes`` known classes gives the agent."""
-    return int(np.sort(training_per_class(data, train_fraction))[:known_classes].sum())
+def known_class_ids(data: LabeledData, names: Sequence[str]) -> np.ndarray:
+    """The class ids of ``protocol.known_classes`` given by name, sorted; an unknown name is one error."""
+    index = {name: i for i, name in enumerate(data.class_names)}
+    unknown = [n for n in names if n not in index]
+    if unknown:
+        shown = ", ".join(data.class_names[:30]) + (" ..." if len(data.class_names) > 30 else "")
+        raise ConfigError(f"protocol.known_classes: no class named {unknown} in this domain; its classes: {shown}")
+    return np.sort(np.array([index[n] for n in names], dtype=np.int64))
+
+
+def _fewest(per_class: np.ndarray, known_classes: int, known_ids: np.ndarray | None) -> int:
+    """The smallest total of ``per_class`` over the known classes: the named ones, else any draw of that many."""
+    if known_ids is not None:
+        return int(per_class[known_ids].sum())
+    return int(np.sort(per_class)[:known_classes].sum())
+
+
+def fewest_training_samples(
+    data: LabeledData, *, known_classes: int, train_fraction: float, known_ids: np.ndarray | None = None
+) -> int:
+    """The smallest training split any draw of ``known_classes`` known classes (or the named ones) gives the agent."""
+    return _fewest(training_per_class(data, train_fraction), known_classes, known_ids)
 
 
 def heldout_per_class(data: LabeledData, train_fraction: float) -> np.ndarray:
     """Samples of each class left for the trial streams when the class is known (its training share removed,
-    rounded as :func:`split_classes` rounds it)."""
+    rounded as :func:`split_classes` rounds it; the data set's test split when it has its own)."""
     return np.bincount(data.labels, minlength=data.num_classes) - training_per_class(data, train_fraction)
 
 
@@ -57,9 +79,11 @@ def check_domain_fits(
     pre_novelty: int,
     post_novelty: int,
     domain_name: str,
+    known_ids: np.ndarray | None = None,
 ) -> None:
     """The protocol's sizes fit the domain for every draw of the known classes (the draw depends on the
-    seed, so the check takes the fewest held-out samples any draw of ``known_classes`` classes can give)."""
+    seed, so the check takes the fewest held-out samples any draw of ``known_classes`` classes can give; with
+    named known classes, theirs)."""
     num_classes = data.num_classes
     if not 1 <= known_classes < num_classes:
         raise ConfigError(
@@ -72,7 +96,7 @@ def check_domain_fits(
             f"{domain_name!r} has {num_classes} classes, protocol.known_classes = {known_classes}), "
             f"got {novel_classes_per_trial}"
         )
-    fewest = int(np.sort(heldout_per_class(data, train_fraction))[:known_classes].sum())
+    fewest = _fewest(heldout_per_class(data, train_fraction), known_classes, known_ids)
     if pre_novelty + post_novelty > fewest:
         raise ConfigError(
             f"protocol.pre_novelty + protocol.post_novelty = {pre_novelty + post_novelty} exceeds the "
@@ -82,8 +106,16 @@ def check_domain_fits(
 
 
 def split_classes(
-    data: LabeledData, *, known_classes: int, train_fraction: float, rng: np.random.Generator
+    data: LabeledData,
+    *,
+    known_classes: int,
+    train_fraction: float,
+    rng: np.random.Generator,
+    known_ids: np.ndarray | None = None,
 ) -> OndSplit:
+    """Known and novel classes (``known_ids``, else drawn), the agent's training rows and the known rows left for
+    the streams: the data set's own train and test splits when it has them, else ``train_fraction`` of each known
+    class (stratified, in a seeded order)."""
     num_classes = data.num_classes
     if not 1 <= known_classes < num_classes:
         raise ConfigError(
@@ -91,9 +123,15 @@ def split_classes(
         )
     if not 0.0 < train_fraction < 1.0:
         raise ConfigError(f"protocol.train_fraction: expected (0, 1), got {train_fraction}")
-    known = np.sort(rng.choice(num_classes, size=known_classes, replace=False))
+    if known_ids is not None:
+        known = np.sort(np.asarray(known_ids, dtype=np.int64))
+    else:
+        known = np.sort(rng.choice(num_classes, size=known_classes, replace=False))
     novel = np.setdiff1d(np.arange(num_classes), known)
     rows = np.flatnonzero(np.isin(data.labels, known))
+    in_train_split = data.in_train
+    if in_train_split is not None:  # the data set's own split: its training rows train, its test rows stream
+        return OndSplit(known, novel, rows[in_train_split[rows]], rows[~in_train_split[rows]])
     rows = rows[rng.permutation(len(rows))]
     # Stratified: the first train_fraction of each class (in shuffled order) goes to training.
     labels = data.labels[rows]
@@ -141,6 +179,8 @@ def plan_trials(
         )
     label_of = np.zeros(data.num_classes, dtype=np.int64)
     label_of[split.known_classes] = np.arange(1, len(split.known_classes) + 1)
+    streamable = data.in_train  # with the data set's own split, novel samples come from its test split too
+    streamable = None if streamable is None else ~streamable
     no_novelty = set(rng.choice(num_trials, size=trials_without_novelty, replace=False).tolist())
     plans = []
     for t in range(num_trials):
@@ -151,7 +191,8 @@ def plan_trials(
             chosen = tuple(
                 sorted(rng.choice(split.novel_classes, size=novel_classes_per_trial, replace=False).tolist())
             )
-            pool = np.flatnonzero(np.isin(data.labels, chosen))
+            chosen_mask = np.isin(data.labels, chosen)
+            pool = np.flatnonzero(chosen_mask if streamable is None else chosen_mask & streamable)
             novel_rows = rng.choice(pool, size=min(num_novel, len(pool)), replace=False)
             post_known = known_rows[pre_novelty : pre_novelty + post_novelty - len(novel_rows)]
             # The red light is the first novel sample, so the post-novelty part starts with one.

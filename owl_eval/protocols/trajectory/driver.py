@@ -68,7 +68,7 @@ class TrajectoryProtocol(ProtocolDriver):
             (Method("load", "load(rng)", args=1),),
             role="domain",
             kind="a trajectory domain",
-            choose="domain=<option> (crowd_sim, eth_ucy)",
+            choose="domain=<option> (crowd_sim, eth_ucy, trajectory_files)",
         )
         if callable(getattr(domain, "check", None)):
             domain.check()

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+import numpy as np
+
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.lifelong_rl.api import BlockInfo, TaskSpec
 from owl_eval.typed import as_float
@@ -75,3 +77,37 @@ def observation_bounds(low, high, dims: int) -> tuple[list[float] | None, list[f
                 f"got {out[1][bad[0]]:g}"
             )
     return out[0], out[1]
+
+
+def check_observation_dims(syllabus, domain, dims: int, key: str, agent: str) -> None:
+    """Before any run: every continuous-observation (task, variant) of the syllabus has ``dims`` dimensions, the
+    number the agent's ``key`` setting gives (discrete observations always fit). A mismatch is one error naming the
+    agent's expected space and the environment's. Domains without ``spec(task, variant)`` are not checked."""
+    spec_of = getattr(domain, "spec", None)
+    if not callable(spec_of):
+        return
+    seen: set[tuple[str, str]] = set()
+    for block in syllabus.blocks:
+        if (block.task, block.variant) in seen:
+            continue
+        seen.add((block.task, block.variant))
+        spec = spec_of(block.task, block.variant)
+        if spec.num_observations is not None or tuple(spec.observation_shape) == (dims,):
+            continue
+        raise ConfigError(
+            f"{key}: {agent} expects observations Box(shape=({dims},)) (one {key} entry per dimension) or "
+            f"Discrete(n), but task {block.task} variant {block.variant} observes "
+            f"{observation_space_text(spec)} and acts in Discrete({spec.num_actions})"
+        )
+
+
+def observation_space_text(spec: TaskSpec) -> str:
+    """The observation space of a task spec, as gymnasium prints it."""
+    if spec.num_observations is not None:
+        return f"Discrete({spec.num_observations})"
+    shape = tuple(int(n) for n in spec.observation_shape)
+    if spec.observation_low is not None and spec.observation_high is not None:
+        low = np.array2string(np.asarray(spec.observation_low), precision=4, threshold=8)
+        high = np.array2string(np.asarray(spec.observation_high), precision=4, threshold=8)
+        return f"Box({low}, {high}, {shape})"
+    return f"Box(shape={shape})"

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from owl_eval.protocols.lifelong_rl.agents.base import AgentHooks, learning_settings, observation_bounds
+from owl_eval.protocols.lifelong_rl.agents.base import (
+    AgentHooks,
+    check_observation_dims,
+    learning_settings,
+    observation_bounds,
+)
 from owl_eval.protocols.lifelong_rl.api import BlockInfo, TaskSpec
 from owl_eval.typed import as_int, as_int_list
 
@@ -70,6 +75,10 @@ class LinearQAgent(AgentHooks):
         self.weights: dict[str, np.ndarray] = {}
         self.coders: dict[str, TileCoder] = {}
         self.episodes: dict[str, int] = {}
+
+    def check_syllabus(self, syllabus, domain) -> None:
+        """Continuous observations need one ``tiles`` entry per dimension."""
+        check_observation_dims(syllabus, domain, len(self.tiles), "agent.tiles", "tile-coded linear Q-learning")
 
     def start_task(self, spec: TaskSpec) -> None:
         super().start_task(spec)

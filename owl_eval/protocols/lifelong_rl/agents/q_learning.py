@@ -1,7 +1,9 @@
 """Tabular Q-learning with epsilon-greedy exploration.
 
 Discrete observations index the table directly; continuous ones (CartPole) are discretised on a grid
-of ``bins`` per dimension between the task's observation bounds (or ``low``/``high`` given here). One
+of ``bins`` per dimension between the task's observation bounds (or ``low``/``high`` given here);
+``bins: null`` gives every distinct observation its own row instead (discrete-valued Box observations
+such as MiniGrid's flattened view, too many dimensions for a grid). One
 table per environment family: variants of a task share it (so a changed variant shows as a drop and a
 recovery), other families get their own. Exploration decays per family with its training episodes.
 """
@@ -13,7 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.protocols.lifelong_rl.agents.base import AgentHooks, learning_settings, observation_bounds
+from owl_eval.protocols.lifelong_rl.agents.base import (
+    AgentHooks,
+    check_observation_dims,
+    learning_settings,
+    observation_bounds,
+)
 from owl_eval.protocols.lifelong_rl.api import BlockInfo, TaskSpec
 from owl_eval.typed import as_float, as_int_list
 
@@ -43,6 +50,23 @@ class Discretiser:
         return int(cell @ self.strides)
 
 
+def exact_key(obs) -> bytes:
+    """A distinct observation's table key (``bins: null``)."""
+    return np.asarray(obs).tobytes()
+
+
+class GrowingTable(dict):
+    """Rows keyed by observation, created at first sight with ``initial_q`` (``bins: null``)."""
+
+    def __init__(self, num_actions: int, initial_q: float):
+        super().__init__()
+        self.num_actions, self.initial_q = num_actions, initial_q
+
+    def __missing__(self, key):
+        row = self[key] = np.full(self.num_actions, self.initial_q)
+        return row
+
+
 class QLearningAgent(AgentHooks):
     def __init__(
         self,
@@ -60,14 +84,14 @@ class QLearningAgent(AgentHooks):
             alpha, gamma, epsilon, epsilon_min, epsilon_decay
         )
         self.initial_q = as_float(initial_q, "agent.initial_q")
-        self.bins = as_int_list(bins, "agent.bins", minimum=1)
-        self.low, self.high = observation_bounds(low, high, len(self.bins))
+        self.bins = None if bins is None else as_int_list(bins, "agent.bins", minimum=1)
+        self.low, self.high = (None, None) if self.bins is None else observation_bounds(low, high, len(self.bins))
         self.seed(np.random.default_rng(0))
 
     def seed(self, rng: np.random.Generator) -> None:
         self.rng = rng
-        self.tables: dict[str, np.ndarray] = {}
-        self.encoders: dict[str, Callable[[Any], int]] = {}
+        self.tables: dict[str, Any] = {}
+        self.encoders: dict[str, Callable[[Any], Any]] = {}
         self.episodes: dict[str, int] = {}
 
     # -- hooks -------------------------------------------------------------------------------------
@@ -75,17 +99,26 @@ class QLearningAgent(AgentHooks):
         super().start_task(spec)
         key = spec.family
         if key not in self.tables:
+            encode: Callable[[Any], Any]
+            table: Any
             if spec.num_observations is not None:  # spec.discrete
-                encode, size = int, spec.num_observations
+                encode, table = int, np.full((spec.num_observations, spec.num_actions), self.initial_q)
+            elif self.bins is None:  # every distinct observation its own row
+                encode, table = exact_key, GrowingTable(spec.num_actions, self.initial_q)
             else:
                 low = spec.observation_low if self.low is None else self.low
                 high = spec.observation_high if self.high is None else self.high
                 encode = Discretiser(self.bins, low, high)
-                size = encode.size
-            self.encoders[key] = encode
-            self.tables[key] = np.full((size, spec.num_actions), self.initial_q)
+                table = np.full((encode.size, spec.num_actions), self.initial_q)
+            self.encoders[key], self.tables[key] = encode, table
             self.episodes[key] = 0
         self.q, self.encode = self.tables[key], self.encoders[key]
+        self.num_actions = spec.num_actions
+
+    def check_syllabus(self, syllabus, domain) -> None:
+        """Continuous observations need one ``bins`` entry per dimension (or ``bins: null``)."""
+        if self.bins is not None:
+            check_observation_dims(syllabus, domain, len(self.bins), "agent.bins", "tabular Q-learning")
 
     def start_block(self, block: BlockInfo) -> None:
         self._eps = self.epsilon
@@ -98,7 +131,7 @@ class QLearningAgent(AgentHooks):
     # -- acting and learning -------------------------------------------------------------------------
     def act(self, observation) -> int:
         if self.learning and self.rng.random() < self._eps:
-            return int(self.rng.integers(self.q.shape[1]))
+            return int(self.rng.integers(self.num_actions))
         row = self.q[self.encode(observation)]
         best = np.flatnonzero(row == row.max())
         # random tie-break: an untrained table must not always pick action 0
@@ -107,7 +140,8 @@ class QLearningAgent(AgentHooks):
     def observe(self, observation, action, reward, next_observation, terminated, truncated) -> None:
         s, s2 = self.encode(observation), self.encode(next_observation)
         target = reward if terminated else reward + self.gamma * self.q[s2].max()
-        self.q[s, action] += self.alpha * (target - self.q[s, action])
+        row = self.q[s]
+        row[action] += self.alpha * (target - row[action])
         if terminated or truncated:
             assert self.spec is not None  # start_task ran
             self.episodes[self.spec.family] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from owl_eval.errors import ConfigError
+from owl_eval.protocols.ond.agents.inputs import flat_features
 from owl_eval.protocols.ond.agents.knn import Standardizer, knn_class_probabilities, squared_distances
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.typed import as_int
@@ -22,6 +23,7 @@ class ClosedWorldAgent:
             )
 
     def fit(self, features, labels, *, num_known, rng):
+        features = flat_features(features)
         self.standardize = Standardizer(features)
         self.train = self.standardize(features)
         self.train_labels = np.asarray(labels) - 1  # labels arrive as 1..K
@@ -31,7 +33,7 @@ class ClosedWorldAgent:
         pass
 
     def predict_batch(self, batch: OndBatch):
-        d2 = squared_distances(self.standardize(batch.features), self.train)
+        d2 = squared_distances(self.standardize(flat_features(batch.features)), self.train)
         known = knn_class_probabilities(d2, self.train_labels, self.num_known, k=self.k)
         p_class = np.concatenate([np.zeros((len(known), 1)), known], axis=1)
         return np.zeros(len(known)), p_class

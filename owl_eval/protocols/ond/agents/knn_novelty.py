@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from owl_eval.errors import ConfigError
+from owl_eval.protocols.ond.agents.inputs import flat_features
 from owl_eval.protocols.ond.agents.knn import (
     Standardizer,
     knn_class_probabilities,
@@ -72,6 +73,7 @@ class KnnNoveltyAgent:
                 )
 
     def fit(self, features, labels, *, num_known, rng):
+        features = flat_features(features)
         self.standardize = Standardizer(features)
         self.train = self.standardize(features)
         self.train_labels = np.asarray(labels) - 1
@@ -91,7 +93,7 @@ class KnnNoveltyAgent:
         )
 
     def predict_batch(self, batch: OndBatch):
-        d2 = squared_distances(self.standardize(batch.features), self.train)
+        d2 = squared_distances(self.standardize(flat_features(batch.features)), self.train)
         score = kth_neighbour_distance(d2, self.k_novelty)
         scale = self.unknown_scale * (self.given_shift if batch.novelty_started else 1.0)
         p_unknown = 1.0 / (1.0 + np.exp(-self.temperature * (score / scale - 1.0)))

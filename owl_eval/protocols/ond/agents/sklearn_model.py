@@ -43,6 +43,7 @@ from owl_eval.protocols.adapters import (
 from owl_eval.protocols.base import AgentOutputError, real_array
 from owl_eval.protocols.ond.agents.calibration import CalibratedNovelty
 from owl_eval.protocols.ond.agents.calibration import check_output as _check
+from owl_eval.protocols.ond.agents.inputs import flat_features
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.typed import as_bool
 
@@ -112,7 +113,7 @@ class SklearnNoveltyAgent(CalibratedNovelty):
 
     # -- training ------------------------------------------------------------------------------------------
     def fit(self, features, labels, *, num_known, rng):
-        X, y = np.asarray(features, dtype=np.float64), np.asarray(labels)
+        X, y = flat_features(features), np.asarray(labels)
         self.num_known = int(num_known)
         held = self._held_out(y, rng)
         self.held_out = held  # the calibration rows of the training split (bool mask)
@@ -165,5 +166,5 @@ class SklearnNoveltyAgent(CalibratedNovelty):
         return proba, score
 
     def predict_batch(self, batch: OndBatch):
-        proba, score = self._scores(np.asarray(batch.features, dtype=np.float64), self.model, self.detector, "predict")
+        proba, score = self._scores(flat_features(batch.features), self.model, self.detector, "predict")
         return self._outputs(proba, score, batch)

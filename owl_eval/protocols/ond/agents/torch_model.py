@@ -28,6 +28,7 @@ from scipy.special import logsumexp, softmax
 
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.ond.agents.calibration import CalibratedNovelty, check_output
+from owl_eval.protocols.ond.agents.inputs import torch_inputs
 from owl_eval.protocols.ond.api import OndBatch
 from owl_eval.protocols.torch_support import (
     SEED_HIGH,
@@ -86,7 +87,7 @@ class TorchNoveltyAgent(CalibratedNovelty):
     # -- training ------------------------------------------------------------------------------------------
     def fit(self, features, labels, *, num_known, rng):
         torch = self.builder.torch
-        X, y = np.asarray(features, dtype=np.float64), np.asarray(labels)
+        X, y = torch_inputs(features), np.asarray(labels)
         self.num_known = int(num_known)
         held = self._held_out(y, rng)
         self.held_out = held  # the calibration rows of the training split (bool mask)
@@ -99,7 +100,7 @@ class TorchNoveltyAgent(CalibratedNovelty):
         self.stream = TorchStream(self.seed, self._device, self.threads)
         with self.stream.active():
             model = self.builder.build(self._device)
-            check_width(model, X.shape[1], self.num_known, self._device, f"known class (K = {self.num_known})")
+            check_width(model, X.shape[1:], self.num_known, self._device, f"known class (K = {self.num_known})")
             optimizer = make_optimizer(self.optimizer, model)
             train_epochs(
                 model,
@@ -131,5 +132,5 @@ class TorchNoveltyAgent(CalibratedNovelty):
     def predict_batch(self, batch: OndBatch):
         if self.model is None:
             raise RuntimeError("TorchNoveltyAgent.predict_batch called before fit")
-        proba, score = self._scores(np.asarray(batch.features, dtype=np.float64), "predict")
+        proba, score = self._scores(torch_inputs(batch.features), "predict")
         return self._outputs(proba, score, batch)

@@ -27,21 +27,25 @@ import io
 import os
 import warnings
 import zlib
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from owl_eval.domains.provenance import DataInput
 from owl_eval.errors import ConfigError
-from owl_eval.protocols.trajectory.domains.scenes import (
-    WINDOW_RULES,
-    TrajectoryScenes,
-    TrajectorySplits,
-    split_windows,
-    windows_from_grid,
+from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
+from owl_eval.protocols.trajectory.domains.tracks import (  # noqa: F401  (track_grid: importable here)
+    DataPathError,
+    WindowSettings,
+    data_folder,
+    files_provenance,
+    track_grid,
+    tracks_scenes,
 )
-from owl_eval.safe_paths import check_name, read_bytes
-from owl_eval.typed import as_float, as_int, as_str
+from owl_eval.protocols.trajectory.domains.tracks import file_groups as _groups
+from owl_eval.protocols.trajectory.domains.tracks import file_names as _file_names
+from owl_eval.safe_paths import read_bytes
+from owl_eval.typed import as_str
 
 DEFAULT_GROUPS = {
     "eth": ["biwi_eth"],
@@ -51,14 +55,6 @@ DEFAULT_GROUPS = {
     "zara2": ["crowds_zara02"],
 }
 DEFAULT_EXTRA_TRAIN = ["crowds_zara03", "uni_examples"]
-
-
-# A grid cell per (time step, pedestrian): a file whose frames or ids would need more is not ETH/UCY data.
-MAX_GRID_CELLS = 200_000_000
-
-
-class DataPathError(ConfigError):
-    """``domain.path`` is missing or does not hold the expected files (or a file cannot be read)."""
 
 
 def find_file(directory: Path, name: str) -> Path:
@@ -117,41 +113,21 @@ def read_tracks(path: Path) -> np.ndarray:
     return rows
 
 
-def track_grid(rows: np.ndarray, frame_step: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Dense ``positions[T, P, 2]`` (NaN = absent), the pedestrian ids ``[P]`` and the first frame."""
-    frames = rows[:, 0]
-    first = int(round(frames.min()))
-    offset = (frames - first) / frame_step
-    step = np.rint(offset).astype(np.int64)
-    if np.any(np.abs(offset - step) > 1e-6):
-        bad = rows[np.argmax(np.abs(offset - step)), 0]
-        raise DataPathError(
-            f"frame {bad:g} is not on the grid of frame_step={frame_step} from the first frame {first} "
-            "(set domain.frame_step)"
-        )
-    ids, ped = np.unique(rows[:, 1], return_inverse=True)
-    if (int(step.max()) + 1) * len(ids) > MAX_GRID_CELLS:
-        raise DataPathError(
-            f"{int(step.max()) + 1} time steps x {len(ids)} pedestrians is too large a track grid "
-            f"(frames {first}..{int(round(frames.max()))} with frame_step={frame_step}); check the "
-            "frame column and domain.frame_step"
-        )
-    grid = np.full((int(step.max()) + 1, len(ids), 2), np.nan)
-    grid[step, ped] = rows[:, 2:4]
-    return grid, ids, first
-
-
 def file_scenes(
     path: Path, *, frame_step: int, obs_len: int, pred_len: int, stride: int, max_agents: int, windows: str, dt: float
 ) -> TrajectoryScenes:
-    grid, _, first = track_grid(read_tracks(path), frame_step)
-    windows, start, counts = windows_from_grid(
-        grid, obs_len=obs_len, pred_len=pred_len, stride=stride, max_agents=max_agents, windows=windows
+    return tracks_scenes(
+        read_tracks(path),
+        path.name.split(".")[0],
+        frame_step=frame_step,
+        obs_len=obs_len,
+        pred_len=pred_len,
+        stride=stride,
+        max_agents=max_agents,
+        windows=windows,
+        dt=dt,
+        where=str(path),
     )
-    windows = windows[:, : max(1, int(counts.max(initial=0)))]  # no all-padding agent columns
-    history, future = split_windows(windows, obs_len)
-    name = path.name.split(".")[0]
-    return TrajectoryScenes(history, future, dt, np.full(len(start), name), first + start * frame_step)
 
 
 class EthUcyDomain:
@@ -179,33 +155,24 @@ class EthUcyDomain:
         self.test_group = as_str(test_group, "domain.test_group")
         if self.test_group not in self.groups:
             raise ConfigError(f"domain.test_group: expected one of {sorted(self.groups)}, got {test_group!r}")
-        self.obs_len = as_int(obs_len, "domain.obs_len", minimum=2)  # two observed steps at least: a velocity
-        self.pred_len = as_int(pred_len, "domain.pred_len", minimum=1)
-        self.stride = as_int(stride, "domain.stride", minimum=1)
-        self.max_agents = as_int(max_agents, "domain.max_agents", minimum=1)
-        self.windows = as_str(windows, "domain.windows")
-        if self.windows not in WINDOW_RULES:
-            raise ConfigError(
-                f"domain.windows: expected one of {', '.join(WINDOW_RULES)} (which pedestrians a window "
-                f"scores), got {windows!r}"
-            )
-        self.frame_step = as_int(frame_step, "domain.frame_step", minimum=1)
-        self.dt = self.frame_step / as_float(fps, "domain.fps", minimum=0.0, open_minimum=True)
+        self.settings = WindowSettings.parse(
+            obs_len=obs_len,
+            pred_len=pred_len,
+            stride=stride,
+            max_agents=max_agents,
+            windows=windows,
+            frame_step=frame_step,
+            fps=fps,
+        )
+        self.obs_len, self.pred_len = self.settings.obs_len, self.settings.pred_len
+        self.stride, self.max_agents = self.settings.stride, self.settings.max_agents
+        self.windows, self.frame_step, self.dt = self.settings.windows, self.settings.frame_step, self.settings.dt
         self._splits: TrajectorySplits | None = None  # read once (check, then load)
 
     def _directory(self) -> Path:
-        if self.path is None or str(self.path).strip() in ("", "None", "???"):
-            raise DataPathError(
-                "domain.path is not set: expected a folder with the ETH/UCY files (biwi_eth.txt.gz, "
-                "biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...); run with domain.path=<dir>"
-            )
-        directory = Path(str(self.path)).expanduser()
-        if not directory.is_dir():
-            raise DataPathError(
-                f"domain.path={self.path!r} is not a folder: expected a folder with the ETH/UCY files "
-                "(biwi_eth.txt.gz, biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...)"
-            )
-        return directory
+        return data_folder(
+            self.path, "the ETH/UCY files (biwi_eth.txt.gz, biwi_hotel.txt.gz, crowds_zara01.txt.gz, ...)"
+        )
 
     def files(self) -> tuple[list[Path], list[Path]]:
         """(train files, test files), checked to exist."""
@@ -236,36 +203,18 @@ class EthUcyDomain:
             self._splits = self._read()
         return self._splits
 
+    def provenance(self) -> tuple[DataInput, ...]:
+        """The train and test files read, with their digests (:func:`~.tracks.files_provenance`)."""
+        train, test = self.files()
+        return files_provenance(f"eth_ucy-{self.test_group}", self._directory(), train, test, self.load())
+
     def _read(self) -> TrajectorySplits:
         train_files, test_files = self.files()
-        scenes = functools.partial(
-            file_scenes,
-            frame_step=self.frame_step,
-            obs_len=self.obs_len,
-            pred_len=self.pred_len,
-            stride=self.stride,
-            max_agents=self.max_agents,
-            windows=self.windows,
-            dt=self.dt,
+        scenes = functools.partial(file_scenes, **self.settings.options())
+        names = [p.name for p in test_files]
+        return self.settings.splits(
+            [scenes(p) for p in train_files],
+            [scenes(p) for p in test_files],
+            test_name=f"test group {self.test_group!r} ({names})",
+            description=f"test={self.test_group}: {names}",
         )
-        train = TrajectoryScenes.concatenate([scenes(p) for p in train_files])
-        test = TrajectoryScenes.concatenate([scenes(p) for p in test_files])
-        if test.num_scenes == 0:
-            raise DataPathError(
-                f"test group {self.test_group!r} ({[p.name for p in test_files]}) gives no scene of "
-                f"{self.obs_len}+{self.pred_len} steps"
-            )
-        return TrajectorySplits(train, test, description=f"test={self.test_group}: {[p.name for p in test_files]}")
-
-
-def _file_names(names, key: str) -> list[str]:
-    """A list of file names (without ``.txt``/``.txt.gz``); each is looked up inside ``domain.path``."""
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        raise ConfigError(f"{key}: expected a list of file names, got {names!r}")
-    return [check_name(as_str(n, f"{key}[{i}]"), what="file name", where=f"{key}[{i}]") for i, n in enumerate(names)]
-
-
-def _groups(groups) -> dict[str, list[str]]:
-    if not isinstance(groups, Mapping) or not groups:
-        raise ConfigError(f"domain.groups: expected a mapping {{group: [file names]}}, got {groups!r}")
-    return {str(k): _file_names(v, f"domain.groups.{k}") for k, v in groups.items()}

@@ -1,0 +1,183 @@
+"""Arrays: an ``.npz`` file, or a folder of ``.npy`` files.
+
+The features and labels are the arrays named by ``features`` / ``labels`` (``X`` / ``y``), or pairs
+``<features>_<split>`` / ``<labels>_<split>`` (``X_train`` / ``y_train``, ``X_test`` / ``y_test``) that give
+splits. An optional ``classes`` array (strings) names the classes of integer labels.
+
+Uncompressed ``.npy`` files and uncompressed (``ZIP_STORED``, as ``np.savez`` writes) ``.npz`` members are
+memory-mapped, never copied: a member's data starts after its zip local header (30 bytes, the name and the extra
+field) and its ``.npy`` header. Compressed members (``np.savez_compressed``) are read into memory, after their
+declared size is checked (at most :data:`MAX_MEMBER_BYTES`: a zip bomb is refused before it is inflated). Arrays
+of Python objects are refused (no pickles).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import struct
+import zipfile
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
+
+MAX_MEMBER_BYTES = 1 << 31  # the largest compressed .npz member inflated
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, struct.error)
+
+Loader = Callable[[], np.ndarray]
+
+
+def _npy_header(fh, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    try:
+        version = np.lib.format.read_magic(fh)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fh)
+        elif version in ((2, 0), (3, 0)):
+            reader = np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = reader(fh)
+        else:
+            raise ValueError(version)
+    except _ZIP_ERRORS:
+        raise fail(f"{where}: not a readable .npy array; expected an array saved with numpy") from None
+    if dtype.hasobject:
+        raise fail(f"{where}: holds Python objects (dtype {dtype}); expected numbers or strings (no pickles)")
+    return shape, fortran, dtype
+
+
+def _stored_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
+    where = f"{path}: member {info.filename!r}"
+    with open(path, "rb") as fh:
+        fh.seek(info.header_offset)
+        head = fh.read(30)
+        if len(head) != 30 or head[:4] != b"PK\x03\x04":
+            raise fail(f"{where} has a bad zip local header; the file is damaged")
+        n_name, n_extra = struct.unpack("<HH", head[26:30])
+        start = info.header_offset + 30 + n_name + n_extra
+        fh.seek(start)
+        shape, fortran, dtype = _npy_header(fh, where)
+        offset = fh.tell()
+    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    have = info.file_size - (offset - start)
+    if need != have:
+        raise fail(f"{where}: header says shape {shape} of {dtype} ({need} bytes) but it holds {have} bytes")
+    if need == 0:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+
+
+def _compressed_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
+    where = f"{path}: member {info.filename!r}"
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise fail(
+            f"{where} declares {info.file_size} bytes uncompressed, more than {MAX_MEMBER_BYTES}; "
+            "expected a smaller compressed member (save large arrays uncompressed with np.savez: they are mapped)"
+        )
+    try:
+        with zipfile.ZipFile(path) as zf, zf.open(info) as member:
+            shape, fortran, dtype = _npy_header(member, where)
+            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if need > MAX_MEMBER_BYTES:
+                raise fail(f"{where}: header declares {need} bytes, more than {MAX_MEMBER_BYTES}")
+            data = member.read(need)
+            member.read(1)  # the end of the stream, where zipfile checks the CRC-32
+    except _ZIP_ERRORS:
+        raise fail(f"{where} is damaged or truncated; expected a readable .npz member") from None
+    if len(data) != need:
+        raise fail(f"{where}: header says shape {shape} of {dtype} ({need} bytes) but it holds {len(data)} bytes")
+    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
+
+
+def _npz_loaders(path: Path) -> dict[str, Loader]:
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+    except _ZIP_ERRORS:
+        raise fail(f"{path}: not a readable .npz (zip) file; expected a file saved with np.savez") from None
+    seen: set[str] = set()
+    loaders: dict[str, Loader] = {}
+    for info in infos:
+        if info.filename in seen:
+            raise fail(f"{path}: member {info.filename!r} appears twice in the zip; expected distinct array names")
+        seen.add(info.filename)
+        if not info.filename.endswith(".npy"):
+            continue
+        read = _stored_member if info.compress_type == zipfile.ZIP_STORED else _compressed_member
+        loaders[info.filename[:-4]] = functools.partial(read, path, info)
+    return loaders
+
+
+def _npy(path: Path) -> np.ndarray:
+    with open(path, "rb") as fh:
+        _npy_header(fh, str(path))  # refuses objects before numpy sees the file
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except _ZIP_ERRORS:
+        raise fail(
+            f"{path}: not a readable .npy array (damaged or truncated); expected an array saved with numpy"
+        ) from None
+
+
+def _pairs(names: list[str], features: str, labels: str, where: str) -> dict[str, tuple[str, str]]:
+    """Split name -> (features array, labels array)."""
+    pattern = re.compile(rf"^{re.escape(features)}_(.+)$")
+    splits = {m.group(1): (n, f"{labels}_{m.group(1)}") for n in sorted(names) if (m := pattern.match(n))}
+    if not splits:
+        for name in (features, labels):
+            if name not in names:
+                raise fail(f"{where}: array {name!r} not found; the arrays are {sorted(names)[:30]}")
+        return {"all": (features, labels)}
+    if features in names:
+        raise fail(
+            f"{where}: holds both {features!r} and split arrays "
+            f"{[f for f, _ in splits.values()]}; expected one layout (either {features}/{labels} or per-split pairs)"
+        )
+    for _, lab in splits.values():
+        if lab not in names:
+            raise fail(f"{where}: array {lab!r} not found; the arrays are {sorted(names)[:30]}")
+    return splits
+
+
+def read_arrays(path: Path, *, features: str, labels: str) -> DataSet:
+    """An ``.npz`` file or a folder of ``.npy`` files as a :class:`DataSet`."""
+    digest = Digest(path)
+    if path.is_file():
+        fmt = "npz"
+        loaders = _npz_loaders(path)
+        digest.add(path)
+    else:
+        fmt = "npy"
+        files = {p.stem: p for p in sorted(path.iterdir()) if p.suffix == ".npy" and p.is_file()}
+        loaders = {name: functools.partial(_npy, p) for name, p in files.items()}
+    pairs = _pairs(list(loaders), features, labels, str(path))
+    used = {n for pair in pairs.values() for n in pair} | ({"classes"} & set(loaders))
+    if fmt == "npy":
+        for name in sorted(used):
+            digest.add(files[name])
+
+    def where(name: str) -> str:
+        return f"{path}: member {name + '.npy'!r}" if fmt == "npz" else str(files[name])
+
+    feats = {split: loaders[f]() for split, (f, _) in pairs.items()}
+    labs = {split: loaders[lab]() for split, (_, lab) in pairs.items()}
+    for split, (f, _) in pairs.items():
+        if feats[split].ndim < 1:
+            raise fail(f"{where(f)}: array {f!r} is a scalar; expected features [N, ...]")
+    classes = None
+    if "classes" in loaders:
+        arr = np.asarray(loaders["classes"]())
+        if arr.ndim != 1 or arr.dtype.kind not in "SU":
+            raise fail(
+                f"{where('classes')}: array 'classes' has dtype {arr.dtype} and shape {arr.shape}; expected [C] strings"
+            )
+        classes = arr.tolist()
+    for split, (f, lab) in pairs.items():
+        if labs[split].shape[:1] != feats[split].shape[:1]:
+            raise fail(
+                f"{path}: array {f!r} has {feats[split].shape[0]} rows but {lab!r} has "
+                f"{labs[split].shape[0] if labs[split].ndim else 0}; expected one label per sample"
+            )
+    return make_dataset(path=path, fmt=fmt, features=feats, labels=labs, digest=digest, classes=classes)
