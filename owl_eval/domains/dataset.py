@@ -6,8 +6,8 @@ tables, image folders, Hugging Face ``save_to_disk`` folders). Class names come 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
