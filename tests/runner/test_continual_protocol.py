@@ -266,7 +266,7 @@ class OndLikeAgent:
         (
             dict(domain=DigitsDomain()),
             "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
-            "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits)",
+            "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits, split_dataset, dataset_sequence)",
         ),
     ],
 )

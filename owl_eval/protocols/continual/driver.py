@@ -44,7 +44,7 @@ LEARNER_METHODS = (
     Method("predict", "predict(X, task_id)", args=2),
     Method("setup", "setup(num_features, num_classes, rng)", args=3),
 )
-DOMAIN_CHOICES = "domain=<option> (split_digits, permuted_digits)"
+DOMAIN_CHOICES = "domain=<option> (split_digits, permuted_digits, split_dataset, dataset_sequence)"
 
 
 class ContinualProtocol(ProtocolDriver):
@@ -76,6 +76,10 @@ class ContinualProtocol(ProtocolDriver):
 
     def tags(self) -> dict[str, str]:
         return {"scenario": self.scenario}
+
+    def record_tags(self, record: ContinualRecord) -> dict[str, str]:
+        """The classes of each task as run (``class_order`` drawn by the seed shows here): ``0,1 | 2,3 | ...``."""
+        return {"task_classes": " | ".join(",".join(str(c) for c in t) for t in record.task_classes)[:5000]}
 
     # -- running ---------------------------------------------------------------------------------------
     def run(self, *, domain, agent, rng, baseline=None, progress=True) -> ContinualRecord:
