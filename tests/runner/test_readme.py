@@ -195,6 +195,16 @@ def _shipped_samples(ws: Path, line: str) -> None:
         )
 
 
+def _shipped_data(ws: Path, line: str) -> None:
+    """A line that reads the sample data sets (``examples/data/...``) finds them in the workspace."""
+    if not (ws / "examples" / "data").exists():
+        shutil.copytree(
+            PROJECT_ROOT / "examples" / "data",
+            ws / "examples" / "data",
+            ignore=shutil.ignore_patterns("__pycache__", "*.py"),
+        )
+
+
 def _repository_fixtures(ws: Path, line: str) -> None:
     """A line that reads the repository's own fixtures (``tests/fixtures/<name>/...``) finds them in the workspace."""
     for name in set(re.findall(r"tests/fixtures/([\w.-]+)", line)):
@@ -207,6 +217,7 @@ INPUTS = {
     r"(runner\.compare|owl-eval-compare)\b": _runs_to_compare,
     r"tests/fixtures/": _repository_fixtures,
     r"examples/results/": _shipped_samples,
+    r"examples/data/": _shipped_data,
     r"\+source=sailon\b(?!.*(tests/fixtures|examples/results)/)": _sailon,
     r"\+source=l2logger\b(?!.*examples/results/)": _l2logger,
     r"\+source=accuracy_matrix\b(?!.*examples/results/)": _accuracy_matrix,
