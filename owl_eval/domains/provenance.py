@@ -80,3 +80,28 @@ def provenance_of(domain) -> tuple[DataInput, ...]:
     """``domain.provenance()``, or () for a domain that reads no data set (a simulator, an environment)."""
     found = getattr(domain, "provenance", None)
     return tuple(found()) if callable(found) else ()
+
+
+def path_inputs(options: dict, *, prefix: str) -> tuple[DataInput, ...]:
+    """A :class:`DataInput` per option whose name ends in ``path`` and whose value is an existing file or folder
+    (``source.path``, ``source.results_path``): what ``owl-eval-evaluate`` scored, with the digest of every file
+    under it (:func:`file_digest`); ``num_samples`` counts the files."""
+    found = []
+    for key, value in options.items():
+        if not str(key).endswith("path") or not isinstance(value, str | Path) or not str(value).strip():
+            continue
+        path = Path(str(value)).expanduser()
+        if not path.exists():
+            continue
+        root = path if path.is_dir() else path.parent
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        found.append(
+            DataInput(
+                name=f"{prefix}.{key}: {path.name}",
+                source=str(path.resolve()),
+                digest=file_digest(files, root),
+                num_samples=len(files),
+                source_type="local",
+            )
+        )
+    return tuple(found)

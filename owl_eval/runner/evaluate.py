@@ -38,6 +38,7 @@ def prepare_source(cfg: DictConfig):
     from owl_eval.runner.build import build_part
     from owl_eval.runner.job import PreparedJob
     from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
+    from owl_eval.domains.provenance import path_inputs
     from owl_eval.runner.tracking import logged_as
 
     if not cfg.get("source"):
@@ -69,6 +70,7 @@ def prepare_source(cfg: DictConfig):
         setup_key=MetricKey("read_s", timing=True),
         record_key=None,
         resumable=False,
+        inputs=path_inputs(dict(resolved.get("source") or {}), prefix="source"),
     )
 
 

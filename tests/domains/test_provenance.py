@@ -87,3 +87,24 @@ def test_a_runs_datasets_section_names_its_data(experiment, client, tmp_path):
     assert profile["class_names"] == [str(c) for c in range(10)]
     assert "sklearn.datasets.load_digits" in json.loads(found.dataset.source)["uri"]
     assert [(t.key, t.value) for t in found.tags] == [("mlflow.data.context", "evaluation")]
+
+
+def test_a_source_evaluation_names_the_files_it_scored(experiment, client, tmp_path):
+    from tests.inprocess import run_module
+
+    sample = PROJECT_ROOT / "examples" / "results" / "accuracy_matrix" / "renate_results.json"
+    proc = run_module(
+        "owl_eval.runner.evaluate",
+        ["+source=accuracy_matrix", f"source.path={sample}", *experiment["overrides"], f"hydra.run.dir={tmp_path}"],
+        cwd=tmp_path,
+        env={"MLFLOW_DISABLE_TELEMETRY": "true"},
+        unset=("MLFLOW_TRACKING_URI",),
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    exp = client.get_experiment_by_name(experiment["name"])
+    (run,) = client.search_runs([exp.experiment_id])
+    (found,) = run.inputs.dataset_inputs
+    by_hand = hashlib.sha256(b"renate_results.json" + sample.read_bytes()).hexdigest()
+    assert found.dataset.name == "source.path: renate_results.json" and found.dataset.digest == by_hand[:32]
+    assert json.loads(found.dataset.source)["uri"] == str(sample.resolve())
