@@ -303,3 +303,55 @@ def test_sb3_same_seed_same_log_and_global_generators_untouched(monkeypatch, tmp
     assert _same_states(before, _states())
     assert logs[0] == logs[1] and logs[2] == logs[3]
     assert [p.name for p in temp.iterdir() if p.name.startswith("SB3-")] == []  # (torch keeps its own cache there)
+
+
+# ------------------------------------------------------------------------------------------- images
+class _ImageDomain:
+    """240 8x8 RGB uint8 images of 6 classes (the OND interface: load() -> LabeledData)."""
+
+    name = "images"
+
+    def load(self):
+        from owl_eval.domains.classification import LabeledData
+
+        rng = np.random.default_rng(0)
+        y = np.repeat(np.arange(6), 40)
+        pixels = np.clip(y[:, None, None, None] * 40 + rng.integers(-20, 21, size=(240, 8, 8, 3)), 0, 255)
+        return LabeledData(pixels.astype(np.uint8), y, tuple("abcdef"))
+
+
+def test_images_reach_a_torch_module_channels_first_as_floats_in_0_1():
+    from owl_eval.protocols.ond.agents.inputs import flat_features, torch_inputs
+
+    pixels = _ImageDomain().load().features
+    assert np.array_equal(flat_features(pixels), pixels.reshape(240, -1).astype(np.float64))
+    inputs = torch_inputs(pixels[:5])
+    assert inputs.shape == (5, 3, 8, 8) and inputs.dtype == np.float32
+    np.testing.assert_allclose(
+        inputs[2, 1, 4, 7], pixels[2, 4, 7, 1] / 255.0, rtol=1e-6
+    )  # [n, c, h, w] <- [n, h, w, c]
+    seen = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+            self.head = torch.nn.LazyLinear(4)
+
+        def forward(self, x):
+            seen.append((tuple(x.shape[1:]), float(x.min()), float(x.max())))
+            return self.head(torch.relu(self.conv(x)).flatten(1))
+
+    agent = TorchNoveltyAgent(Probe(), optimizer=ADAM, epochs=2, standardize=False)
+    record = OndProtocol(known_classes=4, **SMALL_OND).run(
+        domain=_ImageDomain(), agent=agent, rng=np.random.default_rng(0), progress=False
+    )
+    assert record.trials and {shape for shape, _, _ in seen} == {(3, 8, 8)}
+    assert min(lo for _, lo, _ in seen) >= 0.0 and max(hi for _, _, hi in seen) <= 1.0
+    flat_module = TorchNoveltyAgent({"_target_": "torch.nn.Linear", "in_features": 192, "out_features": 4})
+    with pytest.raises(
+        ConfigError, match=r"fails on a batch of shape \(2, 3, 8, 8\) .* it must take images of shape \(3, 8, 8\)"
+    ):
+        OndProtocol(known_classes=4, **SMALL_OND).run(
+            domain=_ImageDomain(), agent=flat_module, rng=np.random.default_rng(0), progress=False
+        )
