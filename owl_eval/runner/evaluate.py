@@ -34,11 +34,11 @@ def evaluate_job(cfg: DictConfig) -> dict[str, float]:
 def prepare_source(cfg: DictConfig):
     """Read and validate the whole source, type the metric settings against what it holds: any problem is one
     error naming the file or key, before any run exists. The record step returns what was read."""
+    from owl_eval.domains.provenance import path_inputs
     from owl_eval.evaluation import evaluation_for
     from owl_eval.runner.build import build_part
     from owl_eval.runner.job import PreparedJob
     from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
-    from owl_eval.domains.provenance import path_inputs
     from owl_eval.runner.tracking import logged_as
 
     if not cfg.get("source"):

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hydra import compose, initialize_config_dir
 from sklearn.datasets import load_digits
 
@@ -108,3 +109,18 @@ def test_a_source_evaluation_names_the_files_it_scored(experiment, client, tmp_p
     by_hand = hashlib.sha256(b"renate_results.json" + sample.read_bytes()).hexdigest()
     assert found.dataset.name == "source.path: renate_results.json" and found.dataset.digest == by_hand[:32]
     assert json.loads(found.dataset.source)["uri"] == str(sample.resolve())
+
+
+def test_an_rl_run_names_its_environments_and_a_changed_variant_changes_the_digest():
+    pytest.importorskip("gymnasium", reason="the rl extra (gymnasium) is not installed")
+    from owl_eval.protocols.lifelong_rl.domains import RLDomain
+
+    def tasks(gravity: float) -> dict:
+        return {"cartpole": {"family": "cartpole", "variants": {"default": {}, "low": {"gravity": gravity}}}}
+
+    (one,) = RLDomain("cp", tasks(5.0)).provenance()
+    (same,) = RLDomain("cp", tasks(5.0)).provenance()
+    (other,) = RLDomain("cp", tasks(5.5)).provenance()
+    text = json.dumps(tasks(5.0)["cartpole"], sort_keys=True, default=repr)
+    assert one.digest == same.digest == hashlib.sha256(text.encode()).hexdigest() != other.digest
+    assert one.name == "cp/cartpole" and one.num_samples == 2 and one.context == "environment"

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.domains.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.lifelong_rl.api import TaskSpec
 from owl_eval.typed import as_float, as_int, as_str
@@ -163,6 +164,32 @@ class TaskEnv:
 # ------------------------------------------------------------------------------------------ domain
 
 
+def environment_inputs(name: str, tasks: Mapping[str, Any]) -> tuple[DataInput, ...]:
+    """The run's "Datasets" entries of an RL domain: one per task, the environment it makes (gymnasium's version and
+    the task's settings as given, its variants included) and the digest of those settings, so a run records which
+    exact environments produced its numbers and a changed variant is a different run."""
+    import hashlib
+
+    import gymnasium
+
+    found = []
+    for task, node in tasks.items():
+        text = json.dumps(node, sort_keys=True, default=repr)
+        variants = node.get("variants") if isinstance(node, Mapping) else None
+        ident = node.get("id") or node.get("family") or task if isinstance(node, Mapping) else task
+        found.append(
+            DataInput(
+                name=f"{name}/{task}",
+                source=f"gymnasium {gymnasium.__version__}: {ident} {text}"[:60000],
+                digest=hashlib.sha256(text.encode()).hexdigest(),
+                num_samples=len(variants) if isinstance(variants, Mapping) else 1,
+                source_type="environment",
+                context="environment",
+            )
+        )
+    return tuple(found)
+
+
 class RLDomain:
     """Named tasks, each a family with base parameters and named variants.
 
@@ -217,6 +244,10 @@ class RLDomain:
                 variants[variant] = merged
             steps = as_int(node.get("max_episode_steps", 200), f"{where}.max_episode_steps", minimum=1)
             self.tasks[str(task)] = {"family": family, "variants": variants, "max_episode_steps": steps}
+        self._given = {str(k): v for k, v in tasks.items()}
+
+    def provenance(self) -> tuple[DataInput, ...]:
+        return environment_inputs(self.name, self._given)
 
     def variants(self, task: str) -> list[str]:
         return list(self._task(task)["variants"])

@@ -30,9 +30,16 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.domains.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.lifelong_rl.api import TaskSpec
-from owl_eval.protocols.lifelong_rl.domains import TASK_RE, VARIANT_RE, TaskEnv, require_gymnasium
+from owl_eval.protocols.lifelong_rl.domains import (
+    TASK_RE,
+    VARIANT_RE,
+    TaskEnv,
+    environment_inputs,
+    require_gymnasium,
+)
 from owl_eval.typed import as_int, as_str, check_keys
 
 TASK_KEYS = ("id", "entry_point", "import", "family", "max_episode_steps", "make_kwargs", "wrappers", "variants")
@@ -123,6 +130,7 @@ class GymnasiumDomain:
         gym = require_gymnasium()
         self.name = as_str(str(name), "domain.name")
         tasks = _plain(tasks)
+        self._given = dict(tasks) if isinstance(tasks, Mapping) else {}
         if not isinstance(tasks, Mapping) or not tasks:
             raise ConfigError(
                 f"domain.tasks: expected a non-empty mapping {{task: {{id, variants, ...}}}}, got {tasks!r}"
@@ -330,6 +338,9 @@ class GymnasiumDomain:
         )
 
     # -- the RLDomain interface -------------------------------------------------------------------------
+    def provenance(self) -> tuple[DataInput, ...]:
+        return environment_inputs(self.name, self._given)
+
     def variants(self, task: str) -> list[str]:
         return list(self._task(task).variants)
 
