@@ -448,15 +448,18 @@ def console_block(
     if found:
         metric = min(found, key=lambda r: (r.headline or 0, r.metric)).metric
         found = [r for r in found if r.metric == metric]
-        best_first = sorted(found, key=lambda r: (r.n < 2, -r.mean if r.direction == "maximize" else r.mean))
+        ranked = sorted((r for r in found if r.n >= 2), key=lambda r: -r.mean if r.direction == "maximize" else r.mean)
+        single = [r for r in found if r.n < 2]  # one seed: shown, never ranked
         keys = _setting_keys(rows)
-        names = [r.agent + (f" ({setting_label(r.setting, keys)})" if r.setting else "") for r in best_first]
+        name = {id(r): r.agent + (f" ({setting_label(r.setting, keys)})" if r.setting else "") for r in found}
         lines.append(f"groups by {found[0].name_with_direction}, mean ± 95% CI over seeds:")
-        width = max(len(n) for n in names[:TOP_GROUPS])
-        for name, r in list(zip(names, best_first))[:TOP_GROUPS]:
-            lines.append(f"  {name:<{width}}  {mean_text(r)}  (n={r.n})")
-        if len(found) > TOP_GROUPS:
-            lines.append(f"  ... {len(found) - TOP_GROUPS} more groups in the table")
+        width = max(len(name[id(r)]) for r in [*ranked[:TOP_GROUPS], *single])
+        for r in ranked[:TOP_GROUPS]:
+            lines.append(f"  {name[id(r)]:<{width}}  {mean_text(r)}  (n={r.n})")
+        if len(ranked) > TOP_GROUPS:
+            lines.append(f"  ... {len(ranked) - TOP_GROUPS} more groups in the table")
+        for r in single:
+            lines.append(f"  {name[id(r)]:<{width}}  {mean_text(r)}  (n={r.n}: not ranked)")
     if vrows:
         lines.append(f"verdicts ({TEST_NAME}; difference = agent - other, 95% bootstrap CI):")
         lines += [f"  {line}" for line in pair_lines(vrows)]
