@@ -59,6 +59,7 @@ REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a re
 TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
 
 # Before the first client of an http(s) tracking URI: one GET of the URI, 2 attempts 1 s apart (see check_server).
+DATASET_RACE_ATTEMPTS = 4  # tries of log_inputs when a parallel job adds the same data set at the same moment
 SERVER_CHECK_TIMEOUT = 5.0
 SERVER_CHECK_ATTEMPTS = 2
 SERVER_CHECK_PAUSE = 1.0
@@ -629,7 +630,19 @@ class TrackedRun:
             )
             for i in inputs
         ]
-        self.client.log_inputs(self.run_id, datasets=found)
+        from mlflow.exceptions import MlflowException
+
+        # MLflow's SQL store adds a data set to the experiment by a look-up then an insert: jobs of one sweep that
+        # log the same data at once race on its unique key (PostgreSQL: UniqueViolation). The loser's retry finds it.
+        for attempt in range(DATASET_RACE_ATTEMPTS):
+            try:
+                self.client.log_inputs(self.run_id, datasets=found)
+                return
+            except MlflowException as exc:
+                text = str(exc).lower()
+                if attempt + 1 == DATASET_RACE_ATTEMPTS or ("unique" not in text and "duplicate" not in text):
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def share_runs_view(self, key: str, state: Mapping) -> str:
         """A view of this run's experiment page saved where the MLflow UI finds it (the experiment tag
