@@ -36,6 +36,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.protocols.trajectory.domains.tracks import (  # noqa: F401  (track_grid: importable here)
     DataPathError,
+    TrackFileDomain,
     WindowSettings,
     data_folder,
     files_provenance,
@@ -130,7 +131,7 @@ def file_scenes(
     )
 
 
-class EthUcyDomain:
+class EthUcyDomain(TrackFileDomain):
     name = "eth_ucy"
 
     def __init__(
@@ -166,7 +167,7 @@ class EthUcyDomain:
         )
         self.obs_len, self.pred_len = self.settings.obs_len, self.settings.pred_len
         self.stride, self.max_agents = self.settings.stride, self.settings.max_agents
-        self.windows, self.frame_step, self.dt = self.settings.windows, self.settings.frame_step, self.settings.dt
+        self.frame_step, self.dt = self.settings.frame_step, self.settings.dt
         self._splits: TrajectorySplits | None = None  # read once (check, then load)
 
     def _directory(self) -> Path:
@@ -187,21 +188,6 @@ class EthUcyDomain:
                 "tab-separated 'frame pedestrian_id x y'); set domain.path=<folder with the ETH/UCY files>"
             )
         return [find_file(directory, n) for n in train_names], [find_file(directory, n) for n in test_names]
-
-    def tags(self) -> dict[str, str]:
-        """Run tags: which pedestrians are scored (the published numbers differ by convention)."""
-        return {"windows": self.windows}
-
-    def check(self) -> None:
-        """Read every file now: a missing folder or file, or one that is not ETH/UCY data, stops the job
-        before any run exists (the splits are kept for :meth:`load`)."""
-        self.load()
-
-    def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:
-        """The train and test scenes (``rng`` is not used: the split is by file). Read once per domain."""
-        if self._splits is None:
-            self._splits = self._read()
-        return self._splits
 
     def provenance(self) -> tuple[DataInput, ...]:
         """The train and test files read, with their digests (:func:`~.tracks.files_provenance`)."""

@@ -40,6 +40,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.protocols.trajectory.domains.tracks import (
     DataPathError,
+    TrackFileDomain,
     WindowSettings,
     data_folder,
     file_groups,
@@ -228,7 +229,7 @@ def stem(name: str) -> str:
     return name.split(".")[0]
 
 
-class TrajectoryFilesDomain:
+class TrajectoryFilesDomain(TrackFileDomain):
     name = "trajectory_files"
 
     def __init__(
@@ -259,7 +260,6 @@ class TrajectoryFilesDomain:
             fps=fps,
         )
         self.obs_len, self.pred_len, self.dt = self.settings.obs_len, self.settings.pred_len, self.settings.dt
-        self.windows = self.settings.windows
         self._splits: TrajectorySplits | None = None  # read once (check, then load)
 
     def _files(self, folder: Path) -> dict[str, Path]:
@@ -319,20 +319,6 @@ class TrajectoryFilesDomain:
         if not train:
             raise DataPathError(f"domain.path: {folder} has no file besides the test split's for training")
         return train, test, f"test group {self.test_group!r}"
-
-    def tags(self) -> dict[str, str]:
-        """Run tags: which pedestrians are scored (the published numbers differ by convention)."""
-        return {"windows": self.windows}
-
-    def check(self) -> None:
-        """Read every file now: a missing folder, a bad file or split stops the job before any run exists."""
-        self.load()
-
-    def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:
-        """The train and test scenes (``rng`` is not used: the split is by file). Read once per domain."""
-        if self._splits is None:
-            self._splits = self._read()
-        return self._splits
 
     def provenance(self) -> tuple[DataInput, ...]:
         """The train and test files read, with their digests (:func:`~.tracks.files_provenance`)."""

@@ -206,3 +206,33 @@ def files_provenance(
             )
         )
     return found[0], found[1]
+
+
+class TrackFileDomain:
+    """What the domains read from track files share: their run tags, reading every file at the check (a bad file
+    stops the job before any run exists) and keeping the splits read. A subclass sets ``settings`` and
+    ``_splits = None`` and implements ``_read``."""
+
+    settings: WindowSettings
+    _splits: TrajectorySplits | None
+
+    @property
+    def windows(self) -> str:
+        return self.settings.windows
+
+    def tags(self) -> dict[str, str]:
+        """Run tags: which pedestrians are scored (the published numbers differ by convention)."""
+        return {"windows": self.windows}
+
+    def check(self) -> None:
+        """Read every file now: a missing folder, a bad file or split stops the job before any run exists."""
+        self.load()
+
+    def load(self, rng: np.random.Generator | None = None) -> TrajectorySplits:
+        """The train and test scenes (``rng`` is not used: the split is by file). Read once per domain."""
+        if self._splits is None:
+            self._splits = self._read()
+        return self._splits
+
+    def _read(self) -> TrajectorySplits:  # pragma: no cover - interface
+        raise NotImplementedError
