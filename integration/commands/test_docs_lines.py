@@ -22,11 +22,26 @@ def docs_workspace(tmp_path_factory) -> Path:
     return ws
 
 
+def _inputs_of_earlier_lines(block, line: str, ws: Path, free_port) -> None:
+    """A line that reads a folder an earlier line of its block writes (``-d rescore/`` then
+    ``source.path=rescore/record``) finds it in this worker's workspace: the earlier lines run first when it is
+    missing (pytest-xdist may have run them in another worker's workspace, or not yet)."""
+    earlier = [x for b, x in shell_lines() if b.id == block.id]
+    earlier = earlier[: earlier.index(line)]
+    wanted = {value.split("/", 1)[0] for word in line.split() for value in [word.partition("=")[2]] if "/" in value}
+    if any(not (ws / w).exists() and any(f"{w}/" in e for e in earlier) for w in wanted if w):
+        for previous in earlier:
+            if not _skip_reason(previous):
+                words, env = _prepare(previous, ws)
+                _run(words, env, ws, free_port)
+
+
 @pytest.mark.parametrize(("block", "line"), shell_lines(), ids=[_line_id(b, x) for b, x in shell_lines()])
 def test_docs_shell_line_runs(block, line, docs_workspace, free_port):
     reason = _skip_reason(line)
     if reason:
         pytest.skip(reason)
+    _inputs_of_earlier_lines(block, line, docs_workspace, free_port)
     words, env = _prepare(line, docs_workspace)
     proc = _run(words, env, docs_workspace, free_port)
     if proc is not None and words[0] == "owl-eval-compare":
