@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
+from owl_eval.errors import MetricInputError
+from owl_eval.formats.npz import compressed_array, stored_array, verify_npz
 
 MAX_MEMBER_BYTES = 1 << 31  # the largest compressed .npz member inflated
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, struct.error)
@@ -49,27 +51,18 @@ def _npy_header(fh, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
 
 
 def _stored_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
-    where = f"{path}: member {info.filename!r}"
-    with open(path, "rb") as fh:
-        fh.seek(info.header_offset)
-        head = fh.read(30)
-        if len(head) != 30 or head[:4] != b"PK\x03\x04":
-            raise fail(f"{where} has a bad zip local header; the file is damaged")
-        n_name, n_extra = struct.unpack("<HH", head[26:30])
-        start = info.header_offset + 30 + n_name + n_extra
-        fh.seek(start)
-        shape, fortran, dtype = _npy_header(fh, where)
-        offset = fh.tell()
-    need = int(np.prod(shape, dtype=object)) * dtype.itemsize
-    have = info.file_size - (offset - start)
-    if need != have:
-        raise fail(f"{where}: header says shape {shape} of {dtype} ({need} bytes) but it holds {have} bytes")
-    if need == 0:
-        return np.zeros(shape, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+    """A stored member memory-mapped (:func:`owl_eval.formats.npz.stored_array`); its CRC-32 was checked when the
+    file was opened (:func:`_npz_loaders`)."""
+    try:
+        with open(path, "rb") as fh:
+            return stored_array(path, fh, info, info.filename[:-4])
+    except MetricInputError as exc:
+        raise fail(str(exc)) from None
 
 
 def _compressed_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
+    """A deflated member read (:func:`owl_eval.formats.npz.compressed_array`), after a size check on what it declares
+    it inflates to: a small file that would expand to gigabytes is refused before any byte is inflated."""
     where = f"{path}: member {info.filename!r}"
     if info.file_size > MAX_MEMBER_BYTES:
         raise fail(
@@ -77,18 +70,12 @@ def _compressed_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
             "expected a smaller compressed member (save large arrays uncompressed with np.savez: they are mapped)"
         )
     try:
-        with zipfile.ZipFile(path) as zf, zf.open(info) as member:
-            shape, fortran, dtype = _npy_header(member, where)
-            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
-            if need > MAX_MEMBER_BYTES:
-                raise fail(f"{where}: header declares {need} bytes, more than {MAX_MEMBER_BYTES}")
-            data = member.read(need)
-            member.read(1)  # the end of the stream, where zipfile checks the CRC-32
+        with zipfile.ZipFile(path) as zf:
+            return compressed_array(path, zf, info)
+    except MetricInputError as exc:
+        raise fail(str(exc)) from None
     except _ZIP_ERRORS:
         raise fail(f"{where} is damaged or truncated; expected a readable .npz member") from None
-    if len(data) != need:
-        raise fail(f"{where}: header says shape {shape} of {dtype} ({need} bytes) but it holds {len(data)} bytes")
-    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")
 
 
 def _npz_loaders(path: Path) -> dict[str, Loader]:
@@ -97,6 +84,10 @@ def _npz_loaders(path: Path) -> dict[str, Loader]:
             infos = zf.infolist()
     except _ZIP_ERRORS:
         raise fail(f"{path}: not a readable .npz (zip) file; expected a file saved with np.savez") from None
+    try:
+        verify_npz(path, stored_only=True)  # a map bypasses zipfile's CRC-32 check: a flipped byte is named here
+    except MetricInputError as exc:
+        raise fail(str(exc)) from None
     seen: set[str] = set()
     loaders: dict[str, Loader] = {}
     for info in infos:

@@ -99,7 +99,8 @@ def _size_error(path, member, shape, dtype, need, have):
     )
 
 
-def _stored_array(path, fh, info, name):
+def stored_array(path, fh, info, name):
+    """A stored (uncompressed) member memory-mapped from the zip file (its CRC is :func:`verify_npz`'s to check)."""
     fh.seek(info.header_offset)
     head = fh.read(30)
     if len(head) != 30 or head[:4] != b"PK\x03\x04":
@@ -118,7 +119,8 @@ def _stored_array(path, fh, info, name):
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 
 
-def _compressed_array(path, zf, info):
+def compressed_array(path, zf, info):
+    """A deflated member read into memory; its CRC-32 is checked on the way."""
     try:
         with zf.open(info) as member:
             shape, fortran, dtype = _header(member, path, info.filename)
@@ -156,9 +158,9 @@ def npz_arrays(path, *, verify: bool = True) -> dict:
             name = info.filename[:-4]
             try:
                 if info.compress_type == zipfile.ZIP_STORED:
-                    out[name] = _stored_array(path, fh, info, name)
+                    out[name] = stored_array(path, fh, info, name)
                 else:
-                    out[name] = _compressed_array(path, zf, info)
+                    out[name] = compressed_array(path, zf, info)
             except MetricInputError:
                 raise
             except _ZIP_ERRORS as exc:

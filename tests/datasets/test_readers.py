@@ -488,3 +488,16 @@ def test_a_100_mb_array_reads_without_copying(tmp_path):
         tracemalloc.stop()
     assert isinstance(ds.splits["all"].features, np.memmap) and ds.shape == (cols,)
     assert peak < 20 * 2**20, f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_a_flipped_byte_in_a_stored_member_is_refused_by_its_crc(tmp_path, data):
+    """A memory map bypasses zipfile's CRC-32: the file's members are checked once when it is opened."""
+    X, y, _ = data
+    path = tmp_path / "d.npz"
+    np.savez(path, X=X, y=y)
+    raw = bytearray(path.read_bytes())
+    at = raw.index(X.tobytes()[:16]) + 8  # inside X's values, past its header
+    raw[at] ^= 0x01
+    path.write_bytes(bytes(raw))
+    message = one_line_error(r"member 'X.npy' is corrupted", path)
+    assert str(path) in message
