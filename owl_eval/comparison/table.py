@@ -229,7 +229,7 @@ def compare(
                     na_reason=reason,
                     headline=entry.headline_rank if entry is not None else None,
                     agent=labels[split_group(group)[0]],
-                    title=getattr(entry, "title", "") if entry is not None else "",
+                    title=entry.title if entry is not None else "",
                     role=_role(entry),
                 )
             )
