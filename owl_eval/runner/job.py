@@ -109,16 +109,41 @@ def agent_timeout(cfg: DictConfig) -> float | None:
 
 
 def config_hash(cfg: DictConfig, inputs: Sequence[DataInput] = ()) -> str:
-    """Hash of everything that changes a number: the config without the tracking node, interpolations
-    left unresolved, so a job's own output directory (``${hydra:runtime.output_dir}/...``) does not make
-    two runs of one config look different (a re-run sweep must recognise its finished jobs), and the digests of
-    the data the domain read (``inputs``): a run made on data that has changed since is never reused."""
-    unresolved = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=False))  # a DictConfig gives a dict
-    # agent_timeout changes no number
-    content = {k: v for k, v in unresolved.items() if k not in ("tracking", "agent_timeout")}
+    """Hash of everything that changes a number: the config as resolved (an ``${oc.env:...}`` or any other
+    interpolation counts by the value it gives now, so a re-run under another environment is not taken for the
+    same job) without the tracking node, and the digests of the data the domain read (``inputs``): a run made on
+    data that has changed since is never reused. The one exception is what Hydra says about where the job runs
+    (``${hydra:runtime.output_dir}/...``): it is hashed as written, so a re-run sweep, whose jobs get new
+    folders, recognises its finished jobs."""
+    content = {k: v for k, v in identity(cfg).items() if k not in ("tracking", "agent_timeout")}  # no number changes
     if inputs:
         content["owl_eval.data"] = [[i.name, i.digest] for i in inputs]
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def identity(cfg: DictConfig) -> dict[str, Any]:
+    """``cfg`` resolved, except that every ``${hydra:...}`` interpolation is kept as its text (escaped before
+    resolving, so an interpolation that refers to one gets that text too). Where the escaping cannot be resolved
+    (an ``${hydra:...}`` nested inside another resolver's argument), the fully resolved config: a job is then
+    re-run rather than ever taken for another."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    unresolved = OmegaConf.to_container(cfg, resolve=False)
+    masked = OmegaConf.create(_escape_hydra(unresolved))
+    try:
+        return cast(dict[str, Any], OmegaConf.to_container(masked, resolve=True))
+    except OmegaConfBaseException:
+        return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
+
+
+def _escape_hydra(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _escape_hydra(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_escape_hydra(v) for v in node]
+    if isinstance(node, str):
+        return node.replace("${hydra:", "\\${hydra:")
+    return node
 
 
 def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
