@@ -12,6 +12,7 @@ next launch into the store ends it KILLED (``owl_eval.runner.liveness``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -93,9 +94,9 @@ def start_sweep_parent(
         log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
         tags[REAPED_TAG] = ",".join(reaped)[:5000]
     run = client.create_run(experiment_id, run_name=name, tags=tags)
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.runner.redaction import redacted_override
 
-    shown = [f"{k}={redacted(v)}" if sep else o for o in overrides for k, sep, v in [o.partition("=")]]
+    shown = [redacted_override(o) for o in overrides]  # tracking.uri="postgresql://u:***@h/db", quotes and all
     client.log_param(run.info.run_id, "sweep.overrides", " ".join(shown)[:6000])
     return run.info.run_id
 
@@ -155,7 +156,9 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
             return
         if parent.info.status != "RUNNING":
             return
-        client.set_tag(sweep["run_id"], "error", str(reason)[:5000])
+        from owl_eval.runner.redaction import scrub
+
+        client.set_tag(sweep["run_id"], "error", scrub(str(reason))[:5000])
         client.set_terminated(sweep["run_id"], status=status)
         log.error("sweep parent run %s ended %s: %s", sweep["run_id"], status, reason)
     except Exception as exc:  # noqa: BLE001 - already failing; the next launch's reaper is the fallback
@@ -197,6 +200,41 @@ def job_run_name(
     return "-".join(p for p in parts if p)
 
 
+def hide_secrets(config: DictConfig, *, files: bool = True) -> None:
+    """Keep the secrets of tracking URIs (``tracking.uri``, the command line's overrides) out of what Hydra writes:
+    its log handlers (the console, the job's ``<job name>.log``) scrub every line from now on, and, with ``files``,
+    the files Hydra wrote before calling the job (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``, a
+    sweep's ``multirun.yaml``) are rewritten without them (:mod:`owl_eval.runner.redaction`). Never fails a job."""
+    from owl_eval.runner.redaction import remember, remember_configured, scrub_file, scrub_logging
+
+    try:
+        remember_configured([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []])
+        with_uri = OmegaConf.select(config, "tracking.uri", default=None, throw_on_resolution_failure=False)
+        remember(str(with_uri) if with_uri else None)
+        scrub_logging()
+        if not files:
+            return
+        for path in _hydra_files(config):
+            scrub_file(path)
+    except Exception as exc:  # noqa: BLE001 - Hydra would turn it into a warning; the job goes on
+        log.debug("could not scrub the files Hydra wrote: %s", exc)
+
+
+def _hydra_files(config: DictConfig) -> list[Path]:
+    """The files Hydra writes for a job or a sweep: the job's ``<output dir>/.hydra/*.yaml`` (when this is a job),
+    the sweep's ``multirun.yaml`` (in a sweep)."""
+    found: list[Path] = []
+    if str(OmegaConf.select(config, "hydra.mode", default="")) == "RunMode.MULTIRUN":
+        with contextlib.suppress(OmegaConfBaseException):
+            found.append(Path(_sweep_dir(config)) / "multirun.yaml")
+    with contextlib.suppress(OmegaConfBaseException):
+        subdir = OmegaConf.select(config, "hydra.output_subdir", default=None)
+        output_dir = OmegaConf.select(config, "hydra.runtime.output_dir", default=None)
+        if subdir is not None and output_dir:
+            found += Path(str(output_dir), str(subdir)).glob("*.yaml")
+    return found
+
+
 class MlflowSweepCallback(Callback):
     def __init__(self, env_var: str = "OWL_EVAL_PARENT_RUN_ID"):
         self.env_var = env_var
@@ -208,6 +246,7 @@ class MlflowSweepCallback(Callback):
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hide_secrets(config, files=False)  # the launcher's "#0 : <overrides>" lines come next
         try:
             settings = _settings(config)
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
@@ -245,6 +284,9 @@ class MlflowSweepCallback(Callback):
         )
         log.info("MLflow sweep parent run %s", run_id)
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        hide_secrets(config)  # Hydra has configured the job's logging and written its .hydra files
+
     def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
         from hydra.core.utils import JobStatus
 
@@ -255,6 +297,7 @@ class MlflowSweepCallback(Callback):
             mark_parent(settings, launch_dir, run_id, "FAILED")
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        hide_secrets(config)  # multirun.yaml again, should no job have run in this process
         settings, launch_dir, run_id = self._parent(config)
         if run_id:
             try:

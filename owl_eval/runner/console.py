@@ -96,7 +96,11 @@ def job_log_file() -> Path | None:
 
 
 def log_to_files(message: str, exc: BaseException) -> None:
-    """The message and full traceback into the log files only (Hydra's console handler prints to stdout)."""
+    """The message and full traceback into the log files only (Hydra's console handler prints to stdout), with the
+    secrets of tracking URIs scrubbed (:mod:`owl_eval.runner.redaction`)."""
+    from owl_eval.runner.redaction import scrub_logging
+
+    scrub_logging()
     # args=None (no %-arguments) is what logging itself passes; typeshed's makeRecord wants a tuple or mapping
     record = log.makeRecord(log.name, logging.ERROR, __file__, 0, message, None, (type(exc), exc, exc.__traceback__))  # type: ignore[arg-type]
     for handler in logging.getLogger().handlers:
@@ -105,19 +109,48 @@ def log_to_files(message: str, exc: BaseException) -> None:
             handler.flush()
 
 
-def save_traceback(exc: BaseException) -> Path:
-    """An unexpected error outside any job (no log file): its traceback goes to a temporary file."""
+def save_traceback(exc: BaseException) -> Path | None:
+    """An unexpected error outside any job (no log file): its traceback, secrets scrubbed, goes to a new file in the
+    sweep's folder (a single run's folder; without either ``<launch dir>/outputs``), created exclusively with mode
+    600: never to a predictable name in a shared temporary folder, where a link planted by another user would send
+    the write to any file of ours. None when no such file can be made (the error line then names none)."""
     import tempfile
 
-    path = Path(tempfile.gettempdir()) / f"owl-eval-error-{os.getpid()}.txt"
-    path.write_text("".join(traceback.format_exception(exc)))
-    return path
+    from owl_eval.runner.redaction import scrub
+
+    try:
+        folder = error_folder()
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(prefix="owl-eval-error-", suffix=".txt", dir=folder)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(scrub("".join(traceback.format_exception(exc))))
+    except OSError:
+        return None
+    return Path(name)
+
+
+def error_folder() -> Path:
+    """Where :func:`save_traceback` writes: the folder of the sweep (or single run) Hydra is running, when it
+    exists; else ``<launch dir>/outputs``, the default store's folder."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        if HydraConfig.initialized():
+            hc = HydraConfig.get()
+            folder = Path(str(hc.sweep.dir if str(hc.mode) == "RunMode.MULTIRUN" else hc.runtime.output_dir))
+            if folder.is_absolute() and folder.is_dir():
+                return folder
+    except Exception:  # noqa: BLE001 - a Hydra config that cannot say: the launch folder's outputs
+        pass
+    return Path.cwd() / "outputs"
 
 
 def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: str | None = None) -> None:
     """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, 143 after SIGTERM, else 1); ``job`` names
     the sweep job that failed."""
-    message = one_line(exc) if job is None else f"{job}: {one_line(exc)}"
+    from owl_eval.runner.redaction import scrub
+
+    message = scrub(one_line(exc) if job is None else f"{job}: {one_line(exc)}")  # a URI's password never shown
     if where_traceback and not isinstance(exc, USER_ERRORS + (KeyboardInterrupt,)):
         message += f" (traceback in {where_traceback})"
     print(f"error: {message}", file=sys.stderr, flush=True)
@@ -153,10 +186,13 @@ class _FailedJobNote:
         self.overrides: str | None = None
 
     def write(self, text: str) -> int:
+        from owl_eval.runner.redaction import scrub
+
         if text.startswith(self.PREFIX):
             self.overrides = text[len(self.PREFIX) :].strip()
             return len(text)
-        return self.stream.write(text)
+        self.stream.write(scrub(text))  # a warning quoting a tracking URI shows no password either
+        return len(text)
 
     def __getattr__(self, name):
         return getattr(self.stream, name)
@@ -171,6 +207,9 @@ def install_one_line_errors() -> None:
     original = getattr(hydra_utils.run_and_report, "__wrapped_original__", hydra_utils.run_and_report)
 
     def run_and_report(func):
+        from owl_eval.runner.redaction import remember_configured
+
+        remember_configured()  # the URIs of MLFLOW_TRACKING_URI and the command line: scrubbed from every error
         if full_errors_wanted():
             return original(func)
         note = _FailedJobNote(sys.stderr)

@@ -37,6 +37,7 @@ from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches, tracking_settings
+from owl_eval.runner.redaction import redacted_override, remember, scrub, scrub_values
 from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
 from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
 from owl_eval.runner.tracking_settings import redacted
@@ -221,7 +222,7 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
     multirun = is_multirun(hc)
     parent_run_id = find_parent_run(settings, launch_dir)
     skip = header.resumable and skip_enabled(settings, multirun=multirun)
-    job_label = " ".join(hc.overrides.task) if hc is not None else "job"
+    job_label = " ".join(redacted_override(o) for o in hc.overrides.task) if hc is not None else "job"  # a tag
     digest = config_hash(cfg, header.inputs)
     if skip:
         # Resuming a sweep: a config that already has a FINISHED (or running) run is not run again.
@@ -249,15 +250,11 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
     setup_seconds = time.perf_counter() - started
     with run:
         try:
-            params = flatten(header.resolved)
-            if params.get("tracking.uri"):
-                params["tracking.uri"] = redacted(params["tracking.uri"])
-            run.log_params(params)
-            text = OmegaConf.to_yaml(cfg, resolve=True)
-            uri = OmegaConf.select(cfg, "tracking.uri")
-            if uri and redacted(str(uri)) != uri:
-                text = text.replace(str(uri), redacted(str(uri)))
-            run.log_text(text, "config/config.yaml")
+            # tracking.uri's password (and any other secret of a URI) as ***, in the params and the config artifact
+            remember(str(OmegaConf.select(cfg, "tracking.uri") or "") or None)
+            run.log_params({key: scrub(value) for key, value in flatten(header.resolved).items()})
+            resolved = scrub_values(OmegaConf.to_container(cfg, resolve=True))
+            run.log_text(OmegaConf.to_yaml(OmegaConf.create(resolved)), "config/config.yaml")
             run.log_inputs(header.inputs)
             try:
                 outcome: Outcome = worker.result()

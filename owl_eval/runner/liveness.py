@@ -90,6 +90,55 @@ def owner_alive(tags: Mapping[str, str]) -> bool:
     return process_alive(pid, tags.get(PID_START_TAG, UNKNOWN))
 
 
+def parent_pid(pid: int) -> int | None:
+    """The parent of process ``pid`` (field 4 of ``/proc/<pid>/stat``; ``ps`` where there is no ``/proc``), or
+    None when it cannot be read."""
+    fields = _stat_fields(pid)
+    if fields is not None:
+        return int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+    if os.path.isdir("/proc/self"):
+        return None  # /proc is there and says nothing: the process is gone
+    import subprocess
+
+    try:
+        found = subprocess.run(["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = found.stdout.strip()
+    return int(text) if text.isdigit() else None
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    """Whether process ``pid`` is a child, grandchild, ... of process ``ancestor`` (its parent chain, read now)."""
+    seen: set[int] = set()
+    current: int | None = pid
+    while current is not None and current > 1 and current not in seen:
+        seen.add(current)
+        current = parent_pid(current)
+        if current == ancestor:
+            return True
+    return False
+
+
+def own_process(tags: Mapping[str, str]) -> int | None:
+    """The pid of the process that owns a run (by its owner tags) when it is provably that process and may be
+    signalled from here: of this host, alive, and started when the run's ``owl_eval.pid_start`` says; where the start
+    time is unknown (no ``/proc`` when the run began), a descendant of this process instead. None otherwise: a
+    process of another host (whose pid means nothing here), a pid now held by another process, no owner tags."""
+    if tags.get(HOST_TAG) != host_name():
+        return None
+    try:
+        pid = int(tags.get(PID_TAG, ""))
+    except ValueError:
+        return None
+    started = tags.get(PID_START_TAG, UNKNOWN) or UNKNOWN
+    if started == UNKNOWN:
+        return pid if process_alive(pid) and descends_from(pid, os.getpid()) else None
+    if process_start(pid) == UNKNOWN:  # the run knew its start time, this machine cannot read it now: not provable
+        return None
+    return pid if process_alive(pid, started) else None
+
+
 def mark_dead_runs(client, experiment_id: str, *, found_by: str = "") -> list[str]:
     """End KILLED every RUNNING run of this harness on this host whose process is gone; returns their ids.
 

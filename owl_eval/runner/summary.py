@@ -88,7 +88,9 @@ def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) ->
     name = run.info.run_name or run_id
     lines.append(f"run: {experiment.name}/{name} ({run_id})")
     lines.append(open_command(uri, run.info.experiment_id, run_id))
-    return "\n".join(lines)
+    from owl_eval.runner.redaction import scrub
+
+    return scrub("\n".join(lines))  # an error tag of an older run may quote a tracking URI
 
 
 def print_run_summaries(runs: Sequence, out=None) -> None:
@@ -100,7 +102,9 @@ def print_run_summaries(runs: Sequence, out=None) -> None:
         try:
             text = run_summary(make_client(started.uri), started.run_id, started.uri)
         except Exception as exc:  # noqa: BLE001 - the run is logged; the summary is a convenience
-            text = f"run: {started.experiment}/{started.run_name} ({started.run_id}); summary unavailable: {exc}"
+            from owl_eval.runner.redaction import scrub
+
+            text = f"run: {started.experiment}/{started.run_name} ({started.run_id}); summary unavailable: {scrub(str(exc))}"
         print(text, file=out, flush=True)
 
 

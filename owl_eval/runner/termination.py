@@ -5,7 +5,9 @@ Kubernetes send) ends it the way Ctrl-C does, with the command's jobs included.
   which hands over what it completed; the run ends KILLED with it, the command exits 143. Outside that window
   :func:`terminate_as_interrupt` raises :class:`~owl_eval.errors.Terminated` (a KeyboardInterrupt) at once.
 - A sweep whose jobs run in other processes (``hydra/launcher=joblib``): the signal goes to the processes that own
-  the sweep's RUNNING runs (their ``owl_eval.pid`` tags), each of which stops its job the single-run way; the
+  the sweep's RUNNING runs (their ``owl_eval.pid`` tags), each of which stops its job the single-run way; only those
+  of this host that are provably the runs' own (``owl_eval.host``, and ``owl_eval.pid_start`` or descent from this
+  process: :func:`~owl_eval.runner.liveness.own_process`), and runs of other hosts are left to them; the
   command waits until those runs have ended (at most :data:`JOB_GRACE_SECONDS`), then stops. The launcher then
   kills its idle workers, the jobs' own processes die with their parents, and the sweep's parent run ends KILLED.
   Signalling only the runs' owners matters: an idle joblib worker killed first would make joblib kill the busy
@@ -53,13 +55,17 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def _stop_sweep_jobs() -> None:
-    """Pass SIGTERM to the other processes running this command's sweep jobs, and wait for their runs to end."""
+    """Pass SIGTERM to the other processes of this host running this command's sweep jobs, and wait for their runs
+    to end. Only a process that provably owns a run is signalled (:func:`~owl_eval.runner.liveness.own_process`:
+    this host, and the start time the run recorded or descent from this process): a pid of another host (Slurm,
+    Ray, a shared server), or one reused by a later process, may name anything here. Runs of other hosts are left to
+    their hosts and not waited for."""
     from owl_eval.runner.callbacks import _open_sweep
 
     if not _open_sweep:
         return
     try:
-        from owl_eval.runner.liveness import PID_TAG
+        from owl_eval.runner.liveness import HOST_TAG, PID_TAG, host_name, own_process
         from owl_eval.runner.tracking import filter_literal, make_client
 
         client = make_client(_open_sweep["settings"].resolved_uri(_open_sweep["launch_dir"]))
@@ -69,16 +75,39 @@ def _stop_sweep_jobs() -> None:
         def running() -> list:
             return client.search_runs([parent.info.experiment_id], filter_string=query, max_results=1000)
 
-        def owner_pids() -> set[int]:
-            return {int(r.data.tags[PID_TAG]) for r in running() if r.data.tags.get(PID_TAG, "").isdigit()}
+        def owner_pids() -> set[int | None]:
+            return {own_process(r.data.tags) for r in running()}  # a process that is gone is waited for no more
 
-        owners = owner_pids()
+        here = host_name()
+        owners: set[int] = set()
+        elsewhere: set[str] = set()
+        unproven: set[str] = set()
+        for run in running():
+            tags = run.data.tags
+            pid = own_process(tags)
+            if pid is not None:
+                owners.add(pid)
+            elif tags.get(HOST_TAG, here) != here:
+                elsewhere.add(tags[HOST_TAG])
+            elif tags.get(PID_TAG, "") != str(os.getpid()):
+                unproven.add(tags.get(PID_TAG, "?"))
         owners.discard(os.getpid())  # a job of this process (basic launcher) is stopped by the worker module
         for pid in owners:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
         if owners:
             log.warning("SIGTERM: stopping the sweep's jobs in processes %s", ", ".join(map(str, sorted(owners))))
+        if elsewhere:
+            log.warning(
+                "SIGTERM: the sweep's RUNNING jobs on other hosts (%s) are left to their hosts",
+                ", ".join(sorted(elsewhere)),
+            )
+        if unproven:
+            log.warning(
+                "SIGTERM: processes %s of this host are not signalled: none is provably the process of its run "
+                "(gone, or the pid now belongs to another process)",
+                ", ".join(sorted(unproven)),
+            )
         deadline = time.monotonic() + JOB_GRACE_SECONDS
         while owners and time.monotonic() < deadline:
             if not owner_pids() & owners:

@@ -677,8 +677,10 @@ class TrackedRun:
                 error = str(exc)
             else:
                 error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
-            self.set_tags({"error": error[:5000]})
-            self.log_text("".join(traceback.format_exception(exc)), "error.txt")
+            from owl_eval.runner.redaction import scrub  # an error quoting a tracking URI shows no password
+
+            self.set_tags({"error": scrub(error)[:5000]})
+            self.log_text(scrub("".join(traceback.format_exception(exc))), "error.txt")
         finally:
             self.end("KILLED" if interrupted else "FAILED")
 

@@ -106,18 +106,12 @@ def sqlite_path(uri: str) -> Path:
 
 
 def redacted(uri: str) -> str:
-    """``uri`` with the password of its user part shown as ``***`` (``postgresql://user:***@host/db``): what is
-    printed, logged as a param or written to an artifact."""
-    from urllib.parse import urlsplit, urlunsplit
+    """``uri`` with its password, and any secret query value, shown as ``***`` (``postgresql://user:***@host/db``):
+    what is printed, logged as a param or written to an artifact. Parsed as SQLAlchemy parses it
+    (:mod:`owl_eval.runner.redaction`), so a ``#``, ``/`` or ``?`` in the password hides nothing."""
+    from owl_eval.runner.redaction import redacted as hide
 
-    try:
-        parts = urlsplit(uri)
-        if parts.password is None:
-            return uri
-    except ValueError:
-        return uri
-    credentials, _, host = parts.netloc.rpartition("@")
-    return urlunsplit(parts._replace(netloc=f"{credentials.split(':', 1)[0]}:***@{host}"))
+    return hide(uri)
 
 
 def artifact_scheme(location: str) -> str | None:
