@@ -38,6 +38,9 @@ def checked_cli(hydra_main, *, config_name: str = "config") -> None:
 
     from owl_eval.runner.console import install_one_line_errors
 
+    protocols_problem = _protocols_problem()  # two plugins registering one protocol name
+    if protocols_problem:
+        sys.exit(f"error: {protocols_problem}")
     problem = unknown_flag_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
@@ -53,6 +56,19 @@ def checked_cli(hydra_main, *, config_name: str = "config") -> None:
     except BaseException as exc:
         _close_open_sweep(exc)
         raise
+
+
+def _protocols_problem() -> str | None:
+    """Why the installed protocols cannot be read (two plugins registering one name), before Hydra reads them
+    in its search-path plugin, where an error would be a traceback."""
+    from owl_eval.errors import ConfigError
+    from owl_eval.protocols import all_protocols
+
+    try:
+        all_protocols()
+    except ConfigError as exc:
+        return str(exc)
+    return None
 
 
 def _help(args: list[str], config_name: str) -> int:
