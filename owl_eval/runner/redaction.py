@@ -119,11 +119,12 @@ def _split_secrets(uri: str) -> tuple[str, list[str]]:
     if at is not None:
         user, colon, password = rest[:at].partition(":")
         if colon and "/" not in user:
-            secrets += [password, unquote(password)]
+            # An unescaped '@' makes SQLAlchemy send what follows it to the host, which a driver's message may quote.
+            secrets += [password, unquote(password), *password.split("@")]
             rest = f"{user}:{MASK}{rest[at:]}"
             at = len(user) + 1 + len(MASK)
         elif colon:  # a user part SQLAlchemy cannot read ('/' in the user name): hidden whole
-            secrets += [rest[:at]]
+            secrets += [rest[:at], *rest[:at].split("@")]
             rest = f"{MASK}{rest[at:]}"
             at = len(MASK)
     start = 0 if at is None else at
