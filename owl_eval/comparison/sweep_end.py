@@ -5,6 +5,7 @@ they are, a line per pair of agents and how to open the parent run."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from owl_eval.comparison import text
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client, shared_view_path
+from owl_eval.runner.tracking import REUSED_TAG_PREFIX, TrackedRun, TrackingSettings, make_client, shared_view_path
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
 
@@ -66,12 +67,35 @@ def print_sweep_end(
         print(f"no finished job to compare; sweep run: {run_id}", flush=True)
         return None
     write_files(sweep_dir, comparison, with_figures=figures)
-    experiment_id = make_client(uri).get_run(run_id).info.experiment_id
+    client = make_client(uri)
+    experiment_id = client.get_run(run_id).info.experiment_id
     view = shared_view_path(experiment_id, f"{VIEW_KEY_PREFIX}{run_id}")
     base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else LOCAL_UI
     open_lines = (
         f"its runs with the headline metrics as columns: {base}/{view}\n{open_command(uri, experiment_id, run_id)}"
     )
-    block = text.console_block(comparison.rows, comparison.verdicts, str(sweep_dir), run_id, open_lines)
+    block = text.console_block(
+        comparison.rows,
+        comparison.verdicts,
+        str(sweep_dir),
+        run_id,
+        open_lines,
+        reused_line=reused_text(client, run_id),
+    )
     print(block, flush=True)
     return sweep_dir / "report.html"
+
+
+def reused_text(client, parent_run_id: str) -> str:
+    """``reused 2 runs from 2026-11-28 04:12 ...``: the finished runs of earlier launches that this sweep counted
+    instead of running their configs again (local time of their start), or "" when it reused none."""
+    ids = [
+        k[len(REUSED_TAG_PREFIX) :] for k in client.get_run(parent_run_id).data.tags if k.startswith(REUSED_TAG_PREFIX)
+    ]
+    if not ids:
+        return ""
+    starts = sorted(client.get_run(i).info.start_time or 0 for i in ids)
+    when = [time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000)) for ms in (starts[0], starts[-1])]
+    span = when[0] if when[0] == when[1] else f"{when[0]} to {when[1]}"
+    runs = "run" if len(ids) == 1 else "runs"
+    return f"reused {len(ids)} finished {runs} from {span} (same config; tracking.skip_finished=false runs them again)"

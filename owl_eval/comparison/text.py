@@ -439,10 +439,17 @@ def description(rows: Sequence[Row], vrows: Sequence[VerdictRow], *, view: str =
 
 
 def console_block(
-    rows: Sequence[Row], vrows: Sequence[VerdictRow], folder_text: str, run_id: str, open_line: str
+    rows: Sequence[Row],
+    vrows: Sequence[VerdictRow],
+    folder_text: str,
+    run_id: str,
+    open_line: str,
+    *,
+    reused_line: str = "",
 ) -> str:
     """What a sweep prints at its end: where the files are, the best groups by the first headline metric, a line per
-    pair, the verdict rows (the first :data:`VERDICT_LINES`), the parent run and how to open it."""
+    pair, the verdict rows (the first :data:`VERDICT_LINES`), the runs reused from earlier launches
+    (``reused_line``), the parent run and how to open it."""
     lines = [f"comparison: {folder_text} (report.html, comparison.md, verdict.tex)"]
     found = [r for r in rows if r.role == "headline" and r.direction != "none" and r.n > 0 and math.isfinite(r.mean)]
     if found:
@@ -466,6 +473,8 @@ def console_block(
         lines += [f"  {verdict_line(v)}" for v in vrows[:VERDICT_LINES]]
         if len(vrows) > VERDICT_LINES:
             lines.append(f"  ... {len(vrows) - VERDICT_LINES} more in verdict.csv")
+    if reused_line:
+        lines.append(reused_line)
     lines.append(f"sweep run: {run_id}")
     lines.append(open_line)
     return "\n".join(lines)

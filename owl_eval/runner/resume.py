@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 
-from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
+from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
 from owl_eval.runner.tracking import (
     CONFIG_HASH_TAG,
     REUSED_TAG_PREFIX,
@@ -97,13 +97,19 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     kept = {k: v for k, v in found.data.tags.items() if not k.startswith("mlflow.") and k != RUN_KIND_TAG}
-    tags = kept | {
-        RUN_KIND_TAG: REUSED_KIND,
-        REUSED_RUN_TAG: found.info.run_id,
-        MLFLOW_PARENT_RUN_ID: parent_run_id,
-        "mlflow.note.content": f"Reused: this config had finished in run {found.info.run_id}; its series and "
-        "artifacts are there.",
-    }
+    # Owned by this process, not the original's (long gone): while it is being filled it is RUNNING, and a launch
+    # reaping runs of dead processes (a parallel job's start) would otherwise end it KILLED.
+    tags = (
+        kept
+        | owner_tags()
+        | {
+            RUN_KIND_TAG: REUSED_KIND,
+            REUSED_RUN_TAG: found.info.run_id,
+            MLFLOW_PARENT_RUN_ID: parent_run_id,
+            "mlflow.note.content": f"Reused: this config had finished in run {found.info.run_id}; its series and "
+            "artifacts are there.",
+        }
+    )
     run = client.create_run(found.info.experiment_id, run_name=run_name, tags=tags)
     run_id = run.info.run_id
     now = int(time.time() * 1000)
