@@ -40,6 +40,7 @@ def parse_args(argv: Sequence[str]) -> dict:
         "out": None,
     }
     args = list(argv)
+    given: dict[str, tuple[str, str]] = {}  # option (a --tag per key) -> (its value, the text as given)
     while args:
         a = args.pop(0)
         flag, _, inline = a.partition("=") if a.startswith("--") else (a, "", "")
@@ -47,26 +48,42 @@ def parse_args(argv: Sequence[str]) -> dict:
             print(f"usage:\n{USAGE}")
             raise SystemExit(0)
         if flag in VALUED_FLAGS:
+            written = a
             if not inline:
                 if not args:
                     raise ConfigError(f"{flag} needs a value (owl-eval-compare -h shows the usage)")
                 inline = args.pop(0)
+                written = f"{a} {inline}"
             if flag == "--tag":
                 key, sep, value = inline.partition("=")
                 if not sep:
                     raise ConfigError(f"--tag wants key=value, got {inline!r}")
+                _once(given, f"--tag {key}", value, written)
                 opts["tags"][key] = value
             elif flag in ("--metrics", "--group"):
+                _once(given, flag, inline, written)
                 opts[flag[2:]] = [s for s in inline.split(",") if s]
             else:
+                _once(given, flag, inline, written)
                 opts[flag[2:].replace("-", "_")] = inline
         elif a.startswith("experiment=") or a.startswith("experiment_name="):
+            _once(given, "experiment", a.split("=", 1)[1], a)
             opts["experiment"] = a.split("=", 1)[1]
         else:
             raise ConfigError(f"unknown argument {a!r} (owl-eval-compare -h shows the usage)")
     if not opts["experiment"] and not opts["sweep"]:
         raise ConfigError("name an experiment (experiment=NAME) or a sweep (--sweep PARENT_RUN_ID); -h shows the usage")
     return opts
+
+
+def _once(given: dict[str, tuple[str, str]], option: str, value: str, written: str) -> None:
+    """Remember ``option``'s value; the same option with another value given before is ambiguous (the last one
+    would silently win): one error naming both as written."""
+    if option in given and given[option][0] != value:
+        raise ConfigError(
+            f"{option} is given twice with different values: {given[option][1]!r} and {written!r}; give it once"
+        )
+    given.setdefault(option, (value, written))
 
 
 def main(argv: Sequence[str] | None = None) -> Comparison:

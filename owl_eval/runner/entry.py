@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from owl_eval.runner.options import flags_first, unknown_flag_message
+from owl_eval.runner.overrides import repeated_argument_message
 
 
 def run_cli(hydra_main, argv: list[str] | None = None, *, config_name: str = "config") -> int:
@@ -41,7 +42,7 @@ def checked_cli(hydra_main, *, config_name: str = "config") -> None:
     protocols_problem = _protocols_problem()  # two plugins registering one protocol name
     if protocols_problem:
         sys.exit(f"error: {protocols_problem}")
-    problem = unknown_flag_message(sys.argv[1:])
+    problem = unknown_flag_message(sys.argv[1:]) or repeated_argument_message(sys.argv[1:])
     if problem:
         sys.exit(f"error: {problem}")
     if {"--help", "-h"} & set(sys.argv[1:]):

@@ -86,7 +86,7 @@ def run_cli(
     runs_before = ws.run_count()
     proc = run_module(
         module,
-        [*ws.overrides(), *args],
+        [*_defaults_not_set_by(ws.overrides(), args), *args],
         cwd=ws.root,
         env={"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)} | (env or {}),
         unset=("MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID", "HYDRA_FULL_ERROR"),
@@ -96,6 +96,13 @@ def run_cli(
     after = ws.snapshot()
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     return CliResult(proc.returncode, proc.stdout, proc.stderr, runs_before, ws.run_count(), changed)
+
+
+def _defaults_not_set_by(defaults: list[str], args: list[str]) -> list[str]:
+    """The workspace's overrides except those whose key the case sets itself (``progress=2``): the command line
+    refuses one key given twice with different values."""
+    given = {a.lstrip("+~").split("=", 1)[0] for a in args}
+    return [d for d in defaults if d.split("=", 1)[0] not in given]
 
 
 def assert_clean_failure(result: CliResult, *mentions: str) -> str:

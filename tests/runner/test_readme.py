@@ -243,6 +243,13 @@ def _environment(ws: Path) -> dict:
     return env | {"MLFLOW_DISABLE_TELEMETRY": "true"}
 
 
+def _last_wins(words: list[str]) -> list[str]:
+    """A key the small sizes set replaces the line's own value for it (``protocol.num_trials=50`` becomes ``=2``):
+    the command line refuses one key given twice with different values."""
+    keys = [w.lstrip("+~").split("=", 1)[0] if "=" in w and not w.startswith("-") else None for w in words]
+    return [w for i, (w, k) in enumerate(zip(words, keys)) if k is None or k not in keys[i + 1 :]]
+
+
 def _narrow_sweep(words: list[str]) -> list[str]:
     """In a ``-m`` line, each ``key=a,b,c`` list keeps its first two values (``seed``: one)."""
     if "-m" not in words and "--multirun" not in words:
@@ -319,6 +326,7 @@ def _prepared(line: str, ws: Path) -> tuple[list[str], dict]:
     if RUNS_A_JOB.search(line):
         words += next((extra for pattern, extra in SMALL if re.search(pattern, line)), [])
         words += ["figures=false", "progress=false"]
+        words = _last_wins(words)
     if TAKES_CONFIG_GROUPS.search(line) and (ws / "conf").is_dir():
         words.append(f"hydra.searchpath=[file://{ws / 'conf'}]")
     return words, env
