@@ -2,7 +2,7 @@
 names the driver class).
 
 A driver is built from config (``_target_``), then the runner calls, in order:
-``check(domain=..., agent=..., baseline=...)`` before any run exists, then ``run(domain=..., agent=...,
+``check(domain=..., agent=..., baseline=...)`` and ``check_models(...)`` before any run exists, then ``run(domain=..., agent=...,
 baseline=..., rng=...)`` -> a record (plain numpy arrays in a small dataclass with its own ``save(directory)``).
 Scoring the record is not the driver's job: the evaluation the protocol's descriptor names does it
 (:func:`owl_eval.evaluation.evaluation_for`). If ``run`` raises (a crashing agent), the record of
@@ -110,6 +110,16 @@ class ProtocolDriver(ABC):
     def check(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:  # noqa: B027 (optional hook)
         """Everything that can be checked before a run exists: the agent's (and baseline's) interface, the
         domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
+
+    def check_models(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:
+        """After :meth:`check`, still before a run exists: each agent with a ``check_model(*, protocol, domain,
+        role)`` method probes its own model against what this protocol and domain need (a torch module's output
+        width on a batch of zeros of the domain's input shape); its ``ConfigError`` names ``role``'s key
+        (``agent.module``, ``baseline.module``). An agent without the method has nothing to probe."""
+        for role, who in (("agent", agent), ("baseline", baseline)):
+            probe = getattr(who, "check_model", None) if who is not None else None
+            if callable(probe):
+                probe(protocol=self, domain=domain, role=role)
 
     def evaluation_context(self) -> dict[str, Any]:
         """What the protocol knows about its data before the run, for checking the metric settings

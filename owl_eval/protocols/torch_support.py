@@ -164,6 +164,37 @@ class ModuleBuilder:
         """A fresh module on ``device``; call inside the agent's :meth:`TorchStream.active`."""
         return self._build().to(device)
 
+    def probe(self, sample: int | tuple[int, ...], width: int, device, meaning: str, optimizer: Callable | None = None):
+        """Before any run: a module built as a run builds it (under a fixed seed, the process's generator left as it
+        was) maps a batch of zeros of the sample's shape to ``width`` outputs (:func:`check_width`), and
+        ``optimizer(params)`` accepts its parameters (a negative ``lr`` is refused there); else one
+        :class:`ConfigError` naming the key. The run's own module is built afresh under the run's seed."""
+        with self.torch.random.fork_rng(devices=[]):
+            self.torch.manual_seed(0)
+            module = self.build(device)
+            check_width(module, sample, width, device, meaning, key=self.key)
+            if optimizer is not None:
+                key = self.key.rsplit(".", 1)[0] + ".optimizer"
+                try:
+                    make_optimizer(optimizer, module, key)
+                except ConfigError:
+                    raise
+                except Exception as exc:  # torch's own checks of the optimizer's settings (lr, betas)
+                    raise ConfigError(f"{key}: {flat(exc)} (refused by {describe(optimizer)})") from None
+
+
+@contextmanager
+def named_for(role: str) -> Iterator[None]:
+    """A :class:`ConfigError` raised inside names ``role``'s key: an agent's settings are ``agent.*`` to itself,
+    ``baseline.*`` when it is built as the baseline."""
+    try:
+        yield
+    except ConfigError as error:
+        text = str(error)
+        if role != "agent" and text.startswith("agent."):
+            raise ConfigError(f"{role}.{text[len('agent.') :]}") from None
+        raise
+
 
 def optimizer_factory(value: Any, key: str = "agent.optimizer") -> Callable:
     """``agent.optimizer`` as a callable ``optimizer(params)``; null is ``torch.optim.Adam`` (lr 0.001)."""

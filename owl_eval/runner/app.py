@@ -50,6 +50,8 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
     agent = build_part(cfg, "agent")
     baseline = build_part(cfg, "baseline") if cfg.get("baseline") else None
     driver.check(domain=domain, agent=agent, baseline=baseline)
+    if callable(getattr(driver, "check_models", None)):  # a plugin's driver need not derive from ProtocolDriver
+        driver.check_models(domain=domain, agent=agent, baseline=baseline)  # e.g. a torch module's forward pass
     names = {g: choice_name(cfg, g) for g in ("protocol", "domain", "agent", "baseline")}
     # the figures name the agent under test (the trajectory scenes' titles)
     evaluation = evaluation_for(driver.name, {**driver.evaluation_context(), "agent": names["agent"]})
@@ -124,6 +126,7 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
     from omegaconf import open_dict
 
     from owl_eval.paths import CONFIG_DIR
+    from owl_eval.runner.build import unknown_key_error
     from owl_eval.runner.resolvers import register_resolvers
     from owl_eval.typed import config_node_error
 
@@ -131,8 +134,8 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
             cfg = compose(config_name, overrides=list(overrides), return_hydra_config=True)
-    except Exception as exc:  # a key the typed metrics node lacks: the command line's one message
-        error = config_node_error(exc)
+    except Exception as exc:  # a key a node lacks (metrics.treshold, protocol.num_trails): the command line's message
+        error = config_node_error(exc) or unknown_key_error(exc)
         if error is None:
             raise
         raise error from exc

@@ -5,7 +5,8 @@ task after task with one of three strategies: ``finetune``, ``replay`` or ``ewc`
   ``s = torch_rng.integers(2**31 - 1)`` seeds the learner's torch stream (``torch.manual_seed(s)``, the process's
   global generator left as it was; :mod:`owl_eval.protocols.torch_support`), from which the network is built and
   probed once (two rows of zeros, eval mode: a lazy layer gets its size; an output width other than
-  ``num_classes`` is one error naming ``agent.module``, the expected and the actual shape); then the optimizer is
+  ``num_classes`` is one error naming ``agent.module``, the expected and the actual shape: the same probe runs
+  before any run exists, :meth:`TorchContinualLearner.check_model`); then the optimizer is
   made, once for the whole sequence (Adam's moments carry over from task to task).
 - ``learn(task_id, X, y)``: ``epochs`` passes of mini-batch cross-entropy over the task's training data (with the
   replay buffer's samples for ``replay``), each pass in the order of ``torch.randperm(n)`` from the stream.
@@ -46,6 +47,7 @@ from owl_eval.protocols.torch_support import (
     check_width,
     logits,
     make_optimizer,
+    named_for,
     optimizer_factory,
     train_epochs,
 )
@@ -93,6 +95,15 @@ class TorchContinualLearner(TaskClassMemory):
         self.device = str(device)
         self.threads = as_threads(threads, "agent.threads")
         self.model: Any = None
+
+    # -- before any run ------------------------------------------------------------------------------------
+    def check_model(self, *, protocol, domain, role: str = "agent") -> None:
+        """The module, built as ``setup`` builds it, maps a batch of zeros ``[2, domain.num_features]`` to one logit
+        per class of the sequence (``domain.num_classes``), and the optimizer takes its parameters: a wrong output
+        width is one error before the run exists, not a FAILED run."""
+        num_features, num_classes = int(domain.num_features), int(domain.num_classes)
+        with named_for(role):
+            self.builder.probe(num_features, num_classes, self._device, f"class ({num_classes})", self.optimizer)
 
     # -- setup ---------------------------------------------------------------------------------------------
     def setup(self, num_features: int, num_classes: int, rng: np.random.Generator) -> None:

@@ -2,7 +2,7 @@
 
 - ``module``: a network mapping ``[n, D]`` features to ``[n, K]`` logits, one per known class (labels 1..K are
   its outputs 0..K-1); its output width is checked before training (one error naming ``agent.module``, the
-  expected and the actual shape). How the node is built and seeded: :mod:`owl_eval.protocols.torch_support`.
+  expected and the actual shape), before any run exists (:meth:`TorchNoveltyAgent.check_model`). How the node is built and seeded: :mod:`owl_eval.protocols.torch_support`.
 - Training: ``epochs`` passes of mini-batch cross-entropy (``batch_size``, the order of ``torch.randperm``) with
   ``optimizer`` (a partial, e.g. ``torch.optim.Adam`` with its ``lr``) on ``device`` (``cpu`` by default). With
   ``standardize: true`` the features are z-scored with the mean and standard deviation of the rows the network
@@ -40,6 +40,7 @@ from owl_eval.protocols.torch_support import (
     check_width,
     logits,
     make_optimizer,
+    named_for,
     optimizer_factory,
     train_epochs,
 )
@@ -83,6 +84,16 @@ class TorchNoveltyAgent(CalibratedNovelty):
             calibration_fraction, unknown_quantile, temperature, world_quantile, window, tests_per_trial, given_shift
         )
         self.model: Any = None
+
+    # -- before any run ------------------------------------------------------------------------------------
+    def check_model(self, *, protocol, domain, role: str = "agent") -> None:
+        """The module, built as ``fit`` builds it, maps a batch of zeros shaped as the domain's samples (as this
+        agent feeds them, :func:`torch_inputs`) to one logit per known class (``protocol.known_classes``), and the
+        optimizer takes its parameters: a wrong output width is one error before the run exists, not a FAILED run."""
+        num_known = int(protocol.known_classes)
+        sample = tuple(torch_inputs(domain.load().features[:1]).shape[1:])
+        with named_for(role):
+            self.builder.probe(sample, num_known, self._device, f"known class (K = {num_known})", self.optimizer)
 
     # -- training ------------------------------------------------------------------------------------------
     def fit(self, features, labels, *, num_known, rng):
