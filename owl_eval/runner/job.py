@@ -177,6 +177,7 @@ def execute(
     hc = hydra_runtime()
     launch_dir = hc.runtime.cwd if hc is not None else os.getcwd()
     settings = tracking_settings(cfg)  # a bad tracking node or interpolation is reported before any work starts
+    settings.check_writable(launch_dir)  # a read-only store or artifact folder, before any run is made
     timeout = agent_timeout(cfg)
     scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
 

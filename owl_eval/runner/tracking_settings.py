@@ -284,6 +284,52 @@ class TrackingSettings:
                 f"is not installed (pip install {package})"
             )
 
+    def check_writable(self, launch_dir: str | os.PathLike | None = None) -> None:
+        """Before a run is made: a SQLite store's folder (or its nearest existing parent) and its database file, when
+        it exists, can be written, and so can a local artifact folder (``tracking.artifact_location``, by default
+        ``mlartifacts`` beside a SQLite store); else one :class:`ConfigError` naming the key. Looks, never creates.
+        A read-only store would otherwise fail inside MLflow (tracebacks), and a read-only artifact folder only
+        after the run was made (a FAILED run). Reading a store (``owl-eval-compare``) needs none of this."""
+        self.validate()
+        database = self._database(launch_dir)
+        if database is not None:
+            key = "tracking.uri" if self.uri else "tracking.store_dir"
+            default = "" if self.uri or self.store_dir else " (the default store, <launch dir>/outputs)"
+            problem = _unusable_dir(database.parent)
+            if problem is None and database.exists() and not os.access(database, os.W_OK):
+                problem = f"the SQLite store {database} is read-only"
+            if problem:
+                raise ConfigError(f"{key}: {problem}{default}; new runs cannot be written there")
+        folder = self._local_artifact_dir(database)
+        if folder is not None:
+            problem = _unusable_dir(folder)
+            if problem:
+                where = "" if self.artifact_location else " (the default artifact folder, beside the SQLite store)"
+                raise ConfigError(
+                    f"tracking.artifact_location: {problem}{where}; the runs' artifacts cannot be written"
+                )
+
+    def _database(self, launch_dir: str | os.PathLike | None) -> Path | None:
+        """The SQLite database file new runs go to (not created), or None for a database server or tracking server."""
+        if self.uri:
+            return sqlite_path(self.uri).absolute() if self.uri.startswith("sqlite:///") else None
+        store = Path(self.store_dir) if self.store_dir else Path(launch_dir or os.getcwd()) / "outputs"
+        return store.expanduser().absolute() / "mlflow.db"
+
+    def _local_artifact_dir(self, database: Path | None) -> Path | None:
+        """The local folder artifacts go to (a path or a ``file:`` URI), or None for a remote artifact store."""
+        if not self.artifact_location:
+            return database.parent / "mlartifacts" if database is not None else None
+        location = str(self.artifact_location)
+        scheme = artifact_scheme(location)
+        if scheme is None:
+            return Path(location).expanduser().absolute()
+        if scheme == "file":
+            from urllib.parse import unquote, urlsplit
+
+            return Path(unquote(urlsplit(location).path)).absolute()
+        return None
+
     def resolved_uri(self, launch_dir: str | os.PathLike | None = None) -> str:
 
         self.validate()  # cheap; settings may have been changed after construction
