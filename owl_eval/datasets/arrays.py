@@ -25,7 +25,7 @@ import numpy as np
 
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
 from owl_eval.errors import MetricInputError
-from owl_eval.formats.npz import compressed_array, stored_array, verify_npz
+from owl_eval.formats.npz import compressed_array, distinct_members, stored_array, verify_npz
 
 MAX_MEMBER_BYTES = 1 << 31  # the largest compressed .npz member inflated
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, struct.error)
@@ -85,15 +85,12 @@ def _npz_loaders(path: Path) -> dict[str, Loader]:
     except _ZIP_ERRORS:
         raise fail(f"{path}: not a readable .npz (zip) file; expected a file saved with np.savez") from None
     try:
+        distinct_members(path, infos)
         verify_npz(path, stored_only=True)  # a map bypasses zipfile's CRC-32 check: a flipped byte is named here
     except MetricInputError as exc:
         raise fail(str(exc)) from None
-    seen: set[str] = set()
     loaders: dict[str, Loader] = {}
     for info in infos:
-        if info.filename in seen:
-            raise fail(f"{path}: member {info.filename!r} appears twice in the zip; expected distinct array names")
-        seen.add(info.filename)
         if not info.filename.endswith(".npy"):
             continue
         read = _stored_member if info.compress_type == zipfile.ZIP_STORED else _compressed_member

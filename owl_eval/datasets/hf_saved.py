@@ -13,7 +13,6 @@ are), else the column named ``features`` when there is one, else the one list/ar
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,8 @@ import pyarrow as pa
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
 from owl_eval.datasets.images import ImageStack, image_size_hw
 from owl_eval.datasets.tables import label_values, split_table
+from owl_eval.errors import ConfigError
+from owl_eval.json_input import parse_json
 
 INFO, STATE, DICT = "dataset_info.json", "state.json", "dataset_dict.json"
 
@@ -37,9 +38,10 @@ def _json(path: Path, digest: Digest) -> Any:
     except OSError:
         raise fail(f"{path}: cannot be read; expected the JSON file save_to_disk writes") from None
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
         raise fail(f"{path}: not valid UTF-8 JSON; expected the JSON file save_to_disk writes") from None
+    value = parse_json(text, where=str(path), error=ConfigError)
     digest.add(path)
     return value
 

@@ -139,19 +139,34 @@ def compressed_array(path, zf, info):
     return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C")  # read-only, as the maps
 
 
+def distinct_members(path, infos: list[zipfile.ZipInfo]) -> None:
+    """A zip can hold two entries of one name, and numpy (as zipfile) silently keeps the last: two arrays of one
+    name are ambiguous, one error naming the member and both entries' places in the zip (1-based)."""
+    first: dict[str, int] = {}
+    for number, info in enumerate(infos, 1):
+        if info.filename in first:
+            raise MetricInputError(
+                f"{path}: member {info.filename!r} appears twice in the zip (entries {first[info.filename]} and "
+                f"{number}); expected distinct array names"
+            )
+        first[info.filename] = number
+
+
 def npz_arrays(path, *, verify: bool = True) -> dict:
     """The arrays of an .npz by name: memory-mapped for stored members, loaded for compressed ones
     (``np.savez_compressed``, as owl-eval's records; a map of deflated bytes is impossible).
 
     ``verify`` (default) checks every member's CRC: stored members first (:func:`verify_npz`), since a
     map bypasses zipfile; deflated members while they are read. Members whose name does not end in
-    ``.npy`` are not arrays and are left out. No pickles are ever loaded.
+    ``.npy`` are not arrays and are left out; two members of one name are an error (:func:`distinct_members`).
+    No pickles are ever loaded.
     """
     path = Path(path)
     if verify:
         verify_npz(path, stored_only=True)
     out = {}
     with _open_zip(path) as zf, open(path, "rb") as fh:
+        distinct_members(path, zf.infolist())
         for info in zf.infolist():
             if not info.filename.endswith(".npy"):
                 continue

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from owl_eval.errors import MetricInputError
+from owl_eval.json_input import RepeatedKey, refuse_repeated_keys
 from owl_eval.safe_paths import SAFE_NAME, check_name
 
 _ALLOWED = {
@@ -160,7 +161,9 @@ def decode_runs(where, name, starts: np.ndarray, heads: list[str], n: int) -> np
                 check_name(h, what=name.replace("_", " "), where=where(starts[heads.index(h)], name))
         elif name == "task_params" and h != "":
             try:
-                json.loads(h)
+                json.loads(h, object_pairs_hook=refuse_repeated_keys)
+            except RepeatedKey as exc:
+                problem = f"task_params: {exc}, got {h[:80]!r}"
             except RecursionError:
                 problem = "task_params JSON is nested too deeply to read"
             except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits

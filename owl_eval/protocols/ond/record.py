@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.formats.npz import json_member, member, npz_arrays
 from owl_eval.metrics.validation import MetricInputError
 from owl_eval.protocols.ond.metrics import OndTrial
@@ -72,6 +73,7 @@ class OndRecord:
             )
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise MetricInputError(f"{path}: meta_json class_names: expected a list of strings")
+        distinct_names(names, where=f"{path}: meta_json class_names", error=MetricInputError)
         if not isinstance(has_baseline, bool):
             raise MetricInputError(
                 f"{path}: meta_json has_baseline: expected true or false, got {str(has_baseline)[:60]!r}"
@@ -112,6 +114,10 @@ def _unpack(data, prefix: str, path) -> list[OndTrial]:
 
     lengths = get("lengths", "iu")
     n = len(lengths)
+    if n == 0:
+        raise MetricInputError(
+            f"{path}: array '{prefix}/lengths' is empty: no trial in the record; expected one length per trial"
+        )
     if (lengths < 1).any():
         raise MetricInputError(
             f"{path}: array '{prefix}/lengths' [{int(np.argmax(lengths < 1))}] is below 1 "
@@ -127,6 +133,9 @@ def _unpack(data, prefix: str, path) -> list[OndTrial]:
                 f"{path}: array '{prefix}/{key}' has {len(arr)} entries, expected {want} "
                 f"({'one per trial' if key in per_trial else 'the sum of the trial lengths'})"
             )
+    ids = text_names(
+        per_trial["trial_id"], where=f"{path}: array '{prefix}/trial_id'", what="trial id", error=MetricInputError
+    )
     red = per_trial["red_light"]
     if ((red < -1) | (red >= lengths)).any():
         i = int(np.argmax((red < -1) | (red >= lengths)))
@@ -148,7 +157,7 @@ def _unpack(data, prefix: str, path) -> list[OndTrial]:
                     p_world_changed=flat["p_world_changed"][s],
                     p_class=flat["p_class"][s],
                     batch_size=int(per_trial["batch_size"][i]),
-                    trial_id=str(per_trial["trial_id"][i]),
+                    trial_id=ids[i],
                 )
             )
         except MetricInputError as exc:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.formats.npz import member, npz_arrays
 from owl_eval.metrics.validation import MetricInputError
 
@@ -91,8 +92,8 @@ class TrajectoryRecord:
             p_true=get("P_true", 2),
             p_pred=get("P_pred", 2),
             class_index=get("Class_index", 2, "iu"),
-            class_names=get("Class_names", 1, "US"),
-            scene_source=get("Scene_source", 1, "US"),
+            class_names=_names(get("Class_names", 1, "US"), path, "Class_names", "class name"),
+            scene_source=_names(get("Scene_source", 1, "US"), path, "Scene_source", "scene source"),
             scene_frame=get("Scene_frame", 1, "iu"),
             dt=float(dt),
             metric_seed=int(seed),
@@ -120,3 +121,13 @@ class TrajectoryRecord:
             parts[0].metric_seed,
             cat("log_probs") if parts[0].log_probs is not None else None,
         )
+
+
+def _names(array: np.ndarray, path, name: str, what: str) -> np.ndarray:
+    """A string member as text (``S`` bytes decoded as UTF-8), class names each once: one error naming the file and
+    the member otherwise."""
+    where = f"{path}: array {name!r}"
+    names = text_names(array, where=where, what=what, error=MetricInputError)
+    if what == "class name":
+        distinct_names(names, where=where, error=MetricInputError)
+    return np.array(names, dtype=str)

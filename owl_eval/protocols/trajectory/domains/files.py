@@ -37,6 +37,7 @@ import numpy as np
 
 from owl_eval.domains.provenance import DataInput
 from owl_eval.errors import ConfigError
+from owl_eval.json_input import RepeatedKey, refuse_repeated_keys
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.protocols.trajectory.domains.tracks import (
     DataPathError,
@@ -147,12 +148,18 @@ def _parse_ndjson(path: Path, text: str) -> tuple[list[list[float]], list[int]]:
         if not line:
             continue
         try:
-            item = json.loads(line)
+            item = json.loads(line, object_pairs_hook=refuse_repeated_keys)
+        except RepeatedKey as exc:
+            raise DataPathError(f"{path}, line {number}: {exc}") from None
+        except RecursionError:
+            raise DataPathError(f"{path}, line {number}: JSON nested too deeply to read") from None
         except json.JSONDecodeError as exc:
             raise DataPathError(
                 f"{path}, line {number}: not valid JSON ({exc.msg}, column {exc.colno}); expected one JSON object "
                 'per line, {"track": {"f": frame, "p": id, "x": x, "y": y}} or {"scene": {...}} (TrajNet++)'
             ) from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise DataPathError(f"{path}, line {number}: not valid JSON ({exc})") from None
         track = item.get("track") if isinstance(item, dict) else None
         if isinstance(item, dict) and "scene" in item and track is None:
             continue  # scenes are not needed: windows are cut from the tracks

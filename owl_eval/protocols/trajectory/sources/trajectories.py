@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.errors import UnsafePathError
+from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.metrics.validation import MetricInputError
 from owl_eval.protocols.trajectory.sources.checks import check_class_outputs, check_coordinates, check_log_probs
 from owl_eval.safe_paths import regular_file
@@ -177,7 +178,9 @@ class TrajectoriesSource:
                     f"{self.path}: array {n_key!r} must hold {n_c} class names (strings), got "
                     f"dtype {names.dtype}, shape {names.shape}"
                 )
-            class_names = tuple(str(n) for n in names.astype(str))
+            where = f"{self.path}: array {n_key!r}"
+            class_names = text_names(names, where=where, error=SourceFormatError)
+            distinct_names(class_names, where=where, error=SourceFormatError)
         else:
             class_names = tuple(f"class{c}" for c in range(n_c))
         return p_true, p_pred, class_names
@@ -204,6 +207,8 @@ class TrajectoriesSource:
         n_s, n_p, n_a, n_o, two = pred.shape
         if two != 2:
             fail("pred", f"axis 4 (x, y) has length {two}, expected 2 (shape {pred.shape})")
+        if n_s < 1:  # every metric would be N/A: a run of nothing is refused, not logged
+            fail("pred", f"axis 0 (N_S, scenes) is empty: no scene in the file (shape {pred.shape})")
         if n_p < 1:
             fail("pred", f"axis 1 (N_P, predictions) is empty (shape {pred.shape})")
         expect = {
