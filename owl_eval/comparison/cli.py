@@ -22,7 +22,8 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import write_files
 from owl_eval.comparison.store import experiment_runs, load, sweep_selection
 from owl_eval.errors import ConfigError
-from owl_eval.runner.tracking import TrackingSettings, make_client
+from owl_eval.runner.tracking import TrackingSettings, check_sqlite_store, make_client
+from owl_eval.runner.tracking_settings import sqlite_uri
 
 USAGE = __doc__.split("::", 1)[1].split("Prints", 1)[0].strip("\n")
 VALUED_FLAGS = ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir", "--out")
@@ -86,10 +87,25 @@ def _once(given: dict[str, tuple[str, str]], option: str, value: str, written: s
     given.setdefault(option, (value, written))
 
 
+def store_uri(opts: dict) -> str:
+    """The store to read: ``--uri``, else ``MLFLOW_TRACKING_URI``, else ``mlflow.db`` in ``--store-dir`` (default
+    ``./outputs``). Comparing only reads: a SQLite store that is not there is an error, never created (nor its
+    folder), and a read-only store or file system is fine."""
+    uri = opts["uri"] or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        TrackingSettings(uri=uri).validate()
+        if uri.startswith("sqlite:///"):
+            check_sqlite_store(uri, must_exist=True, option="--store-dir (or --uri)")
+        return uri
+    folder = Path(opts["store_dir"] or "outputs").expanduser().absolute()
+    uri = sqlite_uri(folder / "mlflow.db")
+    check_sqlite_store(uri, must_exist=True, option="--store-dir (or --uri)")
+    return uri
+
+
 def main(argv: Sequence[str] | None = None) -> Comparison:
     opts = parse_args(sys.argv[1:] if argv is None else argv)
-    settings = TrackingSettings(uri=opts["uri"] or os.environ.get("MLFLOW_TRACKING_URI"), store_dir=opts["store_dir"])
-    client = make_client(settings.resolved_uri(os.getcwd()))
+    client = make_client(store_uri(opts))
     group = ["agent", *(k for k in opts["group"] if k != "agent")] if opts["group"] else None
     if opts["sweep"]:
         runs, keys = sweep_selection(client, opts["sweep"], group=group, tags=opts["tags"])

@@ -170,8 +170,59 @@ def make_client(uri: str):
         check_server(uri)
     elif uri.lower().startswith(("postgresql", "mysql")):
         check_database(uri)
+    elif uri.startswith("sqlite:///"):
+        check_sqlite_store(uri)
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
+
+
+def check_sqlite_store(
+    uri: str, *, must_exist: bool = False, option: str = "tracking.store_dir (or tracking.uri)"
+) -> None:
+    """A SQLite store that exists is a readable SQLite database (opened read-only: nothing is written), else one
+    :class:`~owl_eval.errors.ConfigError` naming the file and what to do, where SQLAlchemy would print its SQL.
+    ``must_exist`` (a command that only reads, which must never create a store): a missing file is that error too,
+    naming where it looked; ``option`` is the setting that points elsewhere."""
+    import sqlite3
+
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.tracking_settings import sqlite_path
+
+    path = sqlite_path(uri)
+    try:
+        stat = path.stat()
+        seen = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    except OSError:
+        seen = None
+    if seen is not None and seen in _READABLE_STORES:
+        return
+    if not path.exists():
+        if must_exist:
+            raise ConfigError(f"no MLflow store at {path}: nothing to read; {option} names the store")
+        return
+    elsewhere = f"restore it from a backup, or point {option} at another store"
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16)
+    except OSError as exc:
+        raise ConfigError(f"MLflow store {path} cannot be read ({exc.strerror or exc})") from None
+    if head and head != b"SQLite format 3\x00":
+        raise ConfigError(f"MLflow store {path} is not a SQLite database (it starts {head[:8]!r}); {elsewhere}")
+    try:
+        connection = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigError(f"MLflow store {path} is damaged ({exc}); {elsewhere}") from None
+    if seen is not None:
+        _READABLE_STORES.add(seen)
+
+
+# The SQLite store files found readable in this process, as they were then (inode, size, modification time): a
+# file changed since is checked again.
+_READABLE_STORES: set[tuple[str, int, int, int]] = set()
 
 
 # The http(s) tracking URIs a server has answered at in this process: each is checked once.
