@@ -105,7 +105,7 @@ def read_truth(
             round_size = as_int(meta["round_size"], f"{meta_path}: key 'round_size'", minimum=1, maximum=MAX_CLASS)
         except ConfigError as exc:
             raise SourceFormatError(str(exc)) from None
-    red_light_id, red_light_row = _red_light_id(meta_path, meta, ids, path)
+    red_light_id, red_light_row = _red_light_id(meta_path, meta, ids, path, quote_char)
     return Truth(
         test_id=test_id,
         path=path,
@@ -144,8 +144,12 @@ def _parse_metadata(path: Path, text: str) -> dict:
     )
 
 
-def _red_light_id(meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: Path) -> tuple[str | None, int | None]:
-    """The metadata's ``red_light`` sample id and its row; absent, null or "" (the package's default) = none."""
+def _red_light_id(
+    meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: Path, quote_char: str = '"'
+) -> tuple[str | None, int | None]:
+    """The metadata's ``red_light`` sample id and its row; absent, null or "" (the package's default) = none.
+    The id may be written quoted as in the CSV files (``|img_12.png|`` with ``source.quote_char``, or
+    ``"img_12.png"``): the ground truth's ids are read unquoted, so a quoted id names the same sample."""
     value = meta.get("red_light")
     if value is None or value == "":
         return None, None
@@ -156,11 +160,23 @@ def _red_light_id(meta_path: Path | None, meta: dict, ids: np.ndarray, gt_path: 
         )
     sample = str(value).strip()
     rows = np.flatnonzero(ids == sample)
+    unquoted = _unquoted(sample, quote_char)
+    if not rows.size and unquoted != sample:
+        sample, rows = unquoted, np.flatnonzero(ids == unquoted)
     if not rows.size:
         raise SourceFormatError(
             f"{meta_path}: red_light sample id {sample[:120]!r} is not a sample of {gt_path.name} ({len(ids)} samples)"
         )
     return sample, int(rows[0])
+
+
+def _unquoted(text: str, quote_char: str) -> str:
+    """``text`` without the CSV quotes around it (``quote_char`` or ``"``; a doubled quote inside is one), stripped
+    of spaces as the ground truth's ids are; ``text`` itself when it is not quoted."""
+    for quote in dict.fromkeys((quote_char, '"')):
+        if len(text) >= 2 and text[0] == quote and text[-1] == quote:
+            return text[1:-1].replace(quote * 2, quote).strip()
+    return text
 
 
 def labels(
