@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.errors import ConfigError
+from owl_eval.formats.names import distinct_names
 
 CHUNK_BYTES = 1 << 20  # bytes per read while hashing
 CHECK_ROWS = 65536  # rows per finite check (fewer when rows are large: at most CHECK_ELEMENTS values a chunk)
@@ -147,9 +148,8 @@ def encode_labels(
     (sorted unique -> ids; ``0..C-1`` stay as they are).
     """
     names = None if classes is None else tuple(text(c, where=f"{where} (class names)") for c in classes)
-    if names is not None and len(set(names)) != len(names):
-        dup = sorted({n for n in names if names.count(n) > 1})
-        raise fail(f"{where}: class names {dup[:5]} appear twice; expected distinct class names")
+    if names is not None:
+        distinct_names(names, where=f"{where} (class names)", error=fail)
     arrays = {}
     for split, arr in labels.items():
         arr = np.asarray(arr)
@@ -242,6 +242,9 @@ def make_dataset(
         raise fail(f"{where}: splits differ in sample shape or dtype ({found}); expected one")
     if sum(len(s) for s in splits.values()) == 0:
         raise fail(f"{where}: the data set holds no samples; expected at least one")
+    empty = [name for name, split in splits.items() if len(split) == 0]
+    if empty:  # an agent trained on nothing, or trials of nothing
+        raise fail(f"{where}: split {empty[0]!r} holds no samples; expected at least one in every split")
     return DataSet(
         name=path.name,
         source=str(path),

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from owl_eval.domains.provenance import DataInput, array_digest
+from owl_eval.formats.names import distinct_names
 from owl_eval.typed import as_float
 
 FINITE_CHECK_ROWS = 65536  # rows checked for NaN/inf at a time: a memory-mapped data set is never read whole
@@ -36,6 +37,7 @@ class LabeledData:
                 if not np.isfinite(block).all():
                     bad = start + np.flatnonzero(~np.isfinite(block.reshape(len(block), -1)).all(axis=1))[:5]
                     raise ValueError(f"domain features contain NaN or inf (rows {bad.tolist()})")
+        distinct_names(self.class_names, where="domain class_names")  # a label must name one class
         if self.labels.min() < 0 or self.labels.max() >= len(self.class_names):
             raise ValueError(f"domain labels must lie in 0..{len(self.class_names) - 1}")
         if self.train_rows is not None and (
