@@ -15,7 +15,12 @@ FAST = ["protocol.num_trials=3", "figures=false"]
 
 CASES = [
     # (id, module, args, words the error line must contain)
-    ("typo-key", "runner", [OND, "protocol.batch_sizee=3"], ["protocol.batch_sizee", "not in struct"]),
+    (
+        "typo-key",
+        "runner",
+        [OND, "protocol.batch_sizee=3"],
+        ["protocol.batch_sizee: unknown key (did you mean protocol.batch_size?)", "valid keys"],
+    ),
     ("unknown-experiment", "runner", ["+experiment=nope"], ["experiment", "'nope'", "ond_given_detection"]),
     ("unknown-domain", "runner", [OND, "domain=nope"], ["domain", "'nope'", "digits"]),
     ("unknown-agent", "runner", [OND, "agent=ond/nope"], ["agent", "ond/knn_novelty"]),
