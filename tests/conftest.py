@@ -54,9 +54,14 @@ def session_temp_folder(tmp_path_factory):
     removes after a few sessions: what agents and libraries leave in a temp folder does not pile up in /tmp."""
     import tempfile
 
+    from owl_eval.runner.short_tmp import fit_socket_paths
+
     folder = str(tmp_path_factory.mktemp("temp", numbered=False))
     before = tempfile.tempdir, os.environ.get("TMPDIR")
     tempfile.tempdir, os.environ["TMPDIR"] = folder, folder
+    # pytest's temp root can be long (PYTEST_DEBUG_TEMPROOT, a CI system's): the sockets of this process's
+    # forkserver (tests/forked.py) and of Ray go where their path fits, as a sweep's do
+    fit_socket_paths()
     yield folder
     tempfile.tempdir = before[0]
     if before[1] is None:

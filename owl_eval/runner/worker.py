@@ -128,6 +128,9 @@ class InlineWorker:
         header: Callable[[Any], Any],
         carried: Callable[[Any, BaseException], Any] = lambda prepared, exc: None,
     ):
+        from owl_eval.runner.short_tmp import fit_socket_paths
+
+        fit_socket_paths()  # an agent's multiprocessing sockets fit, whatever $TMPDIR is
         self._prepare, self._finish, self._header, self._carried = prepare, finish, header, carried
         self._prepared: Any = None
 
@@ -169,6 +172,9 @@ class ForkedWorker:
     ):
         import multiprocessing.connection
 
+        from owl_eval.runner.short_tmp import fit_socket_paths
+
+        fit_socket_paths()  # an agent's multiprocessing sockets fit in the job's process, whatever $TMPDIR is
         _warm_up()
         _flush()  # else the child would write this process's buffered text a second time
         ours, theirs = multiprocessing.connection.Pipe()
