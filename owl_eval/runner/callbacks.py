@@ -246,6 +246,9 @@ class MlflowSweepCallback(Callback):
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from owl_eval.runner.short_tmp import fit_socket_paths
+
+        fit_socket_paths()  # the launcher's sockets (a local Ray cluster, a forkserver) fit, whatever $TMPDIR is
         hide_secrets(config, files=False)  # the launcher's "#0 : <overrides>" lines come next
         try:
             settings = _settings(config)
@@ -322,3 +325,6 @@ class MlflowSweepCallback(Callback):
         os.environ.pop(self.env_var, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
         _open_sweep.clear()
+        from owl_eval.runner.sweep_processes import stop_sweep_processes
+
+        stop_sweep_processes()  # no worker of the launcher outlives the command
