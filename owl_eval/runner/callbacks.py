@@ -283,7 +283,11 @@ class MlflowSweepCallback(Callback):
             )
         )
         _open_sweep.update(
-            settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id, env_var=self.env_var
+            settings=settings,
+            launch_dir=str(config.hydra.runtime.cwd),
+            run_id=run_id,
+            env_var=self.env_var,
+            sweep_dir=sweep_dir,  # where a traceback of the launcher's own goes (console.save_traceback)
         )
         log.info("MLflow sweep parent run %s", run_id)
 

@@ -130,8 +130,13 @@ def save_traceback(exc: BaseException) -> Path | None:
 
 
 def error_folder() -> Path:
-    """Where :func:`save_traceback` writes: the folder of the sweep (or single run) Hydra is running, when it
-    exists; else ``<launch dir>/outputs``, the default store's folder."""
+    """Where :func:`save_traceback` writes: the folder of the sweep this process launched (or of the single run Hydra
+    is running), when it exists; else ``<launch dir>/outputs``, the default store's folder."""
+    from owl_eval.runner.callbacks import _open_sweep
+
+    sweep_dir = _open_sweep.get("sweep_dir")
+    if sweep_dir and Path(sweep_dir).is_dir():
+        return Path(sweep_dir)
     try:
         from hydra.core.hydra_config import HydraConfig
 
