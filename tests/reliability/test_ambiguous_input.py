@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.reliability.harness import assert_clean_failure, run_cli
+from tests.reliability.test_l2logger_errors import TRAIN, replace_file, row, set_line, write_log
 from tests.reliability.test_record_errors import meta, ond, trajectory
 from tests.reliability.test_trajectories_errors import arrays as trajectory_arrays
 
@@ -130,6 +131,17 @@ TRAJECTORY_CASES = [
         ["metrics.k_values=[2]"],
         ["preds.npz", "'Path_pred'", "no scene"],
     ),
+    (
+        "no-agents",
+        trajectories_file(
+            Path_true=np.zeros((2, 1, 0, 2, 2)),
+            Path_pred=np.zeros((2, 2, 0, 2, 2)),
+            Pred_steps=np.zeros((2, 0, 2), bool),
+            Log_probs=np.zeros((2, 3, 0)),
+        ),
+        ["metrics.k_values=[2]"],
+        ["preds.npz", "'Path_pred'", "agents", "empty"],
+    ),
 ]
 
 
@@ -207,3 +219,27 @@ def test_accuracy_matrix_json_with_a_key_twice_is_one_line(workspace):
     )
     result = run_cli("owl_eval.runner.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace)
     assert_clean_failure(result, "results.json", "line 3", "'accuracy'", "twice")
+
+
+L2_CASES = [
+    (
+        "logger-info-key-twice",
+        replace_file("logger_info.json", '{"metrics_columns": ["reward"],\n "metrics_columns": ["score"]}'),
+        ["logger_info.json", "line 2", "'metrics_columns'", "twice"],
+    ),
+    (
+        "task-params-key-twice",
+        lambda root, ws: set_line(root, 3, row(0, 1, params='"{""speed"": 1, ""speed"": 2}"')),
+        [TRAIN, "line 3", "task_params", "'speed'", "twice"],
+    ),
+]
+
+
+@pytest.mark.parametrize("edit,mentions", [c[1:] for c in L2_CASES], ids=[c[0] for c in L2_CASES])
+def test_l2logger_json_with_a_key_twice_is_one_line(workspace, edit, mentions):
+    root = write_log(workspace.root / "inputs")
+    edit(root, workspace)
+    result = run_cli(
+        "owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false"], workspace
+    )
+    assert_clean_failure(result, *mentions)

@@ -209,8 +209,11 @@ class TrajectoriesSource:
             fail("pred", f"axis 4 (x, y) has length {two}, expected 2 (shape {pred.shape})")
         if n_s < 1:  # every metric would be N/A: a run of nothing is refused, not logged
             fail("pred", f"axis 0 (N_S, scenes) is empty: no scene in the file (shape {pred.shape})")
-        if n_p < 1:
-            fail("pred", f"axis 1 (N_P, predictions) is empty (shape {pred.shape})")
+        for axis, (length, name) in enumerate(
+            zip((n_p, n_a, n_o), ("N_P, predictions", "N_A, agents", "N_O, steps")), 1
+        ):
+            if length < 1:
+                fail("pred", f"axis {axis} ({name}) is empty (shape {pred.shape})")
         expect = {
             "true": (true, (n_s, 1, n_a, n_o, 2), ("N_S", "1", "N_A", "N_O", "2")),
             "mask": (mask, (n_s, n_a, n_o), ("N_S", "N_A", "N_O")),
