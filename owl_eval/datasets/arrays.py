@@ -25,6 +25,7 @@ import numpy as np
 
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
 from owl_eval.errors import MetricInputError
+from owl_eval.formats.names import text_names
 from owl_eval.formats.npz import compressed_array, distinct_members, stored_array, verify_npz
 
 MAX_MEMBER_BYTES = 1 << 31  # the largest compressed .npz member inflated
@@ -161,7 +162,7 @@ def read_arrays(path: Path, *, features: str, labels: str) -> DataSet:
             raise fail(
                 f"{where('classes')}: array 'classes' has dtype {arr.dtype} and shape {arr.shape}; expected [C] strings"
             )
-        classes = arr.tolist()
+        classes = list(text_names(arr, where=where("classes"), error=fail))  # S bytes: UTF-8, named if not
     for split, (f, lab) in pairs.items():
         if labs[split].shape[:1] != feats[split].shape[:1]:
             raise fail(

@@ -7,12 +7,14 @@ the name and both its positions. An ``.npz`` string array of bytes (dtype ``S``)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
 
-def distinct_names(names: Iterable[str], *, where: str, what: str = "class name", error: type = ValueError) -> None:
+def distinct_names(
+    names: Iterable[str], *, where: str, what: str = "class name", error: Callable[[str], Exception] = ValueError
+) -> None:
     """Refuse a name given twice in ``names``: one ``error`` naming ``where``, the name and both 0-based positions."""
     first: dict[str, int] = {}
     for position, name in enumerate(names):
@@ -24,7 +26,9 @@ def distinct_names(names: Iterable[str], *, where: str, what: str = "class name"
         first[name] = position
 
 
-def text_names(array: np.ndarray, *, where: str, what: str = "class name", error: type = ValueError) -> tuple[str, ...]:
+def text_names(
+    array: np.ndarray, *, where: str, what: str = "class name", error: Callable[[str], Exception] = ValueError
+) -> tuple[str, ...]:
     """A ``[C]`` string array (dtype ``U``, or ``S`` bytes decoded as UTF-8) as names; bytes that are not UTF-8, or
     text a UTF-8 file cannot hold (a lone surrogate), are one ``error`` naming ``where`` and the position."""
     out = []

@@ -32,3 +32,13 @@ def test_an_empty_split_is_named(tmp_path):
 def test_a_domain_with_a_class_name_twice_is_refused():
     with pytest.raises(ValueError, match=r"class name '1' appears twice \(positions 1 and 2\)"):
         LabeledData(np.zeros((3, 2)), np.array([0, 1, 2]), ("0", "1", "1"))
+
+
+def test_class_names_that_are_not_utf8_name_the_file_and_the_array(tmp_path):
+    path = tmp_path / "d.npz"
+    np.savez(path, X=np.zeros((2, 2)), y=np.array([0, 1]), classes=np.array([b"cat", b"d\xffg"]))
+    with pytest.raises(ConfigError) as err:
+        read_dataset(path)
+    message = str(err.value)
+    assert "d.npz: member 'classes.npy': class name at position 1 is not UTF-8" in message, message
+    assert "codec" not in message
