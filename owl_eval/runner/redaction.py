@@ -185,12 +185,35 @@ class ScrubbingFormatter(logging.Formatter):
 
 
 def scrub_logging(loggers: Iterable[logging.Logger] = ()) -> None:
-    """Make every handler of the root logger (and of ``loggers``) scrub what it writes (idempotent): Hydra
-    configures new handlers for each job, so this is called again once they exist."""
+    """Scrub what is logged: every record's message as it is made (a record factory, which outlives the handlers
+    Hydra configures again for each job and launch), and, for the tracebacks formatted later, what every handler of
+    the root logger (and of ``loggers``) writes (idempotent)."""
+    _scrub_records()
     for logger in [logging.getLogger(), *loggers]:
         for handler in logger.handlers:
             if not isinstance(handler.formatter, ScrubbingFormatter):
                 handler.setFormatter(ScrubbingFormatter(handler.formatter))
+
+
+def _scrub_records() -> None:
+    """Install (once) a log record factory that scrubs each record's message."""
+    make = logging.getLogRecordFactory()
+    if getattr(make, "owl_eval_scrubs", False):
+        return
+
+    def scrubbed(*args, **kwargs) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format string is logging's to report, at emit time
+            return record
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        return record
+
+    scrubbed.owl_eval_scrubs = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(scrubbed)
 
 
 def scrub_file(path: Path) -> None:
