@@ -15,6 +15,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+LONG_TMP_CHARS = 100  # pytest's own temp folders under a CI system's or a long user name's temp root come close
+
+
+def long_folder(under: Path, chars: int = LONG_TMP_CHARS) -> Path:
+    """A new folder under ``under`` whose path has at least ``chars`` characters (a temp folder too long for the
+    socket paths of multiprocessing and Ray)."""
+    pad = max(1, chars - len(str(under)) - 1)
+    folder = under / ("t" * min(pad, 200))
+    folder.mkdir()
+    return folder
+
 
 @dataclass(frozen=True)
 class Proc:

@@ -19,22 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.runner.leftovers import run_watched, still_running
+from tests.runner.leftovers import LONG_TMP_CHARS, long_folder, run_watched, still_running
 
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SOCKET_AGENT = "tests.fixtures.agents.ond.socket_using.SocketUsingAgent"
-LONG_TMP_CHARS = 100  # pytest's own temp folders under a CI system's or a long user name's temp root come close
-SOCKET_PATH_MAX = 107
 GRACE_S = 5.0  # an exiting process's last children (a resource tracker reading EOF) end within a second here
-
-
-def long_folder(under: Path, chars: int) -> Path:
-    """A new folder under ``under`` whose path has at least ``chars`` characters."""
-    pad = max(1, chars - len(str(under)) - 1)
-    folder = under / ("t" * min(pad, 200))
-    folder.mkdir()
-    return folder
 
 
 def statuses(db: Path) -> list[str]:

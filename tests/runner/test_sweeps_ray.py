@@ -17,6 +17,10 @@ runs. Token authentication is on, with a fresh token in the environment (``RAY_A
 written to ``~/.ray``; the cluster's files are in a temporary directory of their own, not ``/tmp/ray``. At
 teardown the ``ray start`` process is asked to stop (SIGTERM: Ray drains the node and stops its processes), and
 every process the cluster started is checked to be gone.
+
+A second sweep runs without ``ray.init.address``: the launcher starts a local cluster of its own, under a temp
+folder too long for Ray's socket paths; it succeeds, and none of its processes is running a few seconds after
+the command returns (``owl_eval.runner.short_tmp``, ``owl_eval.runner.sweep_processes``).
 """
 
 from __future__ import annotations
@@ -295,6 +299,8 @@ def test_ray_sweep_matches_basic_launcher_bit_for_bit(ray_cluster, mlflow_store,
     on_ray, on_basic = f"ray-{uuid.uuid4().hex[:8]}", f"basic-{uuid.uuid4().hex[:8]}"
     ray = run_ray_sweep(ray_cluster, mlflow_store, on_ray, tmp_path / "ray", tmp_path)
     assert ray["returncode"] == 0, ray["stderr"][-4000:]
+    # the sweep joined this cluster (ray.init.address): at its end it disconnected and left the cluster running
+    assert ray_cluster["proc"].poll() is None, "the sweep stopped the cluster it only joined"
     started = time.monotonic()
     sweep(mlflow_store, on_basic, tmp_path / "basic", f"agent={','.join(AGENTS)}", f"seed={SEEDS}", *TINY)
     basic_seconds = time.monotonic() - started
@@ -340,3 +346,49 @@ def test_ray_sweep_matches_basic_launcher_bit_for_bit(ray_cluster, mlflow_store,
             f"basic {basic_seconds:.1f} s; {len(ray['forked'])} job processes forked in Ray workers; "
             f"listening: {sorted(ray['listening'])}"
         )
+
+
+def test_a_ray_sweep_on_a_cluster_it_starts_leaves_no_process_and_fits_its_sockets(mlflow_store, tmp_path):
+    """``hydra/launcher=ray`` without ``ray.init.address``: the launcher starts a local cluster (GCS, raylet,
+    workers, agents) for the sweep. Under a temp folder too long for Ray's socket paths (100+ characters, where
+    ``ray.init`` fails with "AF_UNIX path length cannot exceed 107 bytes") the sweep succeeds, and after the
+    command returns none of the processes it started (tests/runner/leftovers.py: its session and descendants,
+    those of the cluster included) is running within a few seconds."""
+    from tests.runner.leftovers import long_folder, run_watched, still_running
+
+    tmp = long_folder(tmp_path)
+    name = f"local-ray-{uuid.uuid4().hex[:8]}"
+    cmd = [
+        sys.executable,
+        "-m",
+        "owl_eval",
+        "-m",
+        "+experiment=ond_system_detection",
+        f"tracking.uri={mlflow_store['uri']}",
+        f"tracking.artifact_location={mlflow_store['artifacts']}",
+        f"experiment_name={name}",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        "seed=0,1",
+        *TINY,
+        "hydra/launcher=ray",
+        "+hydra.launcher.ray.init.num_cpus=2",
+        "+hydra.launcher.ray.init.include_dashboard=false",
+    ]
+    env = {k: v for k, v in os.environ.items() if k not in ("OWL_EVAL_PARENT_RUN_ID", "RAY_TMPDIR", "RAY_ADDRESS")}
+    env |= {
+        "TMPDIR": str(tmp),
+        "MLFLOW_DISABLE_TELEMETRY": "true",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": secrets.token_hex(32),  # nothing written to ~/.ray
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # every server of the local cluster on 127.0.0.1
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    watched = run_watched(cmd, cwd=PROJECT_ROOT, env=env, log_dir=tmp_path, timeout=600)
+    assert watched.returncode == 0, watched.stderr[-4000:]
+    assert "AF_UNIX" not in watched.stderr
+    names = " ".join(p.cmdline for p in watched.seen.values())
+    assert "raylet" in names and "gcs_server" in names  # the cluster was seen, so its end is checked
+    left = still_running(watched, 5.0)
+    assert not left, [(p.pid, p.cmdline[:120]) for p in left]
+    runs = snapshot(mlflow_store, name)
+    assert len(runs) == 3 and all(r["status"] == "FINISHED" for r in runs.values())  # 2 jobs + 1 parent
