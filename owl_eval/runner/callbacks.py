@@ -252,6 +252,7 @@ class MlflowSweepCallback(Callback):
         hide_secrets(config, files=False)  # the launcher's "#0 : <overrides>" lines come next
         try:
             settings = _settings(config)
+            settings.check_writable(str(config.hydra.runtime.cwd))  # a read-only store: before the parent run
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
             raise LaunchAborted(exc) from exc
         from owl_eval.runner.options import unknown_sweep_choice
