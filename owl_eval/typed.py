@@ -130,7 +130,7 @@ def check_keys(node: Mapping[str, Any], known: Iterable[str], where: str) -> Non
     if unknown:
         close = difflib.get_close_matches(str(unknown[0]), valid, n=1)
         hint = f" (did you mean {where}.{close[0]}?)" if close else ""
-        raise ConfigError(f"{where}.{unknown[0]}: unknown key{hint}; valid keys: {', '.join(valid)}")
+        raise ConfigError(f"{where}.{unknown[0]}: unknown key{hint}; valid keys: {', '.join(valid) or '(none)'}")
 
 
 def _check_range(number: int, key: str, minimum: int | None, maximum: int | None) -> None:
