@@ -22,6 +22,7 @@ from owl_eval.domains.classification import LabeledData
 from owl_eval.domains.dataset import DatasetDomain
 from owl_eval.domains.provenance import DataInput
 from owl_eval.errors import ConfigError
+from owl_eval.formats.names import distinct_names
 from owl_eval.protocols.continual.domains import ContinualTask, _check_rng, _check_test_fraction
 from owl_eval.typed import as_int
 
@@ -122,6 +123,7 @@ class SplitDataset:
             raise ConfigError(
                 f"domain.class_order: no class named {unknown} in {self.name!r}; its classes: {list(data.class_names)[:30]}"
             )
+        distinct_names(self.given_order, where="domain.class_order", error=ConfigError)
         order = [index[c] for c in self.given_order]
         if sorted(order) != list(range(n)):
             raise ConfigError(
