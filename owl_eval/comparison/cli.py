@@ -134,10 +134,13 @@ def main(argv: Sequence[str] | None = None) -> Comparison:
 
 def cli(argv: Sequence[str] | None = None) -> None:
     """``main`` with a user error as one ``error:`` line (exit status 1) instead of a traceback."""
+    from owl_eval.runner.redaction import remember_configured, scrub
+
     try:
         main(argv)
     except ValueError as exc:
-        sys.exit(f"error: {exc}")
+        remember_configured(sys.argv[1:] if argv is None else argv)  # --uri's password, as owl-eval's own error line
+        sys.exit(f"error: {scrub(str(exc))}")
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ URIS = [
 ]
 ENV_CASES = ["hash", "query-password", "unescaped-at"]
 SWEEP_CASES = ["slash", "query-sslpassword"]
+COMPARE_CASES = ["hash", "unknown-scheme"]
 RUN = ["+experiment=ond_given_detection", "protocol.num_trials=3"]
 
 
@@ -155,3 +156,15 @@ def test_scrub_finds_remembered_secrets_outside_any_uri_and_in_yaml_quotes(tmp_p
         'tracking.uri="postgresql://owl:***@db.lab/mlflow"',
         "seed=0",
     ]
+
+
+@pytest.mark.parametrize("uri", [u for i, u in URIS if i in COMPARE_CASES], ids=COMPARE_CASES)
+def test_owl_eval_compare_shows_no_password(tmp_path, uri):
+    from tests.inprocess import COMPARE, run_module
+
+    result = run_module(
+        COMPARE, ["experiment=x", "--uri", uri], cwd=tmp_path, unset=("MLFLOW_TRACKING_URI",), timeout=60
+    )
+    lines = result.stderr.splitlines()
+    assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: tracking.uri"), result.stderr
+    assert MARKER not in result.stdout + result.stderr, result.stderr
