@@ -19,6 +19,8 @@ class Comparison:
     verdicts: Sequence[VerdictRow] = ()
     values: Mapping = field(default_factory=dict)
     title: str = "owl-eval comparison"
+    # Jobs of the sweep whose config was running in another launch when it was compared (not counted): one line each
+    unfinished: Sequence[str] = ()
 
     @property
     def headline(self) -> list[Row]:

@@ -90,7 +90,7 @@ def files(comparison: Comparison, *, with_figures: bool = True) -> dict[str, str
 
     rows, vrows = comparison.rows, comparison.verdicts
     out: dict[str, str | bytes] = {
-        "comparison.md": text.to_markdown(comparison.headline or rows),
+        "comparison.md": text.to_markdown(comparison.headline or rows) + text.unfinished_note(comparison.unfinished),
         "comparison.csv": text.to_csv(rows),
     }
     if comparison.headline and comparison.details:

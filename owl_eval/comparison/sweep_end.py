@@ -4,7 +4,9 @@ they are, a line per pair of agents and how to open the parent run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,6 +16,8 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
 from owl_eval.runner.tracking import REUSED_TAG_PREFIX, TrackedRun, TrackingSettings, make_client, shared_view_path
+
+log = logging.getLogger(__name__)
 
 LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` serves a local store by default
 
@@ -41,10 +45,12 @@ def compare_sweep(
         }
         if SWEEP_PARAMS_PARAM not in client.get_run(parent_run_id).data.params:
             client.log_param(parent_run_id, SWEEP_PARAMS_PARAM, json.dumps(sweeper_params, sort_keys=True)[:6000])
+    unfinished = wait_for_reused_running(client, parent_run_id)
     runs, keys = sweep_selection(client, parent_run_id, overrides=list(overrides), sweeper_params=sweeper_params)
     if not runs:
-        return Comparison([])
+        return Comparison([], unfinished=unfinished)
     comparison = load(client, runs, keys, title=f"owl-eval sweep {parent_run_id}")
+    comparison = dataclasses.replace(comparison, unfinished=unfinished)
     log_to_parent(TrackedRun(client, parent_run_id), comparison, with_figures=figures)
     return comparison
 
@@ -64,7 +70,8 @@ def print_sweep_end(
 
     uri = settings.resolved_uri(launch_dir)
     if not comparison.rows:
-        print(f"no finished job to compare; sweep run: {run_id}", flush=True)
+        still = "".join(f"\n  not finished yet, running in another launch: {line}" for line in comparison.unfinished)
+        print(f"no finished job to compare; sweep run: {run_id}{still}", flush=True)
         return None
     write_files(sweep_dir, comparison, with_figures=figures)
     client = make_client(uri)
@@ -81,6 +88,7 @@ def print_sweep_end(
         run_id,
         open_lines,
         reused_line=reused_text(client, run_id),
+        unfinished=comparison.unfinished,
     )
     print(block, flush=True)
     return sweep_dir / "report.html"
@@ -99,3 +107,39 @@ def reused_text(client, parent_run_id: str) -> str:
     span = when[0] if when[0] == when[1] else f"{when[0]} to {when[1]}"
     runs = "run" if len(ids) == 1 else "runs"
     return f"reused {len(ids)} finished {runs} from {span} (same config; tracking.skip_finished=false runs them again)"
+
+
+# How long a sweep's end waits for the jobs it found running in another launch (the same sweep started twice)
+WAIT_FOR_RUNNING_SECONDS = 600.0
+
+
+def wait_for_reused_running(client, parent_run_id: str, *, bound: float | None = None) -> list[str]:
+    """Wait (at most ``bound`` s, default :data:`WAIT_FOR_RUNNING_SECONDS`) for the runs this sweep reused while
+    they were RUNNING in another launch, so that its comparison counts them; returns one line per run still not
+    finished then (its job, run and owner), which the comparison names as not counted. A run whose owner has died
+    is not waited for (it will never finish; the next launch marks it KILLED)."""
+    from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
+
+    tags = client.get_run(parent_run_id).data.tags
+    jobs = {k[len(REUSED_TAG_PREFIX) :]: v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)}
+    deadline = time.monotonic() + (WAIT_FOR_RUNNING_SECONDS if bound is None else bound)
+    told = False
+    while True:
+        running = [r for r in (client.get_run(i) for i in sorted(jobs)) if r.info.status == "RUNNING"]
+        waiting = [r for r in running if owner_alive(r.data.tags)]
+        if not waiting or time.monotonic() >= deadline:
+            break
+        if not told:
+            log.warning(
+                "waiting up to %.0f s for %d job(s) of this sweep running in another launch: %s",
+                deadline - time.monotonic(),
+                len(waiting),
+                ", ".join(f"{jobs[r.info.run_id]} (run {r.info.run_id})" for r in waiting),
+            )
+            told = True
+        time.sleep(1.0)
+    return [
+        f"{jobs[r.info.run_id]}: run {r.info.run_id}, process {r.data.tags.get(PID_TAG, '?')} on "
+        f"{r.data.tags.get(HOST_TAG, '?')}"
+        for r in running
+    ]

@@ -438,6 +438,18 @@ def description(rows: Sequence[Row], vrows: Sequence[VerdictRow], *, view: str =
     return "\n".join(lines) + "\n"
 
 
+def unfinished_note(unfinished: Sequence[str]) -> str:
+    """The jobs a sweep's comparison could not count yet (still running in another launch), as a paragraph after
+    its table; "" when it counted every job."""
+    if not unfinished:
+        return ""
+    items = "".join(f"- {line}\n" for line in unfinished)
+    return (
+        f"\nNot counted: {len(unfinished)} job(s) of this sweep were still running in another launch "
+        f"(`owl-eval-compare --sweep <this sweep's run id>` counts them once they finish):\n\n{items}"
+    )
+
+
 def console_block(
     rows: Sequence[Row],
     vrows: Sequence[VerdictRow],
@@ -446,10 +458,12 @@ def console_block(
     open_line: str,
     *,
     reused_line: str = "",
+    unfinished: Sequence[str] = (),
 ) -> str:
     """What a sweep prints at its end: where the files are, the best groups by the first headline metric, a line per
     pair, the verdict rows (the first :data:`VERDICT_LINES`), the runs reused from earlier launches
-    (``reused_line``), the parent run and how to open it."""
+    (``reused_line``), the jobs not counted because they were still running elsewhere (``unfinished``), the parent
+    run and how to open it."""
     lines = [f"comparison: {folder_text} (report.html, comparison.md, verdict.tex)"]
     found = [r for r in rows if r.role == "headline" and r.direction != "none" and r.n > 0 and math.isfinite(r.mean)]
     if found:
@@ -475,6 +489,11 @@ def console_block(
             lines.append(f"  ... {len(vrows) - VERDICT_LINES} more in verdict.csv")
     if reused_line:
         lines.append(reused_line)
+    if unfinished:
+        lines.append(
+            f"not counted, still running in another launch (owl-eval-compare --sweep {run_id} counts them later):"
+        )
+        lines += [f"  {line}" for line in unfinished]
     lines.append(f"sweep run: {run_id}")
     lines.append(open_line)
     return "\n".join(lines)
