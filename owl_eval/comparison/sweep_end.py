@@ -67,6 +67,7 @@ def print_sweep_end(
     """Write the comparison's files into the sweep's folder and print :func:`owl_eval.comparison.text.console_block`.
     Returns the folder's ``report.html``, or None when no job finished."""
     from owl_eval.runner.summary import open_command
+    from owl_eval.runner.tracking_settings import redacted
 
     uri = settings.resolved_uri(launch_dir)
     if not comparison.rows:
@@ -77,7 +78,7 @@ def print_sweep_end(
     client = make_client(uri)
     experiment_id = client.get_run(run_id).info.experiment_id
     view = shared_view_path(experiment_id, f"{VIEW_KEY_PREFIX}{run_id}")
-    base = uri.rstrip("/") if uri.startswith(("http://", "https://")) else LOCAL_UI
+    base = redacted(uri).rstrip("/") if uri.startswith(("http://", "https://")) else LOCAL_UI  # no password shown
     open_lines = (
         f"its runs with the headline metrics as columns: {base}/{view}\n{open_command(uri, experiment_id, run_id)}"
     )

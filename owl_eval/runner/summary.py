@@ -23,13 +23,13 @@ TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's
 def open_command(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
     """How to look at a store: ``mlflow ui --backend-store-uri <uri>`` for a local store, the run's page for a
     tracking server (http/https), else the URI itself."""
+    from owl_eval.runner.tracking_settings import redacted
+
     if uri.startswith(("http://", "https://")):
-        page = uri.rstrip("/")
+        page = redacted(uri).rstrip("/")  # http://user:***@host: a login's password is not printed either
         if experiment_id and run_id:
             page += f"/#/experiments/{experiment_id}/runs/{run_id}"
         return f"open {page}"
-    from owl_eval.runner.tracking_settings import redacted
-
     if uri.startswith(("sqlite:", "file:", "/", "postgresql", "mysql", "mssql")):
         return f"mlflow ui --backend-store-uri {shlex.quote(redacted(uri))}"
     return f"tracking URI {redacted(uri)}"
