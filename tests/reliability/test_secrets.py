@@ -168,3 +168,11 @@ def test_owl_eval_compare_shows_no_password(tmp_path, uri):
     lines = result.stderr.splitlines()
     assert result.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: tracking.uri"), result.stderr
     assert MARKER not in result.stdout + result.stderr, result.stderr
+
+
+def test_the_printed_open_lines_hide_the_password():
+    from owl_eval.runner.summary import open_command
+
+    for uri in (f"http://owl:{MARKER}@mlflow.lab:5000", f"postgresql://owl:{MARKER}#x/y@db.lab/mlflow"):
+        shown = open_command(uri, "1", "0a1b")
+        assert MARKER not in shown and "***@" in shown, shown
