@@ -11,6 +11,7 @@ import uuid
 from types import SimpleNamespace
 
 import pytest
+from mlflow.tracking import MlflowClient
 from scipy.stats import t
 
 from owl_eval import stats
@@ -499,6 +500,7 @@ def test_command_line_errors_are_one_line(mlflow_store, capsys):
     with pytest.raises(ConfigError, match="--tag wants key=value"):
         cli.parse_args(["experiment=x", "--tag", "agent"])
     assert cli.parse_args(["experiment=x", "--tag=seed=1", "--metrics", "a,b"])["tags"] == {"seed": "1"}
+    MlflowClient(mlflow_store["uri"]).search_experiments()  # the session's store exists (comparing never makes one)
     with pytest.raises(SystemExit) as exited:
         cli.cli(["experiment=no-such-experiment", "--uri", mlflow_store["uri"]])
     assert str(exited.value.code).startswith("error: experiment: no MLflow experiment 'no-such-experiment'")
