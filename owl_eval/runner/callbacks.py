@@ -140,6 +140,10 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     _open_sweep.clear()
     os.environ.pop(sweep["env_var"], None)
     os.environ.pop(SWEPT_KEYS_ENV, None)
+    if sweep.get("sweep_dir"):  # its jobs (which scrub it) may never have run on this file system
+        from owl_eval.runner.redaction import scrub_file
+
+        scrub_file(Path(sweep["sweep_dir"]) / "multirun.yaml")
     try:
         client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
