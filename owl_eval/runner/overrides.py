@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from owl_eval.runner.redaction import redacted_override
+
 # Hydra's flags (hydra._internal.utils.get_args_parser) that take the next argument as their value, each
 # with its aliases under one name; --info takes the next argument only when it is one of its choices.
 VALUE_FLAG_NAMES = {
@@ -93,7 +95,8 @@ def repeated_argument_message(args: Sequence[str]) -> str | None:
         if key is None:
             continue
         if key in seen and _value(seen[key][1]) != _value(text):
-            first, earlier = seen[key]
+            first, earlier = seen[key][0], redacted_override(seen[key][1])  # a URI's password never shown
+            text = redacted_override(text)
             return (
                 f"config key {key!r} is given twice on the command line: {earlier!r} (argument {first}) and "
                 f"{text!r} (argument {position}); give it once"

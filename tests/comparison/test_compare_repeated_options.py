@@ -33,3 +33,11 @@ def test_an_option_given_twice_is_one_error_naming_both(args, mentions):
 def test_the_same_value_twice_and_tags_of_different_keys_are_accepted():
     opts = cli.parse_args(["experiment=a", "experiment=a", "--tag", "agent=x", "--tag", "seed=1", "--tag=seed=1"])
     assert opts["experiment"] == "a" and opts["tags"] == {"agent": "x", "seed": "1"}
+
+
+def test_a_uri_given_twice_is_named_without_its_password():
+    secret = "owl-eval-secret-5e2a"
+    with pytest.raises(SystemExit) as stopped:
+        cli.cli(["experiment=a", "--uri", f"postgresql://u:{secret}@h/a", f"--uri=postgresql://u:{secret}x@h/b"])
+    message = str(stopped.value.code)
+    assert "twice" in message and "u:***@h/a" in message and secret not in message, message

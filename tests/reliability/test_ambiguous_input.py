@@ -243,3 +243,11 @@ def test_l2logger_json_with_a_key_twice_is_one_line(workspace, edit, mentions):
         "owl_eval.runner.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false"], workspace
     )
     assert_clean_failure(result, *mentions)
+
+
+def test_a_uri_given_twice_is_named_without_its_password(workspace):
+    secret = "owl-eval-secret-d41c"
+    uris = [f"tracking.uri=postgresql://u:{secret}@db.example/a", f"tracking.uri=postgresql://u:{secret}2@db.example/b"]
+    result = run_cli("runner", [*FAST, OND, *uris], workspace)
+    line = assert_clean_failure(result, "'tracking.uri'", "twice", "u:***@db.example/a", "u:***@db.example/b")
+    assert secret not in result.stdout + result.stderr, line
