@@ -63,10 +63,10 @@ def target_of(node: Mapping) -> Any | None:
     target = node.get("_target_")
     if not isinstance(target, str):
         return target if callable(target) else None
-    from hydra.utils import get_object
+    from hydra._internal.utils import _locate  # what instantiate resolves with (hydra.utils.get_object logs errors)
 
     try:
-        return get_object(target)
+        return _locate(target)
     except Exception:  # not importable, or an import error inside: instantiate's own message says which
         return None
 
