@@ -53,10 +53,12 @@ def _own_error_inside(exc: BaseException) -> ConfigError | None:
 
 def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several); what OmegaConf refused
-    in a typed node (a key the ``metrics`` node lacks) is worded as our own checks word it."""
+    in a typed node (a key the ``metrics`` node lacks) or in any other group's node (``protocol.num_trails=2``) is
+    worded as our own checks word it."""
+    from owl_eval.runner.build import unknown_key_error
     from owl_eval.typed import config_node_error
 
-    ours = config_node_error(exc)
+    ours = config_node_error(exc) or unknown_key_error(exc)
     if ours is not None:
         return str(ours)
     if isinstance(exc, Terminated):
