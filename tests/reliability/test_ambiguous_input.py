@@ -12,7 +12,7 @@ import pytest
 
 from tests.reliability.harness import assert_clean_failure, run_cli
 from tests.reliability.test_l2logger_errors import TRAIN, replace_file, row, set_line, write_log
-from tests.reliability.test_record_errors import meta, ond, trajectory
+from tests.reliability.test_record_errors import meta, ond, trajectory, trajectory_record
 from tests.reliability.test_trajectories_errors import arrays as trajectory_arrays
 
 OND = "+experiment=ond_given_detection"
@@ -177,6 +177,19 @@ EMPTY_TRIALS = {
     )
 } | {"agent__p_class": np.zeros((0, 4))}
 
+
+def trajectory_without_scenes(inputs: Path) -> Path:
+    path = trajectory_record(inputs / "rec")
+    with np.load(path) as data:
+        members = {k: data[k] for k in data.files}
+    n_s = members["Path_true"].shape[0]
+    for key in ("Path_true", "Path_pred", "Pred_steps", "Path_history", "Scene_source", "Scene_frame"):
+        members[key] = members[key][n_s:]
+    members |= {"P_true": np.zeros((0, 4)), "P_pred": np.zeros((0, 4)), "Class_index": np.zeros((0, 2), np.int64)}
+    np.savez_compressed(path, **members)
+    return inputs / "rec"
+
+
 RECORD_CASES = [
     ("ond-class-names-twice", ond(meta_json=meta(class_names=["a", "b", "a"])), [], ["'a'", "positions 0 and 2"]),
     ("ond-meta-key-twice", ond_meta_text(REPEATED_META), [], ["'meta_json'", "'condition'", "twice", "line 2"]),
@@ -187,6 +200,12 @@ RECORD_CASES = [
         ["ond_record.npz", "'agent/trial_id'", "not UTF-8"],
     ),
     ("ond-no-trials", ond(**EMPTY_TRIALS), [], ["ond_record.npz", "'agent/lengths'", "no trial"]),
+    (
+        "trajectory-no-scenes",
+        trajectory_without_scenes,
+        ["+metrics.k_values=[2]"],
+        ["trajectory_record.npz", "'Path_true'", "no scene"],
+    ),
     (
         "trajectory-class-names-not-utf8",
         trajectory(Class_names=np.array([b"\xff", b"b", b"c", b"d"])),

@@ -84,8 +84,11 @@ class TrajectoryRecord:
             raise MetricInputError(f"{path}: array 'dt' is {dt.item()!r}, expected a positive number of seconds")
         if not 0 <= int(seed) < 2**63:
             raise MetricInputError(f"{path}: array 'Metric_seed' is {int(seed)}, expected an integer in [0, 2**63)")
+        path_true = get("Path_true", 5)
+        if path_true.shape[0] == 0:  # every metric would be N/A: a run of nothing is refused, not logged
+            raise MetricInputError(f"{path}: array 'Path_true' holds no scene (shape {path_true.shape}); expected one")
         return cls(
-            path_true=get("Path_true", 5),
+            path_true=path_true,
             path_pred=get("Path_pred", 5),
             pred_steps=get("Pred_steps", 3),
             path_history=get("Path_history", 4),
