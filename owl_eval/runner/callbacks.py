@@ -140,10 +140,14 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     _open_sweep.clear()
     os.environ.pop(sweep["env_var"], None)
     os.environ.pop(SWEPT_KEYS_ENV, None)
-    if sweep.get("sweep_dir"):  # its jobs (which scrub it) may never have run on this file system
+    from owl_eval.runner.console import note_sweep_folder, noted_sweep_folder
+
+    launched = noted_sweep_folder()
+    if launched:  # its jobs (which scrub it) may never have run on this file system
         from owl_eval.runner.redaction import scrub_file
 
-        scrub_file(Path(sweep["sweep_dir"]) / "multirun.yaml")
+        scrub_file(Path(launched) / "multirun.yaml")
+    note_sweep_folder(None)
     try:
         client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
@@ -292,8 +296,10 @@ class MlflowSweepCallback(Callback):
             launch_dir=str(config.hydra.runtime.cwd),
             run_id=run_id,
             env_var=self.env_var,
-            sweep_dir=sweep_dir,  # where a traceback of the launcher's own goes (console.save_traceback)
         )
+        from owl_eval.runner.console import note_sweep_folder
+
+        note_sweep_folder(sweep_dir)  # where a traceback of the launcher's own goes (console.save_traceback)
         log.info("MLflow sweep parent run %s", run_id)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -334,6 +340,9 @@ class MlflowSweepCallback(Callback):
         os.environ.pop(self.env_var, None)
         os.environ.pop(SWEPT_KEYS_ENV, None)
         _open_sweep.clear()
+        from owl_eval.runner.console import note_sweep_folder
+
+        note_sweep_folder(None)
         from owl_eval.runner.sweep_processes import stop_sweep_processes
 
         stop_sweep_processes()  # no worker of the launcher outlives the command

@@ -131,12 +131,27 @@ def save_traceback(exc: BaseException) -> Path | None:
     return Path(name)
 
 
+# The folder of the sweep this process launched, while it runs (set by the sweep callback, which Hydra knows of;
+# the launching process of a sweep has no Hydra runtime config to ask).
+_launched: dict[str, str] = {}
+
+
+def note_sweep_folder(folder: str | None) -> None:
+    """Where this process's sweep writes (None: the sweep has ended): :func:`error_folder` puts tracebacks there."""
+    _launched.clear()
+    if folder:
+        _launched["sweep_dir"] = folder
+
+
+def noted_sweep_folder() -> str | None:
+    """The folder given to :func:`note_sweep_folder`, or None."""
+    return _launched.get("sweep_dir")
+
+
 def error_folder() -> Path:
     """Where :func:`save_traceback` writes: the folder of the sweep this process launched (or of the single run Hydra
     is running), when it exists; else ``<launch dir>/outputs``, the default store's folder."""
-    from owl_eval.runner.callbacks import _open_sweep
-
-    sweep_dir = _open_sweep.get("sweep_dir")
+    sweep_dir = _launched.get("sweep_dir")
     if sweep_dir and Path(sweep_dir).is_dir():
         return Path(sweep_dir)
     try:
