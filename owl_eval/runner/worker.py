@@ -48,6 +48,9 @@ POLL_SECONDS = 0.05
 NOT_WARMED = ("torch", "tensorflow", "jax", "jaxlib", "cupy", "tkinter", "_tkinter", "PyQt5", "PyQt6", "PySide")
 _warm_modules: list[str] = []  # libraries an earlier job's process imported (see the module docstring)
 _EXITING = threading.Event()  # set in a job's process once its work is over
+# The stop signals (SIGINT, SIGTERM) this process received while a job ran in it: a KeyboardInterrupt without one
+# was raised by the agent itself (as_agent_crash)
+_SIGNALS_RECEIVED: list[int] = []
 
 # what a signal that ended the job's process usually means, for the one-line reason
 SIGNAL_HINTS = {
@@ -62,6 +65,22 @@ SIGNAL_HINTS = {
 
 class JobProcessDied(RuntimeError):
     """The job's process ended without handing over its result (os._exit, a native crash, a kill)."""
+
+
+class AgentRaisedInterrupt(RuntimeError):
+    """An agent raised KeyboardInterrupt (or a subclass) with no Ctrl-C or signal behind it: its crash, like any
+    other exception it raises (the run ends FAILED, a sweep goes on), not an interruption of the command."""
+
+
+def as_agent_crash(exc: BaseException, *, signalled: bool) -> BaseException:
+    """``exc``, or, for a KeyboardInterrupt no signal caused (``signalled`` false), :class:`AgentRaisedInterrupt`
+    with ``exc`` as its cause (its traceback shows where the agent raised it)."""
+    if not isinstance(exc, KeyboardInterrupt) or signalled:
+        return exc
+    what = type(exc).__name__ + (f": {exc}" if str(exc) else "")
+    crash = AgentRaisedInterrupt(f"the agent raised {what} with no Ctrl-C or signal sent; treated as its crash")
+    crash.__cause__ = exc
+    return crash
 
 
 class AgentTimeout(RuntimeError):
@@ -139,11 +158,20 @@ class InlineWorker:
         return self._header(self._prepared)
 
     def result(self) -> Any:
+        received: list[int] = []
+        previous = _note_signals(received)
         try:
             return self._finish(self._prepared)
         except BaseException as exc:
-            _carry(exc, _safely(self._carried, self._prepared, exc, portable=False))
-            raise
+            crash = as_agent_crash(exc, signalled=bool(received))
+            _carry(crash, _safely(self._carried, self._prepared, exc, portable=False))
+            if crash is exc:
+                raise
+            raise crash from exc
+        finally:
+            if previous is not None:
+                for number, handler in previous.items():
+                    signal.signal(number, handler)
 
     def close(self) -> None:
         pass
@@ -332,6 +360,30 @@ class ForkedWorker:
             self._previous_handlers = None
 
 
+def _note_signals(received: list[int]) -> dict | None:
+    """While a job runs in this process (main thread only): SIGINT and SIGTERM are appended to ``received``, then do
+    what they did before (the handler in place is called, or KeyboardInterrupt raised for Python's default)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def note(signum, frame):
+        received.append(signum)
+        handler = previous[signum]
+        if callable(handler):
+            return handler(signum, frame)
+        if handler == signal.SIG_DFL and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        if handler == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        return None
+
+    for number in previous:
+        signal.signal(number, note)
+    return previous
+
+
 # -- the child's side ----------------------------------------------------------------------------------------
 def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: float | None) -> int:
     _die_with_parent()
@@ -350,7 +402,7 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
         _flush()
         extra = _safely(carried, prepared, exc)  # before _portable drops what the exception carries
         _send_modules(conn, already)  # a job that stops on bad input imported what the next one needs too
-        conn.send(("error", *_portable(exc), extra))
+        conn.send(("error", *_portable(as_agent_crash(exc, signalled=bool(_SIGNALS_RECEIVED))), extra))
         return 1
     _flush()
     _send_modules(conn, already)
@@ -452,6 +504,7 @@ def _stop_on_first_signal(timeout: float | None) -> None:
     SIGUSR1 (the parent's ``agent_timeout``) raises :class:`AgentTimeout`."""
 
     def stop(signum, frame):
+        _SIGNALS_RECEIVED.append(signum)
         if _EXITING.is_set():
             return
         signal.signal(signal.SIGINT, signal.SIG_IGN)
