@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -102,3 +103,64 @@ def test_a_postgresql_sweep_keeps_the_password_out_of_output_files_and_database(
     assert dump.returncode == 0, dump.stderr
     assert experiment in dump.stdout  # the dump holds this sweep's rows
     assert MARKER not in dump.stdout, [line for line in dump.stdout.splitlines() if MARKER in line][:5]
+
+
+def psql(postgres: dict, sql: str, database: str = "postgres") -> None:
+    done = subprocess.run(
+        [str(postgres_bindir() / "psql"), "-h", "127.0.0.1", "-p", str(postgres["port"]), "-U", "postgres"]
+        + ["-d", database, "-v", "ON_ERROR_STOP=1", "-c", sql],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_database_lost_mid_sweep_gives_an_error_line_without_the_password(postgres, tmp_path):
+    """The database stops taking connections while the sweep's job runs (``ALLOW_CONNECTIONS false``, its sessions
+    ended): the job fails, and neither the ``error:`` line (which quotes the job's overrides) nor any file shows the
+    password."""
+    from tests.fixtures.searchpath import TEST_AGENTS
+
+    database = f"lost_{uuid.uuid4().hex[:8]}"
+    psql(postgres, f"CREATE DATABASE {database}")
+    head, rest = postgres["uri"].rsplit("/", 1)[0].split("@", 1)
+    uri = f"{head}:{MARKER}a#{MARKER}b/{MARKER}c@{rest}/{database}"
+    launch, artifacts, marks = tmp_path / "launch", tmp_path / "artifacts", tmp_path / "marks"
+    launch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "OWL_EVAL_PARENT_RUN_ID")}
+    log = tmp_path / "sweep.log"
+    try:
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "owl_eval", "-m", "+experiment=ond_given_detection", "seed=0", TEST_AGENTS]
+                + ["agent=ond/marking", f"agent.marker_dir={marks}", "protocol.num_trials=300", "figures=false"]
+                + ["progress=false", f'tracking.uri="{uri}"', f"tracking.artifact_location={artifacts}"],
+                cwd=launch,
+                env=env | {"MLFLOW_DISABLE_TELEMETRY": "true", "PYTHONPATH": str(PROJECT_ROOT)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+            try:
+                deadline = time.monotonic() + 300
+                while not list(marks.glob("*")):
+                    assert proc.poll() is None, log.read_text()[-3000:]
+                    assert time.monotonic() < deadline, "the job did not start its trials within 300 s"
+                    time.sleep(0.2)
+                psql(postgres, f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
+                psql(postgres, f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
+                code = proc.wait(timeout=600)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait(timeout=30)
+        output = log.read_text()
+        assert code != 0, output[-3000:]
+        errors = [line for line in output.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1 and "***" in errors[0], output[-3000:]
+        assert MARKER not in output, [line for line in output.splitlines() if MARKER in line][:5]
+        assert not where_marker(launch) and not where_marker(artifacts)
+    finally:
+        psql(postgres, f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
+        psql(postgres, f"DROP DATABASE {database} WITH (FORCE)")

@@ -187,9 +187,10 @@ class ScrubbingFormatter(logging.Formatter):
 def scrub_logging(loggers: Iterable[logging.Logger] = ()) -> None:
     """Scrub what is logged: every record's message as it is made (a record factory, which outlives the handlers
     Hydra configures again for each job and launch), and, for the tracebacks formatted later, what every handler of
-    the root logger (and of ``loggers``) writes (idempotent)."""
+    the root logger, of any logger with handlers of its own (MLflow's) and of ``loggers`` writes (idempotent)."""
     _scrub_records()
-    for logger in [logging.getLogger(), *loggers]:
+    own = [x for x in logging.Logger.manager.loggerDict.values() if isinstance(x, logging.Logger) and x.handlers]
+    for logger in [logging.getLogger(), *own, *loggers]:
         for handler in logger.handlers:
             if not isinstance(handler.formatter, ScrubbingFormatter):
                 handler.setFormatter(ScrubbingFormatter(handler.formatter))
