@@ -5,7 +5,8 @@ still connect: a sweep of two jobs runs straight to the database with the passwo
 reads (in the user part with ``#``, ``/`` and ``?``; as ``?password=``; percent-encoded), and the password, made of the
 marker ``zq7K``, is then searched for in the output, in every file under the launch folder (Hydra's files, the job
 logs) and the artifact folder (``config/config.yaml``, the logs attached to the runs), and in a ``pg_dump`` of the
-whole database (params, tags, every table).
+whole database (params, tags, every table). A second sweep loses its database mid-run (the database stops taking
+connections): its ``error:`` line, which quotes the job's overrides, shows no password either.
 
 Run: ``.ci/team-store``, or ``python -m pytest integration/test_team_secrets.py -n 0``.
 """
