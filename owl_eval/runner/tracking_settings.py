@@ -194,7 +194,9 @@ class TrackingSettings:
             bad("uri", self.uri, "a string")
         if self.uri:
             if not _KNOWN_URI.match(self.uri):
-                raise ConfigError(f"tracking.uri: {self.uri!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}")
+                raise ConfigError(
+                    f"tracking.uri: {redacted(self.uri)!r} is not a tracking URI MLflow accepts; {_URI_EXPECTED}"
+                )
             if self.uri.startswith("sqlite:///"):
                 if "?" in self.uri:
                     raise ConfigError(
