@@ -96,11 +96,6 @@ def scrub(text: str) -> str:
     return text
 
 
-def secrets_known() -> bool:
-    """Whether this process has seen a URI with a secret (nothing to scrub otherwise, but URIs in text)."""
-    return bool(_secrets)
-
-
 def _unquoted(value: str) -> str:
     """``value`` without one pair of Hydra quotes around it (``"..."`` or ``'...'``)."""
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
