@@ -34,6 +34,7 @@ CRASHING_SWEEP = [
 ]
 
 
+@pytest.mark.slow
 def test_a_failed_sweeps_traceback_goes_to_a_new_file_in_its_folder_not_through_a_planted_link(
     experiment, start_background, tmp_path
 ):

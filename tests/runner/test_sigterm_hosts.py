@@ -43,6 +43,7 @@ def sleepers():
         proc.wait(timeout=10)
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_sweep_spares_other_hosts_pids_and_reused_pids(
     experiment, client, start_command, tmp_path, sleepers
 ):
