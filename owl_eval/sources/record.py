@@ -12,10 +12,17 @@ A record is user data once downloaded: a folder is listed without following link
 is an error), every ``.npz`` member's CRC, dtype and shape is checked, values are checked as the matching
 source checks them (each protocol's ``sources/saved.py``), and a ``<kind>_record.*`` of a protocol we do not
 know is named as such. Anything wrong is one error naming the file (and array, index or key).
+
+A record is also checked against the checksums its run saved (``record_checksums.json``,
+:mod:`owl_eval.formats.checksums`): a file rewritten, removed or added since is one error naming the file
+and both SHA-256s, so new numbers are never reported as the re-score of the old run; the run is tagged
+``owl_eval.record_sha256`` (the checksums file's own SHA-256). A record saved before checksums were kept is
+read as before, with a warning and the tag ``owl_eval.record_unverified=true``.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import zipfile
 from collections.abc import Mapping
@@ -23,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from owl_eval.errors import ConfigError, UnsafePathError
+from owl_eval.formats.checksums import CHECKSUMS_FILE, verify
 from owl_eval.json_input import parse_json
 from owl_eval.metrics.validation import MetricInputError
 from owl_eval.protocols import all_protocols
@@ -30,6 +38,8 @@ from owl_eval.safe_paths import list_files, read_text, regular_file
 from owl_eval.sources import SourceData, SourceFormatError
 from owl_eval.typed import as_int, as_str
 
+log = logging.getLogger(__name__)
+UNVERIFIED_TAG = "owl_eval.record_unverified"  # a record without checksums (saved before they were kept)
 RECORD_NAME = re.compile(r"^(?P<kind>.+)_record\.(npz|json)$")  # how any record file is named
 # What reading a damaged record may raise besides our own ValueErrors; each becomes one error naming the file.
 READ_ERRORS = (
@@ -96,7 +106,24 @@ class RecordSource:
             ) from None
         # Unknown or ill-typed metric settings are refused by the evaluation's options (before any run).
         data.tags = data.tags | {"source": "record", "record_kind": data.protocol, "file": file.name}
+        data.tags |= self._verified(file.parent if file.is_file() else file)
         return data
+
+    @staticmethod
+    def _verified(folder: Path) -> dict[str, str]:
+        """The record folder checked against the checksums its run saved (a changed, missing or added file is
+        one error, after the reader named anything malformed); the tags that say what was verified."""
+        found = verify(folder)
+        if not found.checked:
+            log.warning(
+                "%s: no %s (a record saved before owl-eval kept checksums, or copied without it): its files "
+                "cannot be checked against the run that saved them; the run is tagged %s=true",
+                folder,
+                CHECKSUMS_FILE,
+                UNVERIFIED_TAG,
+            )
+            return {UNVERIFIED_TAG: "true"}
+        return {"owl_eval.record_sha256": found.digest}
 
     def _find(self) -> Path:
         """The record file (or a bare l2logger log directory); a folder is listed without following links."""

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from owl_eval.formats.checksums import seal
 from owl_eval.formats.npz import json_member, member, npz_arrays
 from owl_eval.metrics.validation import MetricInputError
 
@@ -91,6 +92,7 @@ class ContinualRecord:
         if self.text_copies:
             (directory / RENATE_FILE).write_text(json.dumps(self.renate_results()))
             self._write_csv(directory / MATRIX_FILE)
+        seal(directory)  # the re-score checks the record against these
         return path
 
     def _write_csv(self, path: Path) -> None:

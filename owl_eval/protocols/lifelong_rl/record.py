@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from owl_eval.formats.checksums import seal
 from owl_eval.formats.l2logger import EpisodeLog, L2LogError, read_log, write_log
 from owl_eval.json_input import parse_json
 from owl_eval.safe_paths import SAFE_NAME, check_name, copy_files, list_files, read_text
@@ -67,6 +68,7 @@ class RLRecord:
             "timings": self.timings,
         }
         (directory / RECORD_FILE).write_text(json.dumps(meta, indent=2))
+        seal(directory)  # every log file copied above: the re-score checks them against these
         return directory
 
     def _ste_log(self, name: str, src: Path) -> EpisodeLog:

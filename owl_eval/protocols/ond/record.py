@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.formats.checksums import seal
 from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.formats.npz import json_member, member, npz_arrays
 from owl_eval.metrics.validation import MetricInputError
@@ -48,6 +49,7 @@ class OndRecord:
         }
         arrays["meta_json"] = np.array(json.dumps(meta))
         np.savez_compressed(path, **arrays)
+        seal(directory)  # the re-score checks the record against these
         return path
 
     @classmethod

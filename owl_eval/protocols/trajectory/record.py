@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from owl_eval.formats.checksums import seal
 from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.formats.npz import member, npz_arrays
 from owl_eval.metrics.validation import MetricInputError
@@ -63,6 +64,7 @@ class TrajectoryRecord:
         # compressed: an ETH/UCY job's record is 97 MB stored, far less deflated; owl_eval.formats.npz reads
         # deflated members into memory (stored ones, e.g. General-Framework files, stay memory-mapped)
         np.savez_compressed(path, **arrays)
+        seal(directory)  # the re-score checks the record against these
         return path
 
     @classmethod

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.errors import ConfigError
+from owl_eval.formats.checksums import seal
 from owl_eval.formats.csv_table import float_rows, numeric, read_rows
 from owl_eval.json_input import json_type, parse_json
 from owl_eval.protocols.continual.record import RENATE_FILE, SCENARIOS, ContinualRecord
@@ -298,4 +299,5 @@ class GivenMatrixRecord(ContinualRecord):
             if not self.has_sizes:
                 del results["num_instances"]
             (Path(directory) / RENATE_FILE).write_text(json.dumps(results))
+            seal(directory)  # the rewritten copy, as saved
         return path
