@@ -15,6 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -37,13 +38,41 @@ def partial_record(exc: BaseException) -> Any | None:
     return getattr(exc, PARTIAL_ATTRIBUTE, None)
 
 
+# Where the record so far goes after each completed unit (set in the job's process by the runner: saved to the
+# job's scratch folder, so that a job whose process is killed keeps what was completed); None: nowhere.
+_progress_sink: Callable[[Callable[[], Any | None]], None] | None = None
+
+
+def set_progress_sink(sink: Callable[[Callable[[], Any | None]], None] | None) -> None:
+    """Send the record so far to ``sink(completed)`` after each unit a driver completes (None: to nowhere)."""
+    global _progress_sink
+    _progress_sink = sink
+
+
+@dataclass(frozen=True)
+class RecordOnDisk:
+    """A record so far that a driver keeps on disk itself (lifelong RL's l2logger log, flushed per episode): what
+    the progress sink saves is this small recipe, and ``load()`` (picklable) reads the record back, or None."""
+
+    load: Callable[[], Any | None]
+
+
 @contextmanager
-def keep_partial(completed: Callable[[], Any | None]) -> Iterator[None]:
+def keep_partial(completed: Callable[[], Any | None]) -> Iterator[Callable[[], None]]:
     """Around the part of a driver's ``run`` that calls agents: when it raises (a crashing agent, Ctrl-C,
     SIGTERM), ``completed()`` (the record of what was completed, or None) travels on the exception, so the
-    runner can log its metrics before the run ends. A driver keeps no state between calls."""
+    runner can log its metrics before the run ends. A driver keeps no state between calls.
+
+    It yields ``unit_done``: the driver calls it after each completed unit (an OND trial, a continual task, a
+    trajectory batch), which hands ``completed`` to the progress sink: a job whose process is killed (a hung
+    agent past ``agent_timeout``, ``kill -9``) keeps the units completed before (:func:`set_progress_sink`)."""
+
+    def unit_done() -> None:
+        if _progress_sink is not None:
+            _progress_sink(completed)
+
     try:
-        yield
+        yield unit_done
     except BaseException as exc:
         if partial_record(exc) is None:
             try:
@@ -56,6 +85,13 @@ def keep_partial(completed: Callable[[], Any | None]) -> Iterator[None]:
                 except (AttributeError, TypeError):  # an exception type without attributes: nothing to carry
                     pass
         raise
+
+
+def report_on_disk(record: RecordOnDisk) -> None:
+    """For a driver whose record so far is on disk already (written as it goes): hands the progress sink the
+    recipe that reads it back, once."""
+    if _progress_sink is not None:
+        _progress_sink(lambda: record)
 
 
 class AgentOutputError(ValueError):

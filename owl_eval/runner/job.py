@@ -9,6 +9,10 @@
 Both commands are this one skeleton (:func:`execute`) with a different :class:`PreparedJob`. A record step that
 fails (a crashing agent, Ctrl-C) leaves a FAILED or KILLED run holding the metrics of what was completed
 (the driver hands it over on the exception: :func:`owl_eval.protocols.base.keep_partial`).
+
+A job's process that is killed cannot hand anything over: after each completed unit (an OND trial, a continual
+task, a trajectory batch; lifelong RL's log is on disk already) it saves the record so far into the job's scratch
+folder (:class:`ProgressSaver`), and this process scores and logs the latest one (:func:`_scored_saved`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import shutil
 import tempfile
 import time
@@ -34,7 +39,7 @@ from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
-from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, partial_record
+from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, RecordOnDisk, partial_record, set_progress_sink
 from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
 from owl_eval.runner.prepare import JobSwitches, tracking_settings
 from owl_eval.runner.redaction import redacted_override, remember, scrub, scrub_values
@@ -48,6 +53,11 @@ log = logging.getLogger(__name__)
 
 PARENT_RUN_ENV = "OWL_EVAL_PARENT_RUN_ID"
 OVERFLOW_LIMIT = 1e300
+PROGRESS_FILE = "progress.pkl"  # the record so far, in the job's scratch folder
+# Saving the record so far may take this share of the record step's time, beyond SAVE_ALLOWANCE_S: past it, a
+# completed unit is saved with a later one (see ProgressSaver)
+SAVE_SHARE = 0.02
+SAVE_ALLOWANCE_S = 0.5
 
 
 @dataclass
@@ -83,12 +93,81 @@ class JobHeader:
     setup_key: MetricKey
     resumable: bool
     inputs: tuple[DataInput, ...] = ()
+    scorer: bytes | None = None  # a PartialScorer (cloudpickle), to score a saved record so far here
 
 
-def job_header(job: PreparedJob) -> JobHeader:
+def job_header(job: PreparedJob, *, scorer: bool = False) -> JobHeader:
+    """The plain values of ``job``; with ``scorer``, what scores a record so far too (see :class:`PartialScorer`)."""
     return JobHeader(
-        job.kind, job.evaluation.name, job.resolved, job.tags, job.run_name, job.setup_key, job.resumable, job.inputs
+        job.kind,
+        job.evaluation.name,
+        job.resolved,
+        job.tags,
+        job.run_name,
+        job.setup_key,
+        job.resumable,
+        job.inputs,
+        _partial_scorer(job) if scorer else None,
     )
+
+
+@dataclass
+class PartialScorer:
+    """What scoring a record needs of a :class:`PreparedJob` (no agents, no data): handed to the launching process
+    with the header, so that it scores the record so far of a job's process that was killed."""
+
+    evaluation: Evaluation
+    metric_options: MetricOptions
+    settings: TrackingSettings
+    final_tags: Callable[[Any], dict[str, str]]
+
+
+def _partial_scorer(job: PreparedJob) -> bytes | None:
+    import cloudpickle  # type: ignore[import-untyped]  # final_tags is a closure: the standard pickle refuses it
+
+    try:
+        return cloudpickle.dumps(PartialScorer(job.evaluation, job.metric_options, job.settings, job.final_tags))
+    except Exception as exc:  # noqa: BLE001 - only the rescue of a killed job's work depends on it
+        log.warning("a killed job's completed part could not be scored: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+class ProgressSaver:
+    """The progress sink of a job's process (:func:`owl_eval.protocols.base.set_progress_sink`): the record so far
+    pickled to ``path`` after each completed unit, atomically (a temporary file, then ``os.replace``), so the latest
+    complete save is what a kill leaves.
+
+    Saving costs time in proportion to the record's size, so it is held to a budget: in all, at most
+    :data:`SAVE_ALLOWANCE_S` plus :data:`SAVE_SHARE` of the time since the record step started. Within it (a
+    record of a few MB, saved in milliseconds) every unit is saved and a kill loses only the unit in progress;
+    past it (a large record whose save takes t seconds), a unit waits for the next save, and a kill loses the
+    unit in progress plus those completed in the last ~t / SAVE_SHARE seconds."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.started = time.perf_counter()
+        self.spent = 0.0  # seconds spent saving
+        self.broken = False
+
+    def __call__(self, completed: Callable[[], Any | None]) -> None:
+        now = time.perf_counter()
+        if self.broken or self.spent > SAVE_ALLOWANCE_S + SAVE_SHARE * (now - self.started):
+            return
+        try:
+            record = completed()
+            if record is None:
+                return
+            temporary = self.path.with_name(self.path.name + ".tmp")
+            with open(temporary, "wb") as fh:
+                pickle.dump(record, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(temporary, self.path)
+        except Exception as exc:  # noqa: BLE001 - saving is a safety net: it never stops the job
+            self.broken = True
+            log.warning(
+                "the record so far is not saved (%s: %s): a killed job keeps no metrics", type(exc).__name__, exc
+            )
+        finally:
+            self.spent += time.perf_counter() - now
 
 
 @dataclass
@@ -190,8 +269,8 @@ def execute(
         wait = skip_enabled(settings, multirun=is_multirun(hc))
         worker = ForkedWorker(
             lambda: _no_exit(prepare, cfg),
-            lambda job: record_and_score(job, scratch),
-            header=job_header,
+            lambda job: record_and_score(job, scratch, progress=scratch / PROGRESS_FILE),
+            header=lambda job: job_header(job, scorer=True),
             carried=carried,
             wait_for_go=wait,
             timeout=timeout,
@@ -211,13 +290,15 @@ def execute(
     try:
         if isinstance(worker, ForkedWorker):
             warm_tracking(settings.resolved_uri(launch_dir))  # while the child builds the agents
-        return _execute(cfg, worker, settings, started, launch_dir)
+        return _execute(cfg, worker, settings, started, launch_dir, scratch)
     finally:
         worker.close()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float, launch_dir: str) -> dict[str, float]:
+def _execute(
+    cfg: DictConfig, worker, settings: TrackingSettings, started: float, launch_dir: str, scratch: Path
+) -> dict[str, float]:
     hc = hydra_runtime()
     header: JobHeader = worker.prepared()
     multirun = is_multirun(hc)
@@ -262,6 +343,8 @@ def _execute(cfg: DictConfig, worker, settings: TrackingSettings, started: float
             except BaseException as exc:
                 # A crash or Ctrl-C: what was completed was scored, and is logged before the run ends.
                 partial = carried_by(exc)
+                if partial is None:  # the job's process was killed: what it saved as it went
+                    partial = _scored_saved(header, scratch)
                 if partial is not None:
                     run.set_tags({"partial_record": "true"} | partial.tags)
                     log_outcome(run, partial)
@@ -300,13 +383,18 @@ class AgentExit(RuntimeError):
     """An agent (or a library it called) called ``sys.exit()`` during the job."""
 
 
-def record_and_score(job: PreparedJob, scratch: Path) -> Outcome:
-    """The record step, then its scoring: the metrics, the record saved and the figures drawn into ``scratch``."""
+def record_and_score(job: PreparedJob, scratch: Path, *, progress: Path | None = None) -> Outcome:
+    """The record step, then its scoring: the metrics, the record saved and the figures drawn into ``scratch``.
+    With ``progress``, the record so far is saved there after each completed unit (:class:`ProgressSaver`)."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1):
         clock = time.perf_counter()
-        record = _no_exit(job.record)
+        set_progress_sink(ProgressSaver(progress) if progress is not None else None)
+        try:
+            record = _no_exit(job.record)
+        finally:
+            set_progress_sink(None)
         record_seconds = time.perf_counter() - clock
         outcome = score_record(job, record, scratch, figures=job.switches.figures)
     outcome.tags = job.final_tags(record)
@@ -325,7 +413,31 @@ def _scored_partial(job: PreparedJob, exc: BaseException, scratch: Path) -> Outc
     return outcome
 
 
-def score_record(job: PreparedJob, record: Record, scratch: Path, *, figures: bool) -> Outcome:
+def _scored_saved(header: JobHeader, scratch: Path) -> Outcome | None:
+    """The record so far that a killed job's process saved (:class:`ProgressSaver`), scored here, or None."""
+    saved = scratch / PROGRESS_FILE
+    if header.scorer is None or not saved.is_file():
+        return None
+    from threadpoolctl import threadpool_limits
+
+    try:
+        scorer: PartialScorer = pickle.loads(header.scorer)
+        with open(saved, "rb") as fh:
+            record = pickle.load(fh)  # written by the job's own process, in this folder only
+        if isinstance(record, RecordOnDisk):
+            record = record.load()
+        if record is None:
+            return None
+        with threadpool_limits(limits=1):
+            outcome = score_record(scorer, record, scratch / "saved", figures=False)
+        outcome.tags = scorer.final_tags(record)
+        return outcome
+    except Exception as exc:  # noqa: BLE001 - the job's own error is the one to report
+        log.warning("the completed part of the killed job could not be scored: %s: %s", type(exc).__name__, exc)
+        return None
+
+
+def score_record(job: PreparedJob | PartialScorer, record: Record, scratch: Path, *, figures: bool) -> Outcome:
     """A complete or partial record scored by the job's evaluation with its checked options; the record saved
     (``tracking.log_record``) and the figures drawn as PNG files under ``scratch``, ready for MLflow."""
     timings: dict[MetricKey, float] = {}

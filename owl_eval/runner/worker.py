@@ -51,6 +51,9 @@ _EXITING = threading.Event()  # set in a job's process once its work is over
 # The stop signals (SIGINT, SIGTERM) this process received while a job ran in it: a KeyboardInterrupt without one
 # was raised by the agent itself (as_agent_crash)
 _SIGNALS_RECEIVED: list[int] = []
+PREPARE_STEP = "building the job's data and agents"
+RECORD_STEP = "running the agents"
+_STEP = [PREPARE_STEP]  # where the job's process is, for agent_timeout's message
 
 # what a signal that ended the job's process usually means, for the one-line reason
 SIGNAL_HINTS = {
@@ -89,6 +92,13 @@ class AgentTimeout(RuntimeError):
 
 
 STOP_GRACE_SECONDS = 10.0
+# After passing SIGINT/SIGTERM on to the job's process: how long it may take to stop and hand over what it completed
+# before it is killed (an agent that installed its own handlers, or one stuck in native code, never stops); the run
+# then ends KILLED with the units its process saved as it went (owl_eval.protocols.base.keep_partial).
+SIGNAL_GRACE_SECONDS = 10.0
+# Processes the agent started (a data loader's workers, a server under setsid) that outlive the job's work get SIGTERM,
+# then SIGKILL this many seconds later: they must not keep the command's output open, nor use the machine.
+DESCENDANT_GRACE_SECONDS = 2.0
 
 
 def fork_wanted(*, in_process: bool = False) -> bool:
@@ -213,10 +223,12 @@ class ForkedWorker:
                 try:
                     ours.close()
                     _as_multiprocessing_child()
+                    _become_subreaper()
                     code = _child(theirs, prepare, finish, header, carried, wait_for_go, timeout)
                 finally:
                     _EXITING.set()  # from here on a signal raises nothing (see _stop_on_first_signal)
                     _run_exit_finalizers()
+                    end_descendants()
             except BaseException:  # noqa: BLE001, S110 - a signal that came just before
                 pass
             _flush()
@@ -229,12 +241,15 @@ class ForkedWorker:
         self.timeout = timeout
         self.status: int | None = None
         self.stopped_by: list[int] = []  # the signals passed on to the child
+        self.stop_asked_at: float | None = None  # when the first of them was passed on
         # where the child is: "preparing", "waiting" (for "go"), "working", "ending" (it sent its result or error)
         self.stage = "preparing"
         self._previous_handlers = self._pass_signals_on()
 
     def prepared(self) -> Any:
-        header = self._expect("prepared")
+        """What ``header(prepared)`` returned in the child; with a ``timeout``, the prepare step (building the
+        data and agents) is held to it too, as :meth:`result` holds the record step."""
+        header = self._expect("prepared", timeout=self.timeout)
         self.stage = "waiting" if self.wait_for_go else "working"
         return header
 
@@ -262,9 +277,7 @@ class ForkedWorker:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGTERM)
             if not self._wait(5.0):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(self.pid, signal.SIGKILL)
-                self._wait(None)
+                self._kill()
         self.conn.close()
         if self.pidfd is not None:
             os.close(self.pidfd)
@@ -279,6 +292,10 @@ class ForkedWorker:
         if message[0] == what:
             if what == "done":
                 self.stage = "ending"
+                if self.stopped_by:  # it finished although asked to stop (its agent ignored the signal)
+                    stopped: BaseException = Terminated() if signal.SIGTERM in self.stopped_by else KeyboardInterrupt()
+                    _carry(stopped, message[1])
+                    raise stopped
             return message[1]
         _, error, child_traceback, extra = message
         self.stage = "ending"  # the child returns right after sending its error
@@ -292,16 +309,18 @@ class ForkedWorker:
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 if asked_to_stop:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(self.pid, signal.SIGKILL)
-                    self._wait(None)
+                    self._kill()
+                    step = "" if self.stage != "preparing" else f" ({PREPARE_STEP})"
                     raise AgentTimeout(
-                        f"the agent did not finish within agent_timeout={timeout:g} s, nor stop "
+                        f"the agent did not finish within agent_timeout={timeout:g} s{step}, nor stop "
                         f"{STOP_GRACE_SECONDS:g} s after being asked; its process was killed"
                     )
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(self.pid, signal.SIGUSR1)
                 asked_to_stop, deadline = True, time.monotonic() + STOP_GRACE_SECONDS
+            if self.stop_asked_at is not None and time.monotonic() - self.stop_asked_at >= SIGNAL_GRACE_SECONDS:
+                self._kill()  # it did not stop when asked: what it saved as it went is the completed part
+                break
             if self.conn.poll(POLL_SECONDS):
                 try:
                     return self.conn.recv()
@@ -315,6 +334,15 @@ class ForkedWorker:
         if self.stopped_by:
             raise Terminated() if signal.SIGTERM in self.stopped_by else KeyboardInterrupt()
         raise JobProcessDied(death_reason(self.status if self.status is not None else 0))
+
+    def _kill(self) -> None:
+        """SIGKILL the child, reap it, and end the processes it left (its agent's: they are its descendants, as
+        it is their subreaper)."""
+        left = process_tree(self.pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self._wait(None)
+        end_processes(left)
 
     def _wait(self, timeout: float | None) -> bool:
         """Reap the child within ``timeout`` seconds (None: until it ends); whether it has ended."""
@@ -348,6 +376,8 @@ class ForkedWorker:
         def pass_on(signum, frame):
             kill = signal.SIGKILL if self.stopped_by else signum
             self.stopped_by.append(signum)
+            if self.stop_asked_at is None:
+                self.stop_asked_at = time.monotonic()
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, kill)
 
@@ -397,6 +427,7 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
         conn.send(("prepared", header(prepared)))
         if wait_for_go and conn.recv() != "go":
             return 0
+        _STEP[0] = RECORD_STEP
         result = finish(prepared)
     except BaseException as exc:  # noqa: BLE001 - every way out is handed to the parent
         _flush()
@@ -498,6 +529,105 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _become_subreaper() -> None:
+    """Linux: the processes the agent starts and leaves (a double fork, ``setsid``) become this process's children
+    when their parent ends, not init's, so that :func:`end_descendants` finds them all."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER = 36
+
+
+def end_descendants() -> None:
+    """At the end of the job's process: the processes its agent started and left running get SIGTERM, then
+    SIGKILL after :data:`DESCENDANT_GRACE_SECONDS` (multiprocessing's resource tracker is spared: it ends by
+    itself once this process has ended, after releasing what it tracks)."""
+    with contextlib.suppress(Exception):  # tidying up must never change the job's own outcome
+        if not _has_children():
+            return
+        spared = set()
+        with contextlib.suppress(Exception):
+            tracker = importlib.import_module("multiprocessing.resource_tracker")._resource_tracker._pid
+            if tracker:
+                spared.add(tracker)
+        end_processes([p for p in process_tree(os.getpid()) if p not in spared], reap=True)
+
+
+def _has_children() -> bool:
+    """Whether this process has a child (cheap: /proc/self/task/*/children, Linux 3.5+; else assumed so)."""
+    try:
+        tasks = os.listdir("/proc/self/task")
+        return any(open(f"/proc/self/task/{t}/children").read().strip() for t in tasks)
+    except OSError:
+        return sys.platform.startswith("linux")
+
+
+def process_tree(root: int) -> list[int]:
+    """The live descendants of ``root`` (from /proc; empty where there is none), parents before children."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()
+        if fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found, queue = [], list(children.get(root, []))
+    while queue:
+        pid = queue.pop(0)
+        found.append(pid)
+        queue.extend(children.get(pid, []))
+    return found
+
+
+def end_processes(pids: list[int], *, reap: bool = False) -> None:
+    """SIGTERM to ``pids``, SIGKILL to those still there :data:`DESCENDANT_GRACE_SECONDS` later; with ``reap``
+    (this process is their parent or subreaper), their exit statuses are collected as they end."""
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    if _wait_gone(pids, DESCENDANT_GRACE_SECONDS, reap=reap):
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    _wait_gone(pids, 1.0, reap=reap)
+
+
+def _wait_gone(pids: list[int], seconds: float, *, reap: bool) -> bool:
+    """Within ``seconds``, whether every process of ``pids`` has ended (reaping this process's children)."""
+    deadline, pause = time.monotonic() + seconds, 0.001
+    while True:
+        if reap:
+            with contextlib.suppress(ChildProcessError):
+                while os.waitpid(-1, os.WNOHANG)[0]:
+                    pass
+        if not any(_alive(p) for p in pids):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(2 * pause, POLL_SECONDS)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
+
+
 def _stop_on_first_signal(timeout: float | None) -> None:
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`, once: while the child scores what was
     completed, a second signal (the terminal's Ctrl-C also reaches the parent, which passes it on) is ignored.
@@ -515,7 +645,8 @@ def _stop_on_first_signal(timeout: float | None) -> None:
         if _EXITING.is_set():
             return
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
-        raise AgentTimeout(f"the agent did not finish within agent_timeout={timeout:g} s; stopped")
+        step = "" if _STEP[0] == RECORD_STEP else f" ({_STEP[0]})"
+        raise AgentTimeout(f"the agent did not finish within agent_timeout={timeout:g} s{step}; stopped")
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)

@@ -101,10 +101,11 @@ class ContinualProtocol(ProtocolDriver):
             task_classes=tuple(tuple(int(c) for c in t.classes) for t in tasks),
             domain=str(getattr(domain, "name", "")),
         )
-        with keep_partial(lambda: record):
+        with keep_partial(lambda: record) as unit_done:
             for task in tqdm(tasks, desc=f"continual tasks ({self.scenario})", disable=not progress, leave=True):
                 agent.learn(task.task_id, task.X_train.copy(), task.y_train.copy())
                 record.add_row(self._evaluate_all(agent, tasks, num_classes, f"after learning task {task.task_id}"))
+                unit_done()
         return record
 
     def _evaluate_all(self, agent, tasks, num_classes: int, when: str) -> np.ndarray:

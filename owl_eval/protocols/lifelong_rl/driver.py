@@ -11,6 +11,7 @@ trained (task, variant) of the syllabus and reports their metrics.
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +21,7 @@ import numpy as np
 
 from owl_eval.errors import ConfigError
 from owl_eval.formats.l2logger import EpisodeLog, L2LogError, L2Logger, read_log
-from owl_eval.protocols.base import ProtocolDriver, keep_partial
+from owl_eval.protocols.base import ProtocolDriver, RecordOnDisk, keep_partial, report_on_disk
 from owl_eval.protocols.interfaces import Method, choices, no_baseline, require_attributes, require_interface
 from owl_eval.protocols.lifelong_rl.episodes import run_syllabus
 from owl_eval.protocols.lifelong_rl.record import RLRecord
@@ -250,6 +251,8 @@ class RLSyllabusProtocol(ProtocolDriver):
         info = {"scenario_type": "custom", "syllabus_kind": self.syllabus.kind, "complexity": "", "difficulty": ""}
         logger = L2Logger(self.log_dir, self.scenario_name, METRICS_COLUMNS, info)
         scenario_dir = logger.scenario_dir
+        # the logger flushes every episode: a killed job's process leaves the log, read back as its record so far
+        report_on_disk(RecordOnDisk(functools.partial(logged_in, scenario_dir.resolve(), self.syllabus.kind)))
         with keep_partial(lambda: self._logged_so_far(logger, scenario_dir)):
             try:
                 run_syllabus(
@@ -284,11 +287,16 @@ class RLSyllabusProtocol(ProtocolDriver):
     def _logged_so_far(self, logger: L2Logger, scenario_dir: Path) -> RLRecord | None:
         """The episodes logged before a crash (read back from the log directory), without STE references."""
         logger.close()
-        try:
-            log = read_log(scenario_dir)
-        except L2LogError:  # no episode was logged
-            return None
-        return RLRecord(log=log, kind=self.syllabus.kind, log_dir=scenario_dir) if len(log) else None
+        return logged_in(scenario_dir, self.syllabus.kind)
+
+
+def logged_in(scenario_dir: Path, kind: str) -> RLRecord | None:
+    """The episodes logged in ``scenario_dir`` as a record without STE references, or None if there are none."""
+    try:
+        log = read_log(scenario_dir)
+    except L2LogError:  # no episode was logged
+        return None
+    return RLRecord(log=log, kind=kind, log_dir=scenario_dir) if len(log) else None
 
 
 def concatenate(logs: list[EpisodeLog]) -> EpisodeLog:

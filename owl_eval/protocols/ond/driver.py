@@ -189,13 +189,14 @@ class OndProtocol(ProtocolDriver):
             trials=[],
             baseline_trials=[] if baseline is not None else None,
         )
-        with keep_partial(lambda: record if record.trials else None):
+        with keep_partial(lambda: record if record.trials else None) as unit_done:
             for plan in tqdm(plans, desc=f"OND trials ({self.condition})", disable=not progress, leave=True):
                 # A trial is added only when agent and baseline both completed it: partial records stay aligned.
                 finished = {role: self._run_trial(role, who, plan, data.features) for role, who in runners.items()}
                 record.trials.append(finished["agent"])
                 if record.baseline_trials is not None:
                     record.baseline_trials.append(finished["baseline"])
+                unit_done()
         return record
 
     def batches(self, plan: TrialPlan, features: np.ndarray):

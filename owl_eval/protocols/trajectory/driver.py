@@ -87,10 +87,11 @@ class TrajectoryProtocol(ProtocolDriver):
         agent.fit(splits.train, rng=fit_rng)
         parts: list[TrajectoryRecord] = []
         starts = range(0, test.num_scenes, self.batch_size)
-        with keep_partial(lambda: TrajectoryRecord.concatenate(parts) if parts else None):
+        with keep_partial(lambda: TrajectoryRecord.concatenate(parts) if parts else None) as unit_done:
             for lo in tqdm(starts, desc="trajectory batches", disable=not progress, leave=True):
                 batch = test.subset(slice(lo, lo + self.batch_size))
                 parts.append(self._run_batch(agent, batch, lo, predict_rng, metric_seed))
+                unit_done()
         return TrajectoryRecord.concatenate(parts)
 
     def _run_batch(self, agent, batch, first_scene: int, rng, metric_seed: int) -> TrajectoryRecord:
