@@ -63,6 +63,8 @@ DATASET_RACE_ATTEMPTS = 4  # tries of log_inputs when a parallel job adds the sa
 SERVER_CHECK_TIMEOUT = 5.0
 SERVER_CHECK_ATTEMPTS = 2
 SERVER_CHECK_PAUSE = 1.0
+# Below this much free space on a SQLite store's disk no run is started (a run writes from ~100 KiB to many MiB).
+MIN_FREE_BYTES = 1024 * 1024
 
 log = logging.getLogger(__name__)
 
@@ -172,8 +174,40 @@ def make_client(uri: str):
         check_database(uri)
     elif uri.startswith("sqlite:///"):
         check_sqlite_store(uri)
+    from owl_eval.runner.store_faults import quiet_mlflow_disk_full
+
+    quiet_mlflow_disk_full()  # a full disk is one error line, not MLflow's logged traceback per failed write
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
+
+
+def store_name(uri: str) -> str:
+    """How an error names a store: a SQLite store's file path, any other store's URI without its password."""
+    from owl_eval.runner.tracking_settings import redacted, sqlite_path
+
+    if uri.startswith("sqlite:///"):
+        return str(sqlite_path(uri))
+    return redacted(uri)
+
+
+def check_free_space(uri: str) -> None:
+    """A SQLite store whose disk has less than :data:`MIN_FREE_BYTES` free is refused before a run is made (one
+    :class:`~owl_eval.errors.ConfigError` saying how much is free and needed): a run started there would fail
+    part-way, its status perhaps unwritable."""
+    from owl_eval.errors import ConfigError
+    from owl_eval.runner.store_faults import free_space, size_text
+    from owl_eval.runner.tracking_settings import sqlite_path
+
+    if not uri.startswith("sqlite:///"):
+        return
+    path = sqlite_path(uri)
+    space = free_space(path)
+    if space is not None and space[0] < MIN_FREE_BYTES:
+        raise ConfigError(
+            f"tracking.store_dir: the disk of MLflow store {path} has {size_text(space[0])} free "
+            f"(of {size_text(space[1])}); a run needs at least {size_text(MIN_FREE_BYTES)} there: free some space, "
+            "or point tracking.store_dir at a disk with room"
+        )
 
 
 def check_sqlite_store(
@@ -417,9 +451,17 @@ class TrackedRun:
     and process start time (``owl_eval.runner.liveness``), so a later launch can tell when its process died.
     """
 
-    def __init__(self, client, run_id: str, max_series_points: int | None = 2000, protocol: str | None = None):
+    def __init__(
+        self,
+        client,
+        run_id: str,
+        max_series_points: int | None = 2000,
+        protocol: str | None = None,
+        uri: str | None = None,
+    ):
         self.client = client
         self.run_id = run_id
+        self.uri = uri  # where the run lives (named by an error about its store)
         self.max_series_points = max_series_points
         self.protocol = protocol  # whose headline metrics log_results keys plainly
         self._ended = False
@@ -441,6 +483,7 @@ class TrackedRun:
         from owl_eval.runner.liveness import owner_tags, reap_quietly
 
         uri = settings.resolved_uri(launch_dir)
+        check_free_space(uri)
         client = make_client(uri)
         experiment_id = get_or_create_experiment(
             client, settings.experiment_name, settings.resolved_artifact_location(uri)
@@ -453,7 +496,11 @@ class TrackedRun:
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
         STARTED_RUNS.append(StartedRun(uri, settings.experiment_name, run_name, run.info.run_id))
         return cls(
-            client, run.info.run_id, max_series_points=settings.max_series_points, protocol=all_tags.get("protocol")
+            client,
+            run.info.run_id,
+            max_series_points=settings.max_series_points,
+            protocol=all_tags.get("protocol"),
+            uri=uri,
         )
 
     # -- logging -------------------------------------------------------------------------------------
@@ -719,28 +766,73 @@ class TrackedRun:
 
     def fail(self, exc: BaseException) -> None:
         """End the run after ``exc``: KILLED for Ctrl-C and SIGTERM (KeyboardInterrupt), FAILED for anything else; the
-        error as a tag and the traceback as ``error.txt`` either way."""
+        error as a tag and the traceback as ``error.txt`` either way. On a full disk the tag and the traceback
+        may not fit: the status is still written if it can be."""
         from owl_eval.errors import Terminated
+        from owl_eval.runner.store_faults import disk_full, full_disk_message
 
         interrupted = isinstance(exc, KeyboardInterrupt)
         try:
             if isinstance(exc, Terminated):
                 error = str(exc)
+            elif interrupted:
+                error = "interrupted (KeyboardInterrupt)"
+            elif disk_full(exc):
+                error = full_disk_message(exc, store_name(self.uri) if self.uri else None)  # one line, no SQL
             else:
-                error = "interrupted (KeyboardInterrupt)" if interrupted else f"{type(exc).__name__}: {exc}"
+                error = f"{type(exc).__name__}: {exc}"
             from owl_eval.runner.redaction import scrub  # an error quoting a tracking URI shows no password
 
             self.set_tags({"error": scrub(error)[:5000]})
             self.log_text(scrub("".join(traceback.format_exception(exc))), "error.txt")
+        except Exception as note_failed:
+            if not disk_full(note_failed):
+                raise
+            log.warning("the error of run %s could not be written to its store: the disk is full", self.run_id)
         finally:
             self.end("KILLED" if interrupted else "FAILED")
+
+    def full_disk_error(self, exc: BaseException):
+        """The :class:`~owl_eval.runner.store_faults.StoreFull` for ``exc`` (a full disk met by this run): which
+        store, the space free there, and whether the run could still be ended."""
+        from owl_eval.runner.store_faults import StoreFull, full_disk_message
+
+        message = full_disk_message(exc, store_name(self.uri) if self.uri else None)
+        if self._ended:
+            message += f"; run {self.run_id} ended FAILED"
+        else:
+            message += (
+                f"; run {self.run_id} could not be marked FAILED either: the next launch on this host ends it "
+                "(KILLED, its process gone)"
+            )
+        return StoreFull(message)
 
     def __enter__(self) -> TrackedRun:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
-        if exc is None:
-            self.end("FINISHED")
-        else:
-            self.fail(exc)
-        return False
+        """End the run (FINISHED, or after ``exc`` FAILED / KILLED). A full disk, met in the run's work or in ending
+        it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store, unless the run was
+        interrupted (Ctrl-C, SIGTERM: that stays what ends the command)."""
+        from owl_eval.runner.store_faults import disk_full
+
+        full: BaseException | None = exc if disk_full(exc) else None
+        try:
+            if exc is None:
+                self.end("FINISHED")
+            else:
+                self.fail(exc)
+        except Exception as ending:
+            if not disk_full(ending):
+                raise
+            full = full or ending
+            if exc is None:
+                try:  # FINISHED could not be written: a run whose end was not recorded did not finish
+                    self.end("FAILED")
+                except Exception as again:  # noqa: BLE001 - the disk is full; the next launch marks the run
+                    log.debug("run %s could not be marked FAILED: %s", self.run_id, again)
+            elif not disk_full(exc):
+                log.warning("run %s could not be ended on its store: its disk is full", self.run_id)
+        if full is None or (exc is not None and (isinstance(exc, KeyboardInterrupt) or not disk_full(exc))):
+            return False  # an interruption or another error (an agent's crash) is what the user hears of
+        raise self.full_disk_error(full) from full

@@ -1,0 +1,139 @@
+"""A store that cannot take a write because its disk is full: recognised wherever it surfaces, and said in one line.
+
+A full disk reaches us wrapped: SQLite says "database or disk is full" (``sqlite3.OperationalError``), SQLAlchemy
+wraps that in its own ``OperationalError``, MLflow in an ``MlflowException`` (sometimes keeping only the text);
+an artifact write is an ``OSError`` with errno 28 (ENOSPC). :func:`disk_full` looks through the whole chain of
+causes and contexts for any of them. :func:`full_disk_message` says which store (or file), how much space its
+file system has free, and what to do; :class:`StoreFull` carries that message to the console as one ``error:``
+line (an ``OSError``, so the console prints it as it stands, without a type name or a traceback's place).
+
+MLflow's SQL store also logs every database error with its traceback on stderr (logger
+``mlflow.store.db.utils``); :func:`quiet_mlflow_disk_full` drops those records for a full disk, whose one line
+is ours (the traceback still goes to the job's log file with that line).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+
+# What SQLite, the OS (strerror) and a tracking server's relayed error say for a full disk or an exhausted quota.
+FULL_DISK_TEXTS = ("database or disk is full", "no space left on device", "disk quota exceeded")
+FULL_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+MLFLOW_DB_LOGGER = "mlflow.store.db.utils"
+
+
+class StoreFull(OSError):
+    """A write to the MLflow store (its database or its artifact folder) failed because the disk is full."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.errno = errno.ENOSPC
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """``exc`` and every exception it was raised from or during, SQLAlchemy's wrapped DBAPI error (``orig``)
+    included; each once."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    found: list[BaseException] = []
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        found.append(current)
+        for linked in (current.__cause__, current.__context__, getattr(current, "orig", None)):
+            if isinstance(linked, BaseException):
+                todo.append(linked)
+    return found
+
+
+def disk_full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or anything in its chain) says a disk is full."""
+    if exc is None:
+        return False
+    for current in _chain(exc):
+        if isinstance(current, StoreFull):
+            return True
+        if isinstance(current, OSError) and current.errno in FULL_DISK_ERRNOS:
+            return True
+        if any(text in str(current).lower() for text in FULL_DISK_TEXTS):
+            return True
+    return False
+
+
+def failed_file(exc: BaseException) -> Path | None:
+    """The file whose write failed for want of space (an ``OSError``'s filename in the chain), or None."""
+    for current in _chain(exc):
+        if isinstance(current, OSError) and current.errno in FULL_DISK_ERRNOS and current.filename:
+            return Path(os.fsdecode(current.filename))
+    return None
+
+
+def size_text(n: float) -> str:
+    """``n`` bytes in KiB, MiB or GiB, one decimal."""
+    for unit in ("KiB", "MiB", "GiB"):
+        n /= 1024
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}"
+    return f"{n:.1f} GiB"
+
+
+def free_space(path: Path) -> tuple[int, int] | None:
+    """(bytes free to this user, total bytes) of the file system holding ``path`` (its nearest existing folder),
+    or None when it cannot be read."""
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    try:
+        stat = os.statvfs(current)
+    except OSError:
+        return None
+    return stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize
+
+
+def full_disk_message(exc: BaseException, store: str | None, *, option: str = "tracking.store_dir") -> str:
+    """One line for a full disk met writing to ``store`` (the SQLite file's path, or a store's URI as it may be
+    shown; None when unknown): what is full, how much is free there, what to do."""
+    where = failed_file(exc)
+    local = where or (Path(store) if store and "://" not in store else None)
+    if local is None:
+        target = f"the MLflow store {store}" if store else "the MLflow store"
+        return (
+            f"{target} reports a full disk, its write failed; free space where that store keeps its data, "
+            f"or point {option} at another store"
+        )
+    what = (
+        f"MLflow store {store}"
+        if store and where is None
+        else f"{where} (MLflow store {store})"
+        if store
+        else str(where)
+    )
+    space = free_space(local)
+    room = f" ({size_text(space[0])} free of {size_text(space[1])})" if space is not None else ""
+    return (
+        f"the disk of {what} is full{room}: its writes need more space than is free; free some there, "
+        f"or point {option} at a disk with room"
+    )
+
+
+class _DropFullDisk(logging.Filter):
+    """Keeps MLflow's SQL-store error records off the console when they are about a full disk."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not (disk_full(exc) or any(text in record.getMessage().lower() for text in FULL_DISK_TEXTS))
+
+
+_FILTER = _DropFullDisk()
+
+
+def quiet_mlflow_disk_full() -> None:
+    """Drop MLflow's logged tracebacks for a full disk (idempotent): the one ``error:`` line says it."""
+    logger = logging.getLogger(MLFLOW_DB_LOGGER)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)
