@@ -7,7 +7,8 @@ splits. An optional ``classes`` array (strings) names the classes of integer lab
 Uncompressed ``.npy`` files and uncompressed (``ZIP_STORED``, as ``np.savez`` writes) ``.npz`` members are
 memory-mapped, never copied: a member's data starts after its zip local header (30 bytes, the name and the extra
 field) and its ``.npy`` header. Compressed members (``np.savez_compressed``) are read into memory, after their
-declared size is checked (at most :data:`MAX_MEMBER_BYTES`: a zip bomb is refused before it is inflated). Arrays
+declared size is checked (at most :data:`MAX_MEMBER_BYTES`, 2 GiB, and the memory available: a zip bomb is refused
+before it is inflated; :func:`owl_eval.formats.npz.check_inflated_size`). Arrays
 of Python objects are refused (no pickles).
 """
 
@@ -26,9 +27,9 @@ import numpy as np
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset
 from owl_eval.errors import MetricInputError
 from owl_eval.formats.names import text_names
-from owl_eval.formats.npz import compressed_array, distinct_members, stored_array, verify_npz
+from owl_eval.formats.npz import MAX_INFLATED_BYTES, compressed_array, distinct_members, stored_array, verify_npz
 
-MAX_MEMBER_BYTES = 1 << 31  # the largest compressed .npz member inflated
+MAX_MEMBER_BYTES = MAX_INFLATED_BYTES  # the largest compressed .npz member inflated (one bound with records)
 _ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, NotImplementedError, struct.error)
 
 Loader = Callable[[], np.ndarray]
@@ -63,13 +64,9 @@ def _stored_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
 
 def _compressed_member(path: Path, info: zipfile.ZipInfo) -> np.ndarray:
     """A deflated member read (:func:`owl_eval.formats.npz.compressed_array`), after a size check on what it declares
-    it inflates to: a small file that would expand to gigabytes is refused before any byte is inflated."""
+    it inflates to (:func:`owl_eval.formats.npz.check_inflated_size`): a small file that would expand to gigabytes
+    is refused before any byte is inflated."""
     where = f"{path}: member {info.filename!r}"
-    if info.file_size > MAX_MEMBER_BYTES:
-        raise fail(
-            f"{where} declares {info.file_size} bytes uncompressed, more than {MAX_MEMBER_BYTES}; "
-            "expected a smaller compressed member (save large arrays uncompressed with np.savez: they are mapped)"
-        )
     try:
         with zipfile.ZipFile(path) as zf:
             return compressed_array(path, zf, info)

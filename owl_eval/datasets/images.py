@@ -5,6 +5,10 @@ Classes are the sorted folder names (as torchvision); files with other extension
 as torchvision does. Images are decoded with Pillow, converted to RGB, resized to ``image_size`` (``int`` or
 ``[h, w]``; required when the images differ in size) and kept as ``[N, H, W, 3]`` uint8, or ``[N, H*W*3]`` with
 ``flatten=True``. Also used to decode the image column of a Hugging Face data set.
+
+An image declaring more pixels than Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``, 89,478,485
+by default; that default holds even where a library switched the check off) is one error naming the file and its
+size, before it is decoded: a few kilobytes of PNG can declare gigabytes of pixels.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import numpy as np
 from PIL import Image
 
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset, text
+from owl_eval.errors import ConfigError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
 SPLIT_NAMES = ("train", "test", "val", "validation")
+DEFAULT_PIXEL_LIMIT = 89_478_485  # Pillow's own default MAX_IMAGE_PIXELS (a 256 MB RGBA image)
 
 
 def image_size_hw(image_size: int | Sequence[int] | None) -> tuple[int, int] | None:
@@ -37,18 +43,44 @@ def image_size_hw(image_size: int | Sequence[int] | None) -> tuple[int, int] | N
     return int(size[0]), int(size[1])
 
 
+def pixel_limit() -> int:
+    """The most pixels an image may declare: Pillow's ``Image.MAX_IMAGE_PIXELS``, or its default where a library
+    switched the check off (set it to None): a small file declaring a huge image is never decoded."""
+    limit = Image.MAX_IMAGE_PIXELS
+    return int(limit) if limit else DEFAULT_PIXEL_LIMIT
+
+
+def _too_large(where: str, width: int, height: int, limit: int) -> Exception:
+    return fail(
+        f"{where}: declares {width}x{height} pixels ({width * height}), more than the {limit} an image may have "
+        "(Pillow's decompression-bomb limit, PIL.Image.MAX_IMAGE_PIXELS); expected a smaller image (resize it first)"
+    )
+
+
 def decode(data: bytes, size: tuple[int, int] | None, *, where: str) -> np.ndarray:
-    """One image's bytes as ``[H, W, 3]`` uint8 (resized to ``size`` = (h, w) when given)."""
+    """One image's bytes as ``[H, W, 3]`` uint8 (resized to ``size`` = (h, w) when given). The size its header
+    declares is checked against :func:`pixel_limit` before a pixel is decoded."""
+    limit = pixel_limit()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
+                width, height = img.size
+                if width * height > limit:
+                    raise _too_large(where, width, height, limit)
                 img.load()
                 rgb = img.convert("RGB")
         if size is not None and rgb.size != (size[1], size[0]):
             rgb = rgb.resize((size[1], size[0]), Image.Resampling.BILINEAR)
         return np.asarray(rgb, dtype=np.uint8)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except ConfigError:
+        raise  # the size check's own error (a ValueError too)
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:  # Pillow's check, in open()
+        raise fail(
+            f"{where}: {exc} (Pillow's decompression-bomb limit, PIL.Image.MAX_IMAGE_PIXELS = {limit}); "
+            "expected a smaller image"
+        ) from None
+    except (OSError, ValueError, SyntaxError):
         raise fail(f"{where}: not a readable image (damaged, truncated or of an unknown format)") from None
 
 

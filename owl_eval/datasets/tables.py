@@ -4,6 +4,9 @@ The label column is ``label_column`` if given, else ``labels`` (default ``y``; `
 A split column (``split_column``, or a column named ``split``) gives the splits. Every other column is a feature
 and must hold numbers: the features are ``[N, F]``, float32 when every feature column is float32 (uint8 when every
 one is uint8), float64 otherwise.
+
+A table wider than :data:`~owl_eval.formats.csv_table.MAX_COLUMNS` (100,000) columns is refused before it is
+parsed (a CSV's first line, a parquet file's schema), naming the file and the count.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pyarrow.parquet as pq
 
 from owl_eval.datasets.base import DataSet, Digest, fail, make_dataset, text
 from owl_eval.errors import ConfigError
+from owl_eval.formats.csv_table import MAX_COLUMNS, check_width
 
 
 def _duplicates(names: list[str], where: str) -> None:
@@ -25,12 +29,35 @@ def _duplicates(names: list[str], where: str) -> None:
         raise fail(f"{where}: column {dup[0]!r} appears twice; expected distinct column names")
 
 
+def _first_line(path: Path) -> bytes:
+    """The file's first line (a UTF-8 byte-order mark and leading blank lines dropped), read in blocks up to its
+    end only: the width check needs no more of the file."""
+    blocks: list[bytes] = []
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            if not blocks:
+                block = block.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n")
+                if not block:
+                    continue
+            end = block.find(b"\n")
+            blocks.append(block if end < 0 else block[:end])
+            if end >= 0:
+                break
+    return b"".join(blocks)
+
+
 def _read(path: Path, fmt: str) -> pa.Table:
     try:
         if fmt == "parquet":
             schema = pq.read_schema(path)
+            if len(schema.names) > MAX_COLUMNS:
+                raise fail(
+                    f"{path}: {len(schema.names)} columns, more than the {MAX_COLUMNS} a table may have; "
+                    "expected one column per feature (is the table transposed?)"
+                )
             _duplicates(list(schema.names), str(path))
             return pq.ParquetFile(path).read()
+        check_width(path, _first_line(path), error=fail)  # before pyarrow's per-column work on each column
         table = pacsv.read_csv(path)
     except ConfigError:
         raise

@@ -10,6 +10,10 @@ line breaks; a UTF-8 byte-order mark, CRLF or CR line ends and blank lines, trai
   it falls back to :func:`read_rows` and :func:`numeric`, which either read the file or name the culprit;
 * :func:`float_rows`: a file of numbers only, column-wise by ``pyarrow.csv``, or None (the caller falls back).
 
+A table is at most :data:`MAX_COLUMNS` (100,000) fields wide, checked on its first line before any parser
+sees the file (:func:`check_width`): a 4 MB file of a million columns costs a column-wise parser minutes and
+gigabytes, so it is one error naming the file and the count instead.
+
 Row numbers in messages are 1-based physical lines of the file as an editor shows them (a header, blank
 lines and the line breaks inside quoted fields counted; a row that spans lines is named by its first), so
 a user can go straight to the line.
@@ -29,6 +33,35 @@ import pyarrow.csv as pacsv
 
 from owl_eval.errors import SourceFormatError
 from owl_eval.safe_paths import decode_utf8, read_text
+
+MAX_COLUMNS = 100_000  # the widest table read; results files have hundreds of columns, data sets thousands
+
+
+def check_width(
+    path,
+    data: bytes | str,
+    *,
+    delimiter: str = ",",
+    quote_char: str = '"',
+    error: Callable[[str], Exception] = SourceFormatError,
+) -> None:
+    """Refuse a table whose first line holds more than :data:`MAX_COLUMNS` fields, before it is parsed: one
+    ``error`` naming the file and the count. The delimiters of the first line are counted (an upper bound);
+    only a line over the limit that holds a quote is parsed to count its fields exactly."""
+    if isinstance(data, bytes):
+        end = data.find(b"\n")
+        data = (data if end < 0 else data[:end]).decode("utf-8", "replace")  # counting only: the reader decodes
+    end = data.find("\n")
+    first = data if end < 0 else data[:end]
+    count = first.count(delimiter) + 1
+    if count > MAX_COLUMNS and quote_char in first:
+        count = len(next(csv.reader([first], delimiter=delimiter, quotechar=quote_char), []))
+    if count <= MAX_COLUMNS:
+        return
+    raise error(
+        f"{path}: the first row holds {count} fields, more than the {MAX_COLUMNS} columns a table may have; "
+        "expected a table with one column per value (is the file transposed, or not a table?)"
+    )
 
 
 @dataclass
@@ -94,6 +127,7 @@ def read_rows(
         if not path.is_file():
             raise SourceFormatError(f"{path}: file not found")
         text = read_text(path.resolve(), what="file")
+    check_width(path, text.removeprefix("\ufeff").lstrip("\r\n"), quote_char=quote_char)
     rows = records(path, text, quote_char)
     header = None
     if skip_header:
@@ -190,6 +224,7 @@ def read_numeric_rows(
     and column of what is not. NaN is left in ``values`` (the caller decides); ``name(j)`` is the name of
     value column ``j`` (0-based) in messages. Fewer than ``min_width`` fields is an error.
     """
+    check_width(path, data.lstrip(b"\r\n"), quote_char=quote_char)
     values, ids = None, None
     if data and not data.isspace():
         try:
@@ -242,7 +277,10 @@ def float_rows(data: bytes, *, width: int, skip_rows: int = 0) -> np.ndarray | N
     ``pyarrow.csv``, without a Python object per value; None when pyarrow does not read every field of it as a
     number (a ragged or whitespace-only row, an empty field, ``1_0``): the caller then reads it with
     :func:`read_rows` and :func:`numeric`, which name what is wrong. Whatever both read, both read alike
-    (correctly rounded); NaN and inf are left in the values (the caller decides)."""
+    (correctly rounded); NaN and inf are left in the values (the caller decides). Wider than :data:`MAX_COLUMNS`:
+    None, before pyarrow sees it (the row reader then names the file and the count)."""
+    if width > MAX_COLUMNS:
+        return None
     try:
         table = pacsv.read_csv(
             pa.BufferReader(data),

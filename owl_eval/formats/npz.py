@@ -9,6 +9,13 @@ check is a sequential read of the file (measured: 0.07 s for a 210 MB file in th
 
 Every malformed member (bad CRC, truncated, not a ``.npy``, a header that does not match the member's
 size, Python objects) is a :class:`~owl_eval.errors.MetricInputError` naming the file and the member.
+
+A compressed member is inflated into memory, so what its header declares (shape times item size) is checked
+before a byte is inflated (:func:`check_inflated_size`): at most :data:`MAX_INFLATED_BYTES` (2 GiB) and at most
+the memory available now. A 3 MB zip bomb declaring ``(10**6, 10**6)`` float64 is one error naming the file,
+the member, its shape and the bytes it would need, instead of a MemoryError. Stored (uncompressed) members are
+memory-mapped and hold every byte they declare, so they cost no more than their size. The same check guards
+data sets (:mod:`owl_eval.datasets.arrays`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from owl_eval.errors import MetricInputError
 from owl_eval.json_input import parse_json
 
 READ_BLOCK = 1 << 22  # bytes per read of the CRC check
+# The most a compressed member may inflate to; larger arrays are saved uncompressed (np.savez), and mapped.
+MAX_INFLATED_BYTES = 1 << 31
 _ZIP_ERRORS = (
     zipfile.BadZipFile,
     zipfile.LargeZipFile,
@@ -99,6 +108,47 @@ def _size_error(path, member, shape, dtype, need, have):
     )
 
 
+class MemberTooLarge(MetricInputError):
+    """A compressed member that declares more bytes than may be inflated (see :func:`check_inflated_size`)."""
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (Linux ``MemAvailable``), or None where that cannot be read."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB"
+
+
+def check_inflated_size(path, member: str, shape, dtype, *, limit: int = MAX_INFLATED_BYTES) -> int:
+    """The bytes a compressed member declares it holds (``shape`` times ``dtype``'s item size, exact), or one
+    :class:`MemberTooLarge` naming the file, the member, its shape and those bytes when they exceed ``limit`` or
+    the memory available now: checked before anything is inflated, so a zip bomb costs nothing."""
+    need = int(np.prod(shape, dtype=object)) * np.dtype(dtype).itemsize  # Python ints: a forged shape cannot overflow
+    where = f"{path}: member {member!r} declares shape {tuple(shape)} of {np.dtype(dtype)} ({need} bytes, {_gib(need)})"
+    if need > limit:
+        raise MemberTooLarge(
+            f"{where} once inflated, more than the {limit} bytes ({_gib(limit)}) a compressed member may hold; "
+            "a small file declaring this is damaged or hostile, and a real array this large is saved uncompressed "
+            "(np.savez), which is memory-mapped instead of read into memory"
+        )
+    free = available_memory()
+    if free is not None and need > free:
+        raise MemberTooLarge(
+            f"{where} once inflated, more than the memory available now ({free} bytes, {_gib(free)}); "
+            "save it uncompressed (np.savez: memory-mapped) or free memory"
+        )
+    return need
+
+
 def stored_array(path, fh, info, name):
     """A stored (uncompressed) member memory-mapped from the zip file (its CRC is :func:`verify_npz`'s to check)."""
     fh.seek(info.header_offset)
@@ -124,12 +174,20 @@ def compressed_array(path, zf, info):
     try:
         with zf.open(info) as member:
             shape, fortran, dtype = _header(member, path, info.filename)
-            need = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            need = check_inflated_size(path, info.filename, shape, dtype)
+            if info.file_size > MAX_INFLATED_BYTES:  # the zip's own size disagrees with a small header: not read
+                raise MemberTooLarge(
+                    f"{path}: member {info.filename!r} declares {info.file_size} bytes uncompressed, more than "
+                    f"{MAX_INFLATED_BYTES}; expected a smaller compressed member (save large arrays uncompressed "
+                    "with np.savez: they are mapped)"
+                )
             have = info.file_size - member.tell()
             if need != have:
                 raise _size_error(path, info.filename, shape, dtype, need, have)
             data = member.read(need)
             member.read(1)  # reaches the end of the stream, where zipfile compares the CRC-32
+    except MemberTooLarge:
+        raise  # never inflated: looking for damage would inflate it to its end
     except (zipfile.BadZipFile, zlib.error) as exc:  # a bad CRC-32, a damaged deflate stream
         raise _corrupted(path, info, exc) from None
     except (MetricInputError, *_ZIP_ERRORS) as exc:

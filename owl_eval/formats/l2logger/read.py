@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from owl_eval.formats.csv_table import MAX_COLUMNS
 from owl_eval.formats.l2logger import columnar
 from owl_eval.formats.l2logger.fields import (  # noqa: F401
     _ALLOWED,
@@ -321,22 +322,28 @@ def _read_files(files, metrics_columns, numeric, wanted=None):
     ``numeric``: columns that must hold numbers (the metric columns and the performance column)."""
     loaded = [_read_data(p) for p in files]
     header = loaded[0][0]
+    if header.count("\t") >= MAX_COLUMNS:  # before a column-wise parse costs minutes and gigabytes
+        raise L2LogError(
+            f"{files[0]} line 1: {header.count(chr(9)) + 1} columns, more than the {MAX_COLUMNS} a log may have; "
+            "expected the l2logger columns and the metric columns"
+        )
     names = [_unquote(h) for h in header.split("\t")]
+    shown = names[:30]  # a message quotes the header, not a megabyte of it
     missing = [c for c in _REQUIRED if c not in names]
     if missing:
-        raise L2LogError(f"{files[0]} line 1: missing column(s) {missing}; header has {names}")
+        raise L2LogError(f"{files[0]} line 1: missing column(s) {missing}; header has {shown}")
     if len(set(names)) != len(names):
-        raise L2LogError(f"{files[0]} line 1: duplicate column names in header {names}")
+        raise L2LogError(f"{files[0]} line 1: duplicate column names in header {shown}")
     missing = [c for c in metrics_columns or () if c not in names]
     if missing:
         raise L2LogError(
-            f"{files[0]} line 1: missing column(s) {missing} that logger_info.json lists in "
-            f"metrics_columns; header has {names}"
+            f"{files[0]} line 1: missing column(s) {missing[:30]} that logger_info.json lists in "
+            f"metrics_columns; header has {shown}"
         )
     for p, (h, _) in zip(files, loaded):
         if h != header:
-            other = [_unquote(x) for x in h.split("\t")]
-            raise L2LogError(f"{p} line 1: columns {other} differ from {files[0]}'s {names}")
+            other = [_unquote(x) for x in h.split("\t")][:30]
+            raise L2LogError(f"{p} line 1: columns {other} differ from {files[0]}'s {shown}")
     bodies = [b for _, b in loaded]
     split = columnar.split_columns(bodies, names)
     if split is None:
