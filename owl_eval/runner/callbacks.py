@@ -317,7 +317,27 @@ class MlflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         hide_secrets(config)  # multirun.yaml again, should no job have run in this process
         settings, launch_dir, run_id = self._parent(config)
-        if run_id:
+        try:
+            if run_id:
+                self._compare_and_end(config, settings, launch_dir, run_id)
+        finally:
+            os.environ.pop(self.env_var, None)
+            os.environ.pop(SWEPT_KEYS_ENV, None)
+            _open_sweep.clear()
+            from owl_eval.runner.console import note_sweep_folder
+
+            note_sweep_folder(None)
+            from owl_eval.runner.sweep_processes import stop_sweep_processes
+
+            stop_sweep_processes()  # no worker of the launcher outlives the command
+
+    def _compare_and_end(self, config: DictConfig, settings: TrackingSettings, launch_dir: str, run_id: str) -> None:
+        """Compare the sweep's jobs into its parent run, then end the parent FINISHED. A full disk on the way stops
+        the command with one error (:class:`LaunchAborted`: Hydra would turn any other exception from a callback
+        into a warning and exit 0) saying how to make the comparison again, the parent ended FAILED if it can be."""
+        from owl_eval.runner.store_faults import disk_full
+
+        try:
             try:
                 params = config.hydra.sweeper.get("params")
                 figures = bool(config.get("figures", True))
@@ -330,19 +350,41 @@ class MlflowSweepCallback(Callback):
                     figures=figures,
                 )
                 print_sweep_end(settings, launch_dir, run_id, comparison, Path(_sweep_dir(config)), figures=figures)
-            except Exception:  # the comparison is a bonus; never lose the sweep's status over it
+            except Exception as exc:  # the comparison is a bonus; never lose the sweep's status over it
+                if disk_full(exc):
+                    raise
                 log.exception(
                     "comparison of sweep %s failed; `owl-eval-compare --sweep %s` retries it",
                     run_id,
                     run_id,
                 )
             mark_parent(settings, launch_dir, run_id, "FINISHED")
-        os.environ.pop(self.env_var, None)
-        os.environ.pop(SWEPT_KEYS_ENV, None)
-        _open_sweep.clear()
-        from owl_eval.runner.console import note_sweep_folder
+        except Exception as exc:
+            if not disk_full(exc):
+                raise
+            raise LaunchAborted(_comparison_lost(exc, settings, launch_dir, run_id, _sweep_dir(config))) from exc
 
-        note_sweep_folder(None)
-        from owl_eval.runner.sweep_processes import stop_sweep_processes
 
-        stop_sweep_processes()  # no worker of the launcher outlives the command
+def _comparison_lost(exc: BaseException, settings: TrackingSettings, launch_dir: str, run_id: str, sweep_dir: str):
+    """The error of a sweep whose end met a full disk (``exc``): which store, the space free, the command that
+    makes the comparison again once there is room, and the parent run ended FAILED (or why it could not be). The
+    traceback goes to the log files only."""
+    from owl_eval.runner.console import log_to_files
+    from owl_eval.runner.store_faults import StoreFull, full_disk_message
+    from owl_eval.runner.tracking import store_name
+    from owl_eval.runner.tracking_settings import sqlite_path
+
+    uri = settings.resolved_uri(launch_dir)
+    log_to_files(f"the end of sweep {run_id} met a full disk: {exc}", exc)
+    where = f"--store-dir {sqlite_path(uri).parent}" if uri.startswith("sqlite:///") else "--uri <tracking.uri>"
+    message = (
+        f"{full_disk_message(exc, store_name(uri))}; the sweep's comparison was not made: once there is room, "
+        f"`owl-eval-compare --sweep {run_id} --out {sweep_dir} {where}` makes it"
+    )
+    try:
+        mark_parent(settings, launch_dir, run_id, "FAILED")
+        message += f"; sweep parent run {run_id} ended FAILED"
+    except Exception as again:  # noqa: BLE001 - the disk is still full: say so, the next launch ends the run
+        log.debug("sweep parent run %s could not be marked FAILED: %s", run_id, again)
+        message += f"; sweep parent run {run_id} could not be marked FAILED: the next launch on this host ends it"
+    return StoreFull(message)

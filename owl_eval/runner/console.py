@@ -65,6 +65,11 @@ def one_line(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
+    from owl_eval.runner.store_faults import describe_if_full
+
+    full = describe_if_full(exc)  # a full disk met outside a run (creating it, a sweep's parent): no SQL text
+    if full is not None:
+        return full
     if isinstance(exc, OmegaConfBaseException):
         inner = _own_error_inside(exc)
         if inner is not None:

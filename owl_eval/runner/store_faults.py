@@ -121,6 +121,23 @@ def full_disk_message(exc: BaseException, store: str | None, *, option: str = "t
     )
 
 
+# The store this process last opened a client for, as an error names it (see note_store).
+_last_store: dict[str, str] = {}
+
+
+def note_store(name: str) -> None:
+    """Remember the store this process writes to, for :func:`describe_if_full` (set when a client is made)."""
+    _last_store["name"] = name
+
+
+def describe_if_full(exc: BaseException) -> str | None:
+    """The one line for ``exc`` when it is a full disk not yet described (:class:`StoreFull` says it already),
+    naming the store this process last opened; else None."""
+    if isinstance(exc, StoreFull) or not disk_full(exc):
+        return None
+    return full_disk_message(exc, _last_store.get("name"))
+
+
 class _DropFullDisk(logging.Filter):
     """Keeps MLflow's SQL-store error records off the console when they are about a full disk."""
 

@@ -174,8 +174,9 @@ def make_client(uri: str):
         check_database(uri)
     elif uri.startswith("sqlite:///"):
         check_sqlite_store(uri)
-    from owl_eval.runner.store_faults import quiet_mlflow_disk_full
+    from owl_eval.runner.store_faults import note_store, quiet_mlflow_disk_full
 
+    note_store(store_name(uri))
     quiet_mlflow_disk_full()  # a full disk is one error line, not MLflow's logged traceback per failed write
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)

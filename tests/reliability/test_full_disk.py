@@ -101,3 +101,38 @@ def test_a_store_on_a_full_disk_starts_no_run(tmp_path, small_disk):
     assert f"tracking.store_dir: the disk of MLflow store {small_disk / 'mlflow.db'} has" in line, line
     assert "free (of 4.0 MiB); a run needs at least 1.0 MiB there" in line, line
     assert not (small_disk / "mlflow.db").exists()
+
+
+@pytest.mark.parametrize("leave_kb", [0, 12])
+def test_a_disk_that_fills_before_the_sweeps_comparison(tmp_path, small_disk, leave_kb):
+    """Two jobs finish; the disk fills as the sweep ends. The command exits 1 with one line naming the store and
+    the command that makes the comparison again, and the parent is not left RUNNING past the next launch."""
+    launch = tmp_path / "launch"
+    launch.mkdir()
+    filler = [
+        "+hydra.callbacks.fill._target_=tests.fixtures.fill_at_sweep_end.FillAtSweepEnd",
+        f"+hydra.callbacks.fill.fill_dir={small_disk}",
+        f"+hydra.callbacks.fill.leave_kb={leave_kb}",
+    ]
+    sweep_dir = tmp_path / "sweep"
+    args = [*OND, "protocol.num_trials=2", f"tracking.store_dir={small_disk}", f"hydra.sweep.dir={sweep_dir}"]
+    proc = _owl_eval(["--multirun", *args, "seed=0,1", *filler], launch)
+    line = _error_line(proc)
+    assert f"the disk of MLflow store {small_disk / 'mlflow.db'} is full" in line, line
+    statuses = _runs(small_disk)
+    (parent,) = [run_id for run_id in statuses if f"sweep parent run {run_id}" in line]
+    assert f"owl-eval-compare --sweep {parent} --out {sweep_dir} --store-dir {small_disk}`" in line, line
+    assert sorted(s for r, s in statuses.items() if r != parent) == ["FINISHED", "FINISHED"]
+    (small_disk / "filler").unlink()
+    if statuses[parent] == "RUNNING":
+        assert "could not be marked FAILED: the next launch on this host ends it" in line, line
+        after = _owl_eval([*OND, "protocol.num_trials=2", f"tracking.store_dir={small_disk}"], launch)
+        assert after.returncode == 0, after.stderr[-3000:]
+        assert _runs(small_disk)[parent] == "KILLED"
+    else:
+        assert statuses[parent] == "FAILED" and f"sweep parent run {parent} ended FAILED" in line, line
+    # the command the line gives makes the comparison, once there is room
+    compare = [a.strip("`") for a in line.split("`")[1].split()][1:]
+    redo = run_module("owl_eval.comparison.cli", compare, cwd=launch)
+    assert redo.returncode == 0, redo.stderr[-3000:]
+    assert (sweep_dir / "comparison.md").is_file()
