@@ -93,12 +93,16 @@ def test_an_agent_whose_constructor_hangs_is_stopped_at_agent_timeout_with_the_s
     assert experiment_found is None or not client.search_runs([experiment_found.experiment_id])
 
 
-def test_sigterm_swallowed_by_the_agent_ends_the_run_killed_after_the_grace_period(
-    experiment, client, start_command, tmp_path
+@pytest.mark.parametrize(
+    ("how", "code"),
+    [("SIGTERM to the command", 143), ("Ctrl-C in a terminal: SIGINT to the process group", 130)],
+)
+def test_a_stop_signal_swallowed_by_the_agent_ends_the_run_killed_after_the_grace_period(
+    experiment, client, start_command, tmp_path, how, code
 ):
-    """The agent installed SIGTERM/SIGINT handlers that do nothing and hangs at trial 2: SIGTERM to the command is
-    passed on, swallowed, and SIGNAL_GRACE_SECONDS later the job's process is killed; the run ends KILLED with
-    trials 0-1, exit 143."""
+    """The agent installed SIGTERM/SIGINT handlers that do nothing and hangs at trial 2: the signal is passed on
+    (or reaches the job's process directly), swallowed, and SIGNAL_GRACE_SECONDS later the job's process is
+    killed; the run ends KILLED with trials 0-1, exit 143 (130 for SIGINT)."""
     marks = tmp_path / "marks"
     proc = start_command(
         runner_cmd(experiment, *stubborn(marks, "handlers", "agent.seconds_per_trial=0.05"), "protocol.num_trials=6"),
@@ -109,11 +113,35 @@ def test_sigterm_swallowed_by_the_agent_ends_the_run_killed_after_the_grace_peri
     run_id, _ = wait_for_running(experiment, proc)
     wait_for_marks(marks, 1, proc, tmp_path / "job.log")
     sent = time.monotonic()
-    os.kill(proc.pid, signal.SIGTERM)
-    assert proc.wait(timeout=SIGNAL_GRACE_SECONDS + 50) == 143, (tmp_path / "job.log").read_text()[-3000:]
+    if code == 143:
+        os.kill(proc.pid, signal.SIGTERM)
+    else:
+        os.killpg(proc.pid, signal.SIGINT)  # the command leads its own process group (start_command)
+    assert proc.wait(timeout=SIGNAL_GRACE_SECONDS + 50) == code, (tmp_path / "job.log").read_text()[-3000:]
     assert time.monotonic() - sent >= SIGNAL_GRACE_SECONDS - 0.5  # it was given the grace period
     run = client.get_run(run_id)
     assert run.info.status == "KILLED"
+    assert run.data.tags["partial_record"] == "true" and "top1" in run.data.metrics
+    assert trials_logged(client, run_id, tmp_path) == ["trial000", "trial001"]
+
+
+def test_kill_9_of_the_jobs_process_keeps_the_completed_trials(experiment, client, start_command, tmp_path):
+    """``kill -9`` of the job's process (the out-of-memory killer's way) while its agent hangs at trial 2: the run
+    ends FAILED with trials 0-1 (the job's process saved them as it went)."""
+    marks = tmp_path / "marks"
+    proc = start_command(
+        runner_cmd(experiment, *stubborn(marks, "ignore", "agent.seconds_per_trial=0.05"), "protocol.num_trials=6"),
+        log_name="job.log",
+        env=child_env(),
+        cwd=experiment["cwd"],
+    )
+    run_id, _ = wait_for_running(experiment, proc)
+    wait_for_marks(marks, 1, proc, tmp_path / "job.log")
+    (job_pid,) = [int(p.name) for p in marks.iterdir()]  # the marking agent's file is named by its pid
+    os.kill(job_pid, signal.SIGKILL)
+    assert proc.wait(timeout=60) == 1, (tmp_path / "job.log").read_text()[-3000:]
+    run = client.get_run(run_id)
+    assert run.info.status == "FAILED" and "killed by signal 9" in run.data.tags["error"]
     assert run.data.tags["partial_record"] == "true" and "top1" in run.data.metrics
     assert trials_logged(client, run_id, tmp_path) == ["trial000", "trial001"]
 
@@ -163,3 +191,28 @@ def test_processes_an_agent_leaves_end_with_the_job_and_the_output_pipe_closes(e
         if proc.poll() is None:
             proc.kill()
     assert only_run(client, experiment).info.status == "FINISHED", output[0].decode()[-3000:]
+
+
+def test_saving_the_record_so_far_stays_within_its_budget(tmp_path):
+    """1,000 units of a record that grows by 8 kB a unit (an OND trial of 200 samples x 5 classes), each unit taking
+    2 ms: the saves take at most SAVE_ALLOWANCE_S + SAVE_SHARE of the time plus one save, and the file holds a
+    complete record (the latest save)."""
+    import pickle
+
+    from owl_eval.runner.job import SAVE_ALLOWANCE_S, SAVE_SHARE, ProgressSaver
+
+    saver = ProgressSaver(tmp_path / "progress.pkl")
+    units: list[np.ndarray] = []
+    started = time.perf_counter()
+    for i in range(1000):
+        time.sleep(0.002)
+        units.append(np.full((200, 5), float(i)))
+        saver(lambda: list(units))
+    elapsed = time.perf_counter() - started
+    biggest_save = pickle.dumps(units, protocol=pickle.HIGHEST_PROTOCOL)
+    clock = time.perf_counter()
+    (tmp_path / "one.pkl").write_bytes(biggest_save)
+    one_save = time.perf_counter() - clock
+    assert saver.spent <= SAVE_ALLOWANCE_S + SAVE_SHARE * elapsed + 5 * one_save + 0.05
+    saved = pickle.loads((tmp_path / "progress.pkl").read_bytes())
+    assert 0 < len(saved) <= 1000 and all(float(u[0, 0]) == k for k, u in enumerate(saved))
