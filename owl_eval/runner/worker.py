@@ -9,7 +9,13 @@ follow:
   run's owner: the run ends FAILED with the reason as its ``error`` tag and the command exits 1.
   ``sys.exit()`` inside an agent is the agent's crash, not success. Ctrl-C (SIGINT) and SIGTERM (what Slurm,
   ``docker stop`` and Kubernetes send) are passed to the child, which scores what was completed; this process
-  logs it and ends the run KILLED (exit 130 and 143).
+  logs it and ends the run KILLED (exit 130 and 143). A child that has not stopped :data:`SIGNAL_GRACE_SECONDS`
+  later (its agent installed handlers of its own, or is stuck in native code) is killed.
+- **A killed child's completed work is kept.** The child saves the record so far after each completed unit
+  (:class:`owl_eval.runner.job.ProgressSaver`); when it is killed (here, or from outside), this process scores and
+  logs the latest save.
+- **Nothing the agent starts outlives the job.** The child is a subreaper: the processes its agent starts stay
+  its descendants, and those still running when its work is over are ended (:func:`end_descendants`).
 - **The two halves overlap.** MLflow's SQL store costs ~0.9 s to import and the agents' libraries (scikit-learn,
   SciPy, matplotlib) more; with two cores they load at once.
 - **Libraries load once per process, not once per job.** A job's process tells this one which installed
@@ -196,7 +202,9 @@ class ForkedWorker:
 
     While the child lives, SIGINT and SIGTERM sent to this process are passed on to it (it stops and hands over
     what it completed; this process then logs that and raises KeyboardInterrupt or :class:`Terminated`); a second
-    one kills the child. Signal handlers can only be set in the main thread: elsewhere nothing changes."""
+    one, or :data:`SIGNAL_GRACE_SECONDS` without an answer, kills the child (and the raised exception carries
+    nothing: the caller falls back on what the child saved as it went). Signal handlers can only be set in the
+    main thread: elsewhere nothing changes."""
 
     def __init__(
         self,
@@ -631,9 +639,13 @@ def _alive(pid: int) -> bool:
 def _stop_on_first_signal(timeout: float | None) -> None:
     """SIGINT raises KeyboardInterrupt and SIGTERM :class:`Terminated`, once: while the child scores what was
     completed, a second signal (the terminal's Ctrl-C also reaches the parent, which passes it on) is ignored.
-    SIGUSR1 (the parent's ``agent_timeout``) raises :class:`AgentTimeout`."""
+    SIGUSR1 (the parent's ``agent_timeout``) raises :class:`AgentTimeout`. A process the agent forks inherits
+    these handlers: there a signal does what it does by default (so that :func:`end_descendants` ends it quietly)."""
+    job = os.getpid()
 
     def stop(signum, frame):
+        if os.getpid() != job:
+            return _by_default(signum)
         _SIGNALS_RECEIVED.append(signum)
         if _EXITING.is_set():
             return
@@ -642,6 +654,8 @@ def _stop_on_first_signal(timeout: float | None) -> None:
         raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     def time_out(signum, frame):
+        if os.getpid() != job:
+            return _by_default(signum)
         if _EXITING.is_set():
             return
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
@@ -651,6 +665,16 @@ def _stop_on_first_signal(timeout: float | None) -> None:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGUSR1, time_out)
+
+
+def _by_default(signum: int) -> None:
+    """What ``signum`` does to a Python process that set no handler: KeyboardInterrupt for SIGINT, else the
+    system's default action (SIGTERM and SIGUSR1 end the process)."""
+    if signum == signal.SIGINT:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        raise KeyboardInterrupt
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _print_warning(message, category, filename, lineno, file=None, line=None) -> None:
