@@ -10,7 +10,9 @@ line breaks; a UTF-8 byte-order mark, CRLF or CR line ends and blank lines, trai
   it falls back to :func:`read_rows` and :func:`numeric`, which either read the file or name the culprit;
 * :func:`float_rows`: a file of numbers only, column-wise by ``pyarrow.csv``, or None (the caller falls back).
 
-A table is at most :data:`MAX_COLUMNS` (100,000) fields wide, checked on its first line before any parser
+A table read as text is at most :data:`MAX_TEXT_BYTES` (1 GiB) as one fixed-width array (every cell as wide as
+the longest field: one 100,000-character field in a 2 MB file of a million cells would need 400 GB), and at most
+:data:`MAX_COLUMNS` (100,000) fields wide, checked on its first line before any parser
 sees the file (:func:`check_width`): a 4 MB file of a million columns costs a column-wise parser minutes and
 gigabytes, so it is one error naming the file and the count instead.
 
@@ -35,6 +37,7 @@ from owl_eval.errors import SourceFormatError
 from owl_eval.safe_paths import decode_utf8, read_text
 
 MAX_COLUMNS = 100_000  # the widest table read; results files have hundreds of columns, data sets thousands
+MAX_TEXT_BYTES = 1 << 30  # the most a table of text fields may take as one fixed-width array (see read_rows)
 
 
 def check_width(
@@ -159,8 +162,29 @@ def read_rows(
     if width < min_width:
         first = lines[0] if lines else (2 if header is not None else 1)
         raise SourceFormatError(f"{path}, row {first}: expected {min_width} comma-separated fields, got {width}")
+    _check_text_size(path, fields, lines)
     table = np.array(fields, dtype=str).reshape(len(fields), width) if fields else np.zeros((0, width), str)
     return Table(header=header, fields=table, line_numbers=np.array(lines, dtype=np.int64))
+
+
+def _check_text_size(path: Path, fields: list[list[str]], lines: list[int]) -> None:
+    """The fields become one fixed-width text array, every cell as wide as the longest field (4 bytes a
+    character): one long field in a wide file would need terabytes. Over :data:`MAX_TEXT_BYTES` it is one error
+    naming the row and column of the longest field and the bytes the table would need."""
+    if not fields:
+        return
+    lengths = [max(map(len, row), default=0) for row in fields]
+    longest = max(lengths)
+    need = len(fields) * len(fields[0]) * longest * 4
+    if need <= MAX_TEXT_BYTES:
+        return
+    i = lengths.index(longest)
+    j = [len(f) for f in fields[i]].index(longest)
+    raise SourceFormatError(
+        f"{path}, row {lines[i]}, column {j + 1}: a field of {longest} characters; with {len(fields)} rows of "
+        f"{len(fields[0])} fields the table would need {need} bytes as text (more than {MAX_TEXT_BYTES}); "
+        "expected short fields (ids, numbers, names)"
+    )
 
 
 def read_table(path: Path, *, skip_header: bool, min_width: int = 1) -> tuple[list[str] | None, np.ndarray]:

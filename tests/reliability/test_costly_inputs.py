@@ -175,6 +175,31 @@ def test_million_column_l2logger_tsv_is_refused(workspace):
     assert len(line) < 1000  # names the count, does not quote the header
 
 
+def long_field_csv(rows: int = 1000, columns: int = 100, at: tuple[int, int] = (500, 50)) -> str:
+    """``rows`` x ``columns`` zeros (200 KB) with one field of 100,000 characters at ``at`` (0-based): 40 GB
+    as one fixed-width text array, where every cell is as wide as the longest field."""
+    lines = [["0"] * columns for _ in range(rows)]
+    lines[at[0]][at[1]] = "x" * 100_000
+    return "\n".join(",".join(line) for line in lines) + "\n"
+
+
+def test_one_long_field_in_a_wide_accuracy_matrix_is_refused(workspace):
+    table = workspace.root / "accuracy.csv"
+    table.write_text(long_field_csv())
+    result = timed(EVALUATE, ["+source=accuracy_matrix", f"source.path={table}"], workspace)
+    assert_clean_failure(result, f"{table}, row 501, column 51", "100000 characters", "40000000000 bytes")
+
+
+def test_one_long_field_in_sailon_ground_truth_is_refused(workspace):
+    root = inputs(workspace)
+    text = (root / gt(A)).read_text().splitlines()
+    rows = [text[0], *text[1:]] + [text[1]] * 20_000  # a long ground truth (the row checks come after)
+    rows[2] = rows[2] + "x" * 100_000  # the last field of line 3 made 100,000 characters longer
+    (root / gt(A)).write_text("\n".join(rows) + "\n")
+    result = timed(EVALUATE, cli_args(root), workspace)
+    assert_clean_failure(result, f"{root / gt(A)}, row 3", "characters", "bytes")
+
+
 # -- images that declare gigapixels ----------------------------------------------------------------------------
 def png_declaring(width: int, height: int) -> bytes:
     """A PNG whose header declares ``width`` x ``height`` RGB pixels over an empty image stream (a few bytes)."""
