@@ -312,7 +312,10 @@ class MlflowSweepCallback(Callback):
             return
         settings, launch_dir, run_id = self._parent(config)
         if run_id:
-            mark_parent(settings, launch_dir, run_id, "FAILED")
+            try:
+                mark_parent(settings, launch_dir, run_id, "FAILED")
+            except Exception as exc:  # noqa: BLE001 - the store is gone (a lost server): the job's own error says so
+                log.warning("could not mark sweep parent run %s FAILED: %s", run_id, exc)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         hide_secrets(config)  # multirun.yaml again, should no job have run in this process

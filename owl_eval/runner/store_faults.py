@@ -131,11 +131,17 @@ def note_store(name: str) -> None:
 
 
 def describe_if_full(exc: BaseException) -> str | None:
-    """The one line for ``exc`` when it is a full disk not yet described (:class:`StoreFull` says it already),
-    naming the store this process last opened; else None."""
-    if isinstance(exc, StoreFull) or not disk_full(exc):
+    """The one line for ``exc`` when it is a full disk or a lost tracking server not yet described
+    (:class:`StoreFull` and :class:`ServerLost` say it already), naming the store this process last opened; else
+    None."""
+    if isinstance(exc, StoreFull | ServerLost):
         return None
-    return full_disk_message(exc, _last_store.get("name"))
+    store = _last_store.get("name")
+    if disk_full(exc):
+        return full_disk_message(exc, store)
+    if store and "://" in store and store.lower().startswith("http") and server_lost(exc):
+        return f"the tracking server at {store} stopped answering ({why_lost(exc)}, after MLflow's retries)"
+    return None
 
 
 class _DropFullDisk(logging.Filter):
@@ -154,3 +160,46 @@ def quiet_mlflow_disk_full() -> None:
     logger = logging.getLogger(MLFLOW_DB_LOGGER)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
+
+
+# What the HTTP stack says when a tracking server stops answering (requests, urllib3 and MLflow's wrapping of them).
+LOST_SERVER_TEXTS = (
+    "max retries exceeded",
+    "failed to establish a new connection",
+    "connection refused",
+    "connection aborted",
+    "connection reset",
+    "remote end closed connection",
+    "read timed out",
+)
+
+
+class ServerLost(OSError):
+    """A tracking server stopped answering while a run was logging to it."""
+
+
+def server_lost(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or anything in its chain) says an HTTP tracking server did not answer: a refused or reset
+    connection, a time-out, MLflow giving up after its retries."""
+    if exc is None:
+        return False
+    for current in _chain(exc):
+        if isinstance(current, ServerLost | ConnectionError | TimeoutError):
+            return True
+        name = type(current).__name__
+        if name in ("MaxRetryError", "NewConnectionError", "ConnectTimeout", "ReadTimeout", "ProtocolError"):
+            return True
+        if any(text in str(current).lower() for text in LOST_SERVER_TEXTS):
+            return True
+    return False
+
+
+def why_lost(exc: BaseException) -> str:
+    """A few words for why a server did not answer, from ``exc``'s chain."""
+    for current in _chain(exc):
+        if isinstance(current, ConnectionRefusedError) or "connection refused" in str(current).lower():
+            return "connection refused"
+    for current in _chain(exc):
+        if isinstance(current, TimeoutError) or "timed out" in str(current).lower():
+            return "timed out"
+    return "no answer"

@@ -36,6 +36,20 @@ if TYPE_CHECKING:
 os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("DO_NOT_TRACK", "true")
 
+# MLflow's own defaults retry a failed HTTP request for minutes (7 retries, backoff factor 2, 120 s per try): a
+# tracking server lost mid-sweep would hang every job that follows. Unless the user has set them, a request to a
+# server that refuses connections gives up after ~10 s (3 retries, 1 + 2 + 4 s apart, plus up to 1 s jitter each),
+# one that accepts and never answers after at most 4 x 30 s + that; a server restarted within ~7 s is ridden out.
+HTTP_RETRY_DEFAULTS = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "3",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "30",
+    # libpq's connect time-out for a database store (PostgreSQL) that stops answering: 10 s, not the OS's minutes
+    "PGCONNECT_TIMEOUT": "10",
+}
+for _name, _value in HTTP_RETRY_DEFAULTS.items():
+    os.environ.setdefault(_name, _value)
+
 import numpy as np  # noqa: E402
 
 from owl_eval.domains.provenance import DataInput  # noqa: E402
@@ -296,7 +310,8 @@ def check_server(uri: str) -> None:
     a GET of the URI with a :data:`SERVER_CHECK_TIMEOUT` s timeout, :data:`SERVER_CHECK_ATTEMPTS` attempts
     :data:`SERVER_CHECK_PAUSE` s apart. Nothing answering (connection refused, unknown host, time-out) is one
     :class:`~owl_eval.errors.ConfigError` saying what to do. MLflow's own retries are left as they are: they
-    let a sweep ride out a server restarted mid-run."""
+    let a sweep ride out a server restarted mid-run, within the bounds of :data:`HTTP_RETRY_DEFAULTS`. A server
+    that stops answering later is forgotten (:meth:`TrackedRun.__exit__`), so the next job is checked again."""
     from owl_eval.errors import ConfigError
 
     if uri in _ANSWERING_SERVERS:
@@ -808,6 +823,22 @@ class TrackedRun:
             )
         return StoreFull(message)
 
+    def _remote(self) -> bool:
+        return bool(self.uri) and str(self.uri).lower().startswith(("http://", "https://"))
+
+    def lost_server_error(self, exc: BaseException):
+        """The :class:`~owl_eval.runner.store_faults.ServerLost` for ``exc``: which server, why, and what becomes
+        of the run."""
+        from owl_eval.runner.store_faults import ServerLost, why_lost
+        from owl_eval.runner.tracking_settings import redacted
+
+        return ServerLost(
+            f"the tracking server at {redacted(str(self.uri))} stopped answering ({why_lost(exc)}, after MLflow's "
+            f"retries: MLFLOW_HTTP_REQUEST_MAX_RETRIES={os.environ.get('MLFLOW_HTTP_REQUEST_MAX_RETRIES')}, "
+            f"MLFLOW_HTTP_REQUEST_TIMEOUT={os.environ.get('MLFLOW_HTTP_REQUEST_TIMEOUT')} s); run {self.run_id} "
+            "stays RUNNING there until a launch on this host reaches the server again and ends it"
+        )
+
     def __enter__(self) -> TrackedRun:
         return self
 
@@ -815,8 +846,14 @@ class TrackedRun:
         """End the run (FINISHED, or after ``exc`` FAILED / KILLED). A full disk, met in the run's work or in ending
         it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store, unless the run was
         interrupted (Ctrl-C, SIGTERM: that stays what ends the command)."""
-        from owl_eval.runner.store_faults import disk_full
+        from owl_eval.runner.store_faults import disk_full, server_lost
 
+        if self._remote() and server_lost(exc):
+            # Every write would wait out MLflow's retries again: the run is left for the next launch to end.
+            _ANSWERING_SERVERS.discard(str(self.uri))  # the next job checks the server at once (check_server)
+            if isinstance(exc, KeyboardInterrupt):
+                return False
+            raise self.lost_server_error(exc) from exc
         full: BaseException | None = exc if disk_full(exc) else None
         try:
             if exc is None:
@@ -824,6 +861,12 @@ class TrackedRun:
             else:
                 self.fail(exc)
         except Exception as ending:
+            if self._remote() and server_lost(ending):
+                _ANSWERING_SERVERS.discard(str(self.uri))
+                if exc is not None:
+                    log.warning("run %s could not be ended: %s", self.run_id, self.lost_server_error(ending))
+                    return False  # the job's own error (an agent's crash) is what the user hears of
+                raise self.lost_server_error(ending) from ending
             if not disk_full(ending):
                 raise
             full = full or ending
