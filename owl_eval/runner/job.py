@@ -450,6 +450,7 @@ def score_record(job: PreparedJob | PartialScorer, record: Record, scratch: Path
         record_dir = scratch / "record"
         record_dir.mkdir(parents=True, exist_ok=True)
         record.save(record_dir)
+        seal_record(record_dir)
     if figures:
         clock = time.perf_counter()
         made = job.evaluation.figures(Scored(results, scored.figure_data), job.metric_options)
@@ -464,6 +465,15 @@ def score_record(job: PreparedJob | PartialScorer, record: Record, scratch: Path
                 plt.close(fig)
         timings[MetricKey("figures_s", timing=True)] = time.perf_counter() - clock
     return Outcome(results, timings, record_dir, figure_dir)
+
+
+def seal_record(record_dir: Path) -> None:
+    """The record's checksums (:mod:`owl_eval.formats.checksums`), for a plugin's record whose ``save`` does not
+    write them (the built-in protocols' do): every logged record is checked when it is re-scored."""
+    from owl_eval.formats.checksums import CHECKSUMS_FILE, seal
+
+    if not (record_dir / CHECKSUMS_FILE).is_file():
+        seal(record_dir)
 
 
 def log_outcome(run: TrackedRun, outcome: Outcome, timings: dict[MetricKey, float] | None = None) -> None:

@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.reliability.harness import assert_clean_failure, run_cli
 from tests.reliability.test_record_errors import continual_record, ond_record
@@ -137,3 +138,26 @@ def test_downloaded_record_is_verified_and_a_rewritten_download_refused(tmp_path
     rewrite_predictions(downloaded / "ond_record.npz")
     assert_clean_failure(rescore(workspace, downloaded), "ond_record.npz", "changed")
     assert len(runs(workspace)) == 2
+
+
+def test_a_plugin_protocol_record_is_sealed_by_the_runner(tmp_path, workspace):
+    """A plugin's record whose ``save`` writes no checksums (the example plugin's) gets them from the runner: its
+    logged record is re-scored as verified, and refused once changed."""
+    pytest.importorskip("owl_eval_selective")
+    from mlflow.tracking import MlflowClient
+
+    result = run_cli("runner", ["+experiment=selective_digits", "figures=false"], workspace)
+    assert result.returncode == 0, result.stderr
+    (run,) = runs(workspace)
+    client = MlflowClient(tracking_uri=f"sqlite:///{workspace.db}")
+    downloaded = Path(client.download_artifacts(run.info.run_id, "record", str(tmp_path / "downloaded")))
+    assert (downloaded / "record_checksums.json").is_file()
+    assert rescore(workspace, downloaded).returncode == 0
+    rescored = next(r for r in runs(workspace) if r.info.run_id != run.info.run_id)
+    assert rescored.data.tags["owl_eval.record_sha256"] == sha256(downloaded / "record_checksums.json")
+    (npz,) = downloaded.glob("*_record.npz")
+    with np.load(npz, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["confidence"] = arrays["confidence"][::-1].copy()
+    np.savez_compressed(npz, **arrays)
+    assert_clean_failure(rescore(workspace, downloaded), npz.name, "changed")
