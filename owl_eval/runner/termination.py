@@ -1,5 +1,7 @@
 """SIGTERM to the command (what Slurm sends on preemption or time-out, and ``kill``, ``docker stop`` and
-Kubernetes send) ends it the way Ctrl-C does, with the command's jobs included.
+Kubernetes send) ends it the way Ctrl-C does, with the command's jobs included. Ctrl-C (SIGINT) in a sweep whose
+jobs run in worker processes waits for their runs to end too (:func:`_on_sigint`), so that the launcher's teardown
+of its workers never cuts a job's logging short.
 
 - A single run: while its agents work, :mod:`owl_eval.runner.worker` passes the signal on to the job's process,
   which hands over what it completed; the run ends KILLED with it, the command exits 143. Outside that window
@@ -38,28 +40,47 @@ def terminate_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, _on_sigint)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _on_sigterm(signum, frame) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one stop at a time; SIGKILL remains for force
     try:
-        _stop_sweep_jobs()
+        _stop_sweep_jobs(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGTERM, _on_sigterm)
     raise Terminated()
 
 
-def _stop_sweep_jobs() -> None:
-    """Pass SIGTERM to the other processes of this host running this command's sweep jobs, and wait for their runs
-    to end. Only a process that provably owns a run is signalled (:func:`~owl_eval.runner.liveness.own_process`:
-    this host, and the start time the run recorded or descent from this process): a pid of another host (Slurm,
-    Ray, a shared server), or one reused by a later process, may name anything here. Runs of other hosts are left to
-    their hosts and not waited for."""
+def _on_sigint(signum, frame) -> None:
+    """Ctrl-C: a terminal sends it to the whole process group, so the sweep's workers (joblib, submitit-local) stop
+    their jobs by themselves; this process waits for their runs to end before the launcher tears its workers down
+    (which would leave the runs RUNNING, their completed part unlogged). A second Ctrl-C stops at once."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _stop_sweep_jobs(signal.SIGINT, settle=SIGINT_SETTLE_SECONDS)
+    finally:
+        signal.signal(signal.SIGINT, _on_sigint)
+    raise KeyboardInterrupt()
+
+
+# How long Ctrl-C waits for the sweep's jobs to stop on their own (a terminal's Ctrl-C reached them too) before it
+# passes the signal on (a SIGINT sent to this process alone): a job that got both would take the second as "stop now".
+SIGINT_SETTLE_SECONDS = 5.0
+
+
+def _stop_sweep_jobs(signum: int, *, settle: float = 0.0) -> None:
+    """Pass ``signum`` to the other processes of this host running this command's sweep jobs, and wait for their runs
+    to end (with ``settle``, first wait that long for them to end without it). Only a process that provably owns a
+    run is signalled (:func:`~owl_eval.runner.liveness.own_process`: this host, and the start time the run recorded
+    or descent from this process): a pid of another host (Slurm, Ray, a shared server), or one reused by a later
+    process, may name anything here. Runs of other hosts are left to their hosts and not waited for."""
     from owl_eval.runner.callbacks import _open_sweep
 
     if not _open_sweep:
@@ -92,20 +113,27 @@ def _stop_sweep_jobs() -> None:
             elif tags.get(PID_TAG, "") != str(os.getpid()):
                 unproven.add(tags.get(PID_TAG, "?"))
         owners.discard(os.getpid())  # a job of this process (basic launcher) is stopped by the worker module
+        name = signal.Signals(signum).name
+        settled = time.monotonic() + settle
+        while owners and time.monotonic() < settled:
+            owners &= {p for p in owner_pids() if p is not None}
+            time.sleep(0.2)
         for pid in owners:
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGTERM)
+                os.kill(pid, signum)
         if owners:
-            log.warning("SIGTERM: stopping the sweep's jobs in processes %s", ", ".join(map(str, sorted(owners))))
+            log.warning("%s: stopping the sweep's jobs in processes %s", name, ", ".join(map(str, sorted(owners))))
         if elsewhere:
             log.warning(
-                "SIGTERM: the sweep's RUNNING jobs on other hosts (%s) are left to their hosts",
+                "%s: the sweep's RUNNING jobs on other hosts (%s) are left to their hosts",
+                name,
                 ", ".join(sorted(elsewhere)),
             )
         if unproven:
             log.warning(
-                "SIGTERM: processes %s of this host are not signalled: none is provably the process of its run "
+                "%s: processes %s of this host are not signalled: none is provably the process of its run "
                 "(gone, or the pid now belongs to another process)",
+                name,
                 ", ".join(sorted(unproven)),
             )
         deadline = time.monotonic() + JOB_GRACE_SECONDS
@@ -114,4 +142,4 @@ def _stop_sweep_jobs() -> None:
                 break
             time.sleep(0.2)
     except Exception as exc:  # noqa: BLE001 - stopping must go on even when the store cannot be read
-        log.warning("SIGTERM: could not stop the sweep's jobs cleanly: %s", exc)
+        log.warning("%s: could not stop the sweep's jobs cleanly: %s", signal.Signals(signum).name, exc)
