@@ -21,6 +21,7 @@ from tests.reliability.harness import assert_clean_failure, run_cli
 from tests.reliability.test_record_errors import continual_record, ond_record
 
 EVALUATE = "owl_eval.runner.evaluate"
+K = "metrics.k_values=[2]"  # the trajectories fixture has 2 predictions per agent
 
 
 def sha256(path: Path) -> str:
@@ -161,3 +162,41 @@ def test_a_plugin_protocol_record_is_sealed_by_the_runner(tmp_path, workspace):
     arrays["confidence"] = arrays["confidence"][::-1].copy()
     np.savez_compressed(npz, **arrays)
     assert_clean_failure(rescore(workspace, downloaded), npz.name, "changed")
+
+
+def test_rewritten_predictions_file_named_by_a_trajectories_record_is_refused(tmp_path, workspace):
+    """The record of a ``+source=trajectories`` run points at the predictions file outside it (not copied: it may
+    be gigabytes); the record keeps its SHA-256, and a re-score after the file was rewritten is refused."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.reliability.test_trajectories_errors import arrays
+
+    predictions = tmp_path / "predictions.npz"
+    np.savez(predictions, **arrays())
+    first = run_cli(EVALUATE, ["+source=trajectories", f"source.path={predictions}", K], workspace)
+    assert first.returncode == 0, first.stderr
+    (run,) = runs(workspace)
+    client = MlflowClient(tracking_uri=f"sqlite:///{workspace.db}")
+    downloaded = Path(client.download_artifacts(run.info.run_id, "record", str(tmp_path / "downloaded")))
+    summary = json.loads((downloaded / "trajectory_source.json").read_text())
+    assert summary["sha256"] == sha256(predictions)
+    assert rescore(workspace, downloaded, "+" + K).returncode == 0
+    rescored = next(r for r in runs(workspace) if r.info.run_id != run.info.run_id)
+    assert rescored.data.tags["owl_eval.predictions_sha256"] == sha256(predictions)
+
+    saved = sha256(predictions)
+    data = arrays()
+    data["Path_pred"] = data["Path_pred"] + 0.5  # new predictions, same layout
+    np.savez(predictions, **data)
+    assert_clean_failure(
+        rescore(workspace, downloaded, "+" + K), str(predictions), "changed", saved, sha256(predictions)
+    )
+
+    # a summary saved before checksums were kept: scored, tagged unverified
+    del summary["sha256"]
+    (downloaded / "trajectory_source.json").write_text(json.dumps(summary))
+    (downloaded / "record_checksums.json").unlink()
+    result = rescore(workspace, downloaded, "+" + K)
+    assert result.returncode == 0, result.stderr
+    newest = [r for r in runs(workspace) if r.info.run_id not in (run.info.run_id, rescored.info.run_id)]
+    assert [r.data.tags.get("owl_eval.record_unverified") for r in newest] == ["true"]

@@ -170,7 +170,10 @@ def test_evaluate_cli_logs_like_a_live_run(tmp_path, experiment, client):
     (run,) = client.search_runs([exp.experiment_id])
     assert run.info.status == "FINISHED" and run.data.tags["source"] == "trajectories"
     assert run.data.metrics["miss_rate_marginal"] == pytest.approx(MISS)
-    assert {a.path for a in client.list_artifacts(run.info.run_id, "record")} == {"record/trajectory_source.json"}
+    assert {a.path for a in client.list_artifacts(run.info.run_id, "record")} == {
+        "record/trajectory_source.json",  # names the predictions file (not copied) and its SHA-256
+        "record/record_checksums.json",
+    }
 
 
 def test_broken_source_creates_no_run(tmp_path, experiment, client):

@@ -8,19 +8,23 @@ The record is user data once downloaded: every check runs before any MLflow run 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from owl_eval.formats.checksums import sha256_of
 from owl_eval.protocols.trajectory.sources.checks import (
     check_class_outputs,
     check_coordinates,
     check_log_probs,
 )
 from owl_eval.sources import SourceData, SourceFormatError
-from owl_eval.sources.record import read_json_object
+from owl_eval.sources.record import UNVERIFIED_TAG, read_json_object
+
+log = logging.getLogger(__name__)
 
 
 def read_saved(file: Path, *, settings: Mapping[str, Any], chunk_size: int) -> SourceData:
@@ -43,6 +47,7 @@ def read_source_summary(file: Path, *, settings: Mapping[str, Any], chunk_size: 
         raise SourceFormatError(f"{file}: key 'arrays': expected an object of array names (strings or null)")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise SourceFormatError(f"{file}: key 'seed': expected an integer in [0, 2**63), got {str(seed)[:30]}")
+    unverified = _check_named_file(file, Path(path), summary.get("sha256"))
     source = TrajectoriesSource(
         path,
         chunk_size=chunk_size,
@@ -53,9 +58,36 @@ def read_source_summary(file: Path, *, settings: Mapping[str, Any], chunk_size: 
         seed=seed,
     )
     try:
-        return source.load()
+        data = source.load()
     except SourceFormatError as exc:
         raise SourceFormatError(f"{exc} (the file named by {file})") from None
+    data.tags |= {UNVERIFIED_TAG: "true"} if unverified else {"owl_eval.predictions_sha256": summary["sha256"]}
+    return data
+
+
+def _check_named_file(file: Path, path: Path, recorded: object) -> bool:
+    """The predictions file a summary names, compared with the SHA-256 the run recorded: rewritten since, one error
+    naming it and both checksums. Returns whether it went unchecked (a summary saved before checksums were kept)."""
+    if recorded is None:
+        log.warning(
+            "%s: no sha256 of %s (saved before owl-eval kept checksums): the file cannot be checked against the "
+            "run that scored it; the run is tagged %s=true",
+            file,
+            path,
+            UNVERIFIED_TAG,
+        )
+        return True
+    if not isinstance(recorded, str) or len(recorded) != 64:
+        raise SourceFormatError(f"{file}: key 'sha256': expected 64 hex digits, got {str(recorded)[:80]!r}")
+    if not path.is_file():
+        return False  # the source names what is missing
+    now = sha256_of(path)
+    if now != recorded:
+        raise SourceFormatError(
+            f"{path}: changed since the run scored it (sha256 recorded in {file} {recorded}, now {now}); restore "
+            f"the file, or score it as new results, not as that run's: +source=trajectories source.path={path}"
+        )
+    return False
 
 
 def check_trajectory(file: Path, record) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from owl_eval.errors import UnsafePathError
+from owl_eval.formats.checksums import sha256_of
 from owl_eval.formats.names import distinct_names, text_names
 from owl_eval.metrics.validation import MetricInputError
 from owl_eval.protocols.trajectory.sources.checks import check_class_outputs, check_coordinates, check_log_probs
@@ -68,9 +69,10 @@ class TrajectoryFile:
         }
 
     def save(self, directory) -> Path:
-        """The input file is the record (possibly gigabytes): log where it is and what was read, not a copy."""
+        """The input file is the record (possibly gigabytes): log where it is and what was read, not a copy, with
+        its SHA-256, so that a re-score of this run refuses the file once it was rewritten."""
         path = Path(directory) / SUMMARY_FILE
-        path.write_text(json.dumps(self.summary(), indent=2))
+        path.write_text(json.dumps(self.summary() | {"sha256": sha256_of(self.path)}, indent=2))
         return path
 
 
