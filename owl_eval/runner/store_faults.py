@@ -51,6 +51,23 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return found
 
 
+def interruption_in(exc: BaseException | None) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM (a ``KeyboardInterrupt``) that ``exc`` is, or was raised while handling (its implicit
+    ``__context__`` chain: an error in logging the completed part after a SIGTERM); None when there is none. An
+    error explicitly caused by a KeyboardInterrupt ends the search: an agent's own KeyboardInterrupt is the cause
+    of its crash (``owl_eval.runner.worker.as_agent_crash``), not a signal."""
+    seen: set[int] = set()
+    current = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        if isinstance(current.__cause__, KeyboardInterrupt):
+            return None
+        seen.add(id(current))
+        current = current.__context__
+    return None
+
+
 def disk_full(exc: BaseException | None) -> bool:
     """Whether ``exc`` (or anything in its chain) says a disk is full."""
     if exc is None:

@@ -785,12 +785,13 @@ class TrackedRun:
         error as a tag and the traceback as ``error.txt`` either way. On a full disk the tag and the traceback
         may not fit: the status is still written if it can be."""
         from owl_eval.errors import Terminated
-        from owl_eval.runner.store_faults import disk_full, full_disk_message
+        from owl_eval.runner.store_faults import disk_full, full_disk_message, interruption_in
 
-        interrupted = isinstance(exc, KeyboardInterrupt)
+        interrupt = interruption_in(exc)  # a write that failed after the signal: still an interruption
+        interrupted = interrupt is not None
         try:
-            if isinstance(exc, Terminated):
-                error = str(exc)
+            if isinstance(interrupt, Terminated):
+                error = str(interrupt)
             elif interrupted:
                 error = "interrupted (KeyboardInterrupt)"
             elif disk_full(exc):
@@ -846,13 +847,16 @@ class TrackedRun:
         """End the run (FINISHED, or after ``exc`` FAILED / KILLED). A full disk, met in the run's work or in ending
         it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store, unless the run was
         interrupted (Ctrl-C, SIGTERM: that stays what ends the command)."""
-        from owl_eval.runner.store_faults import disk_full, server_lost
+        from owl_eval.runner.store_faults import disk_full, interruption_in, server_lost
 
+        interrupt = interruption_in(exc)  # a Ctrl-C or SIGTERM, even one that a failed write then hid
         if self._remote() and server_lost(exc):
             # Every write would wait out MLflow's retries again: the run is left for the next launch to end.
             _ANSWERING_SERVERS.discard(str(self.uri))  # the next job checks the server at once (check_server)
-            if isinstance(exc, KeyboardInterrupt):
+            if interrupt is exc:
                 return False
+            if interrupt is not None:
+                raise interrupt  # the command stops as the signal asked, not as a failed job of a sweep going on
             raise self.lost_server_error(exc) from exc
         full: BaseException | None = exc if disk_full(exc) else None
         try:
@@ -877,6 +881,8 @@ class TrackedRun:
                     log.debug("run %s could not be marked FAILED: %s", self.run_id, again)
             elif not disk_full(exc):
                 log.warning("run %s could not be ended on its store: its disk is full", self.run_id)
+        if interrupt is not None and interrupt is not exc:
+            raise interrupt
         if full is None or (exc is not None and (isinstance(exc, KeyboardInterrupt) or not disk_full(exc))):
             return False  # an interruption or another error (an agent's crash) is what the user hears of
         raise self.full_disk_error(full) from full
