@@ -4,12 +4,17 @@ on a free port, killed once the sweep's second job has completed its first trial
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -112,4 +117,80 @@ def test_sigterm_ends_a_sweep_whose_server_is_lost(tmp_path, free_port, start_ba
     output = log.read_text()
     assert code == 143, output[-3000:]  # stopped as SIGTERM asks
     assert "#2 :" not in output, output[-3000:]  # no job started after it
+    assert "Traceback" not in output, output[-3000:]
+
+
+@contextlib.contextmanager
+def _own_postgres(tmp_path: Path) -> Iterator[tuple[str, Callable[[], None]]]:
+    """A PostgreSQL cluster of this test's own (the session's ``postgres`` fixture must outlive its tests): its URI
+    and a function that kills it (``pg_ctl stop -m immediate``)."""
+    from integration.conftest import _free_port, _run, _stop, postgres_bindir, unavailable
+
+    bindir = postgres_bindir()
+    if bindir is None:
+        unavailable("PostgreSQL is not installed: no /usr/lib/postgresql/<version>/bin/initdb, no initdb on PATH")
+    prefix: list[str] = []
+    root = Path(tempfile.mkdtemp(prefix="owl-eval-lost-postgres-"))
+    if os.geteuid() == 0:
+        runuser = shutil.which("runuser")
+        try:
+            entry = pwd.getpwnam("postgres")
+        except KeyError:
+            unavailable("running as root, and there is no postgres user to run PostgreSQL as")
+        if runuser is None:
+            unavailable("running as root, and runuser is not installed")
+        prefix = [runuser, "-u", "postgres", "--"]
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    data, port = root / "data", _free_port()
+    try:
+        _run(prefix, [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"], "initdb")
+        options = f"-c listen_addresses=127.0.0.1 -c port={port} -k {root}"
+        _run(
+            prefix,
+            [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-o", options, "start"],
+            "start",
+        )
+        _run(
+            prefix,
+            [str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "mlflow"],
+            "createdb",
+        )
+
+        def kill() -> None:
+            _run(prefix, [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], "pg_ctl stop")
+
+        yield f"postgresql://postgres@127.0.0.1:{port}/mlflow", kill
+    finally:
+        _stop(prefix, bindir, data)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_a_database_store_lost_mid_sweep(tmp_path, start_background, timings):
+    """The same with the sweep writing straight to PostgreSQL, which is stopped after job 2's first trials."""
+    with _own_postgres(tmp_path) as (uri, kill):
+        marks, launch = tmp_path / "marks", tmp_path / "launch"
+        launch.mkdir()
+        args = ["+experiment=ond_given_detection", "progress=false", "figures=false", "protocol.num_trials=300"]
+        args += [f"tracking.uri={uri}", f"tracking.artifact_location={tmp_path / 'artifacts'}"]
+        agent = [TEST_AGENTS, "agent=ond/marking", f"agent.marker_dir={marks}", "seed=0,1,2"]
+        env = os.environ | {"PYTHONPATH": str(PROJECT_ROOT)}
+        proc = start_background(
+            [sys.executable, "-m", "owl_eval", "--multirun", *args, *agent], log_name="sweep.log", env=env, cwd=launch
+        )
+        log = tmp_path / "sweep.log"
+        deadline = time.monotonic() + 240
+        while len(list(marks.glob("*"))) < 2:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, "the sweep's second job did not complete 2 trials within 240 s"
+            time.sleep(0.1)
+        kill()
+        died = time.monotonic()
+        code = _ended_within(proc, died, BOUND_S, log)
+        timings("lost database: stopped -> sweep ended", time.monotonic() - died)
+    output = log.read_text()
+    assert code == 1, output[-3000:]
+    errors = [line for line in output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, output[-3000:]
+    assert "127.0.0.1" in errors[0] and "[SQL:" not in errors[0], errors[0]
     assert "Traceback" not in output, output[-3000:]

@@ -8,8 +8,11 @@ file system has free, and what to do; :class:`StoreFull` carries that message to
 line (an ``OSError``, so the console prints it as it stands, without a type name or a traceback's place).
 
 MLflow's SQL store also logs every database error with its traceback on stderr (logger
-``mlflow.store.db.utils``); :func:`quiet_mlflow_disk_full` drops those records for a full disk, whose one line
-is ours (the traceback still goes to the job's log file with that line).
+``mlflow.store.db.utils``); :func:`quiet_mlflow_store_faults` drops those records for a full disk or a lost
+database, whose one line is ours (the traceback still goes to the job's log file with that line).
+
+A store reached over the network (a tracking server, a database) that stops answering is :func:`server_lost`;
+:class:`ServerLost` carries its one line.
 """
 
 from __future__ import annotations
@@ -161,19 +164,24 @@ def describe_if_full(exc: BaseException) -> str | None:
     return None
 
 
-class _DropFullDisk(logging.Filter):
-    """Keeps MLflow's SQL-store error records off the console when they are about a full disk."""
+class _DropStoreFaults(logging.Filter):
+    """Keeps MLflow's SQL-store error records off the console when they are about a full disk or a database that
+    stopped answering: the run's one error line says it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return not (disk_full(exc) or any(text in record.getMessage().lower() for text in FULL_DISK_TEXTS))
+        text = record.getMessage().lower()
+        if disk_full(exc) or any(t in text for t in FULL_DISK_TEXTS):
+            return False
+        return not (server_lost(exc) or any(t in text for t in LOST_SERVER_TEXTS))
 
 
-_FILTER = _DropFullDisk()
+_FILTER = _DropStoreFaults()
 
 
-def quiet_mlflow_disk_full() -> None:
-    """Drop MLflow's logged tracebacks for a full disk (idempotent): the one ``error:`` line says it."""
+def quiet_mlflow_store_faults() -> None:
+    """Drop MLflow's logged tracebacks for a full disk or a lost database (idempotent): one ``error:`` line says
+    it."""
     logger = logging.getLogger(MLFLOW_DB_LOGGER)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
@@ -188,11 +196,16 @@ LOST_SERVER_TEXTS = (
     "connection reset",
     "remote end closed connection",
     "read timed out",
+    # a database store (PostgreSQL's libpq) whose server went away
+    "server closed the connection unexpectedly",
+    "terminating connection due to administrator command",
+    "could not connect to server",
+    "connection to server at",
 )
 
 
 class ServerLost(OSError):
-    """A tracking server stopped answering while a run was logging to it."""
+    """A tracking server or a database store stopped answering while a run was logging to it."""
 
 
 def server_lost(exc: BaseException | None) -> bool:

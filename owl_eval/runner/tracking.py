@@ -77,6 +77,7 @@ DATASET_RACE_ATTEMPTS = 4  # tries of log_inputs when a parallel job adds the sa
 SERVER_CHECK_TIMEOUT = 5.0
 SERVER_CHECK_ATTEMPTS = 2
 SERVER_CHECK_PAUSE = 1.0
+DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # database stores MLflow reaches over the network
 # Below this much free space on a SQLite store's disk no run is started (a run writes from ~100 KiB to many MiB).
 MIN_FREE_BYTES = 1024 * 1024
 
@@ -188,10 +189,10 @@ def make_client(uri: str):
         check_database(uri)
     elif uri.startswith("sqlite:///"):
         check_sqlite_store(uri)
-    from owl_eval.runner.store_faults import note_store, quiet_mlflow_disk_full
+    from owl_eval.runner.store_faults import note_store, quiet_mlflow_store_faults
 
     note_store(store_name(uri))
-    quiet_mlflow_disk_full()  # a full disk is one error line, not MLflow's logged traceback per failed write
+    quiet_mlflow_store_faults()  # a full disk or a lost database: one error line, not a traceback per failed write
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
 
@@ -825,7 +826,15 @@ class TrackedRun:
         return StoreFull(message)
 
     def _remote(self) -> bool:
-        return bool(self.uri) and str(self.uri).lower().startswith(("http://", "https://"))
+        """Whether the run's store is reached over the network (a tracking server or a database), which can be
+        lost mid-run."""
+        return bool(self.uri) and str(self.uri).lower().startswith(("http://", "https://", *DATABASE_SCHEMES))
+
+    def _forget_store(self) -> None:
+        """The store stopped answering: the next job of this process checks it again (:func:`check_server`,
+        :func:`check_database`), one quick error, instead of waiting out retries."""
+        _ANSWERING_SERVERS.discard(str(self.uri))
+        _REACHED_DATABASES.discard(str(self.uri))
 
     def lost_server_error(self, exc: BaseException):
         """The :class:`~owl_eval.runner.store_faults.ServerLost` for ``exc``: which server, why, and what becomes
@@ -833,11 +842,17 @@ class TrackedRun:
         from owl_eval.runner.store_faults import ServerLost, why_lost
         from owl_eval.runner.tracking_settings import redacted
 
+        uri = str(self.uri)
+        if uri.lower().startswith(DATABASE_SCHEMES):
+            what = f"the database store at {redacted(uri)} stopped answering ({why_lost(exc)})"
+        else:
+            what = (
+                f"the tracking server at {redacted(uri)} stopped answering ({why_lost(exc)}, after MLflow's retries: "
+                f"MLFLOW_HTTP_REQUEST_MAX_RETRIES={os.environ.get('MLFLOW_HTTP_REQUEST_MAX_RETRIES')}, "
+                f"MLFLOW_HTTP_REQUEST_TIMEOUT={os.environ.get('MLFLOW_HTTP_REQUEST_TIMEOUT')} s)"
+            )
         return ServerLost(
-            f"the tracking server at {redacted(str(self.uri))} stopped answering ({why_lost(exc)}, after MLflow's "
-            f"retries: MLFLOW_HTTP_REQUEST_MAX_RETRIES={os.environ.get('MLFLOW_HTTP_REQUEST_MAX_RETRIES')}, "
-            f"MLFLOW_HTTP_REQUEST_TIMEOUT={os.environ.get('MLFLOW_HTTP_REQUEST_TIMEOUT')} s); run {self.run_id} "
-            "stays RUNNING there until a launch on this host reaches the server again and ends it"
+            f"{what}; run {self.run_id} stays RUNNING there until a launch on this host reaches it again and ends it"
         )
 
     def __enter__(self) -> TrackedRun:
@@ -852,7 +867,7 @@ class TrackedRun:
         interrupt = interruption_in(exc)  # a Ctrl-C or SIGTERM, even one that a failed write then hid
         if self._remote() and server_lost(exc):
             # Every write would wait out MLflow's retries again: the run is left for the next launch to end.
-            _ANSWERING_SERVERS.discard(str(self.uri))  # the next job checks the server at once (check_server)
+            self._forget_store()  # the next job checks the store at once
             if interrupt is exc:
                 return False
             if interrupt is not None:
@@ -866,7 +881,7 @@ class TrackedRun:
                 self.fail(exc)
         except Exception as ending:
             if self._remote() and server_lost(ending):
-                _ANSWERING_SERVERS.discard(str(self.uri))
+                self._forget_store()
                 if exc is not None:
                     log.warning("run %s could not be ended: %s", self.run_id, self.lost_server_error(ending))
                     return False  # the job's own error (an agent's crash) is what the user hears of
