@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from owl_eval.errors import ConfigError, Terminated
+from owl_eval.runner.liveness import process_alive
 
 JOB_PROCESS_ENV = "OWL_EVAL_JOB_PROCESS"
 CARRIED_ATTRIBUTE = "owl_eval_carried"
@@ -618,22 +619,12 @@ def _wait_gone(pids: list[int], seconds: float, *, reap: bool) -> bool:
             with contextlib.suppress(ChildProcessError):
                 while os.waitpid(-1, os.WNOHANG)[0]:
                     pass
-        if not any(_alive(p) for p in pids):
+        if not any(process_alive(p) for p in pids):
             return True
         if time.monotonic() >= deadline:
             return False
         time.sleep(pause)
         pause = min(2 * pause, POLL_SECONDS)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
 
 
 def _stop_on_first_signal(timeout: float | None) -> None:

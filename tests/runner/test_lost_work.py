@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from owl_eval.runner.liveness import process_alive
 from owl_eval.runner.worker import SIGNAL_GRACE_SECONDS
 from tests import forked
 from tests.fixtures.searchpath import TEST_AGENTS
@@ -146,15 +147,6 @@ def test_kill_9_of_the_jobs_process_keeps_the_completed_trials(experiment, clien
     assert trials_logged(client, run_id, tmp_path) == ["trial000", "trial001"]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            stat = fh.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(b")") + 2 :].split()[0] != b"Z"
-
-
 def test_processes_an_agent_leaves_end_with_the_job_and_the_output_pipe_closes(experiment, client, tmp_path):
     """The agent starts ``setsid sleep 300`` and a multiprocessing child sleeping 300 s and never ends them: the
     command's stdout (a pipe, as a CI runner or ``| tee`` reads it) reaches EOF once the command exits, and both
@@ -182,11 +174,11 @@ def test_processes_an_agent_leaves_end_with_the_job_and_the_output_pipe_closes(e
         assert proc.wait(timeout=150) == 0
         reader.join(timeout=15)  # what the command left writing to its pipe must be gone within a few seconds
         pids = [int(p) for p in (marks / "pids").read_text().split()]
-        assert not reader.is_alive(), f"the output pipe is still open after the command exited (pids {pids})"
-        assert [p for p in pids if _alive(p)] == []
+        assert not reader.isprocess_alive(), f"the output pipe is still open after the command exited (pids {pids})"
+        assert [p for p in pids if process_alive(p)] == []
     finally:
         for pid in pids:
-            if _alive(pid):
+            if process_alive(pid):
                 os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
