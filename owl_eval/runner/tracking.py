@@ -47,8 +47,16 @@ HTTP_RETRY_DEFAULTS = {
     # libpq's connect time-out for a database store (PostgreSQL) that stops answering: 10 s, not the OS's minutes
     "PGCONNECT_TIMEOUT": "10",
 }
-for _name, _value in HTTP_RETRY_DEFAULTS.items():
-    os.environ.setdefault(_name, _value)
+
+
+def bound_retries() -> None:
+    """:data:`HTTP_RETRY_DEFAULTS` into this process's environment where the user has not set them (MLflow and
+    libpq read them at each request / connection): at import, and again with each client (:func:`make_client`)."""
+    for name, value in HTTP_RETRY_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
+
+bound_retries()
 
 import numpy as np  # noqa: E402
 
@@ -192,6 +200,7 @@ def make_client(uri: str):
     from owl_eval.runner.store_faults import note_store, quiet_mlflow_store_faults
 
     note_store(store_name(uri))
+    bound_retries()
     quiet_mlflow_store_faults()  # a full disk or a lost database: one error line, not a traceback per failed write
     with sqlite_creation_lock(uri), no_stray_folders(uri):
         return MlflowClient(tracking_uri=uri)
