@@ -869,8 +869,9 @@ class TrackedRun:
 
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         """End the run (FINISHED, or after ``exc`` FAILED / KILLED). A full disk, met in the run's work or in ending
-        it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store, unless the run was
-        interrupted (Ctrl-C, SIGTERM: that stays what ends the command)."""
+        it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store; a server or database
+        that stopped answering, one :class:`~owl_eval.runner.store_faults.ServerLost`, with no further write. A
+        Ctrl-C or SIGTERM stays what ends the command, also when a write that failed after it hid it."""
         from owl_eval.runner.store_faults import disk_full, interruption_in, server_lost
 
         interrupt = interruption_in(exc)  # a Ctrl-C or SIGTERM, even one that a failed write then hid
