@@ -174,7 +174,7 @@ def test_processes_an_agent_leaves_end_with_the_job_and_the_output_pipe_closes(e
         assert proc.wait(timeout=150) == 0
         reader.join(timeout=15)  # what the command left writing to its pipe must be gone within a few seconds
         pids = [int(p) for p in (marks / "pids").read_text().split()]
-        assert not reader.isprocess_alive(), f"the output pipe is still open after the command exited (pids {pids})"
+        assert not reader.is_alive(), f"the output pipe is still open after the command exited (pids {pids})"
         assert [p for p in pids if process_alive(p)] == []
     finally:
         for pid in pids:
