@@ -214,9 +214,15 @@ def test_docs_name_files_and_modules_that_exist():
         text = path.read_text()
         prose = re.sub(r"```.*?```", "", text, flags=re.S)
         for token in set(re.findall(r"`([^`\s]+)`", prose)):
+            token, _, test_name = token.partition("::")  # a pytest node id: the file, then a test defined in it
             candidates = _path_candidates(token, path)
             if candidates is not None:
                 assert candidates, f"{path.name}: `{token}` names nothing in this checkout"
+                if test_name:
+                    name = test_name.split("[", 1)[0]
+                    assert any(re.search(rf"^def {name}\(", c.read_text(), re.M) for c in candidates if c.is_file()), (
+                        f"{path.name}: `{token}::{test_name}`: no test {name} there"
+                    )
                 checked += 1
         for link in set(re.findall(r"\]\(([^)#\s]+)\)", prose)):  # links: relative to the document
             if "://" not in link:
