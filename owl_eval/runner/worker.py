@@ -268,7 +268,10 @@ class ForkedWorker:
         stopped :data:`STOP_GRACE_SECONDS` later."""
         try:
             if self.wait_for_go:
-                self.conn.send("go")
+                try:
+                    self.conn.send("go")
+                except OSError:  # it ended while waiting (a signal passed on to it): its message or its end says why
+                    pass
                 self.stage = "working"
             return self._expect("done", timeout=self.timeout)
         finally:
