@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from owl_eval.formats.checksums import CHECKSUMS_FILE
 from owl_eval.protocols.continual.evaluation import TASK_SERIES_TAG
 from owl_eval.protocols.continual.metrics import SPECS
 from owl_eval.protocols.continual.options import MAX_TASK_SERIES, task_series_tasks
@@ -63,7 +64,7 @@ def test_a_thousand_task_sequence_logs_a_bounded_store_and_renates_metrics(tmp_p
 
     # the matrix artifact: the record's npz holds A exactly; the text copies are left out beyond 200 tasks
     record_files = {a.path for a in client.list_artifacts(run.info.run_id, "record")}
-    assert record_files == {f"record/{RECORD_FILE}"}
+    assert record_files == {f"record/{RECORD_FILE}", f"record/{CHECKSUMS_FILE}"}
     saved = client.download_artifacts(run.info.run_id, f"record/{RECORD_FILE}", str(tmp_path / "back"))
     with np.load(saved, allow_pickle=False) as arrays:
         assert arrays["accuracy"].dtype == np.float64
