@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from owl_eval.comparison.grouping import grouping_keys, swept_keys, with_required
 from owl_eval.comparison.model import Comparison
@@ -61,12 +61,29 @@ def sweep_runs(client, parent_run_id: str) -> list:
         )
         if r.data.tags.get(RUN_KIND_TAG) != "reused"  # stands for a reused run, counted below as the original
     ]
-    reused = [
-        _get_run(client, k[len(REUSED_TAG_PREFIX) :], f"sweep {parent_run_id} tag {k}")
-        for k in parent.data.tags
-        if k.startswith(REUSED_TAG_PREFIX)
-    ]
-    return children + [r for r in reused if r.info.status == "FINISHED"]
+    return children + [r for r in reused_runs(client, parent) if r.info.status == "FINISHED"]
+
+
+def reused_ids(parent) -> dict[str, str]:
+    """The runs a resumed sweep (its ``parent`` run) reused: run id -> the job's overrides."""
+    tags = parent.data.tags
+    return {k[len(REUSED_TAG_PREFIX) :]: v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)}
+
+
+def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
+    """The runs ``parent``'s sweep reused (or those of ``ids`` among them), read in one search per 100 ids (they
+    are in the parent's experiment); one that is no longer in the store is a ConfigError naming it."""
+    wanted = sorted(reused_ids(parent) if ids is None else ids)
+    found = []
+    for start in range(0, len(wanted), 100):
+        chunk = ", ".join(filter_literal(i, what="run id") for i in wanted[start : start + 100])
+        found += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({chunk})")
+    missing = sorted(set(wanted) - {r.info.run_id for r in found})
+    if missing:
+        raise ConfigError(
+            f"sweep {parent.info.run_id} tag {REUSED_TAG_PREFIX}{missing[0]}: no run {missing[0]!r} in this store"
+        )
+    return sorted(found, key=lambda r: r.info.run_id)
 
 
 def experiment_runs(client, experiment: str, tags: Mapping[str, str] | None = None) -> list:

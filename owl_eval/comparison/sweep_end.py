@@ -14,8 +14,8 @@ from pathlib import Path
 from owl_eval.comparison import text
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
-from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
-from owl_eval.runner.tracking import REUSED_TAG_PREFIX, TrackedRun, TrackingSettings, make_client, shared_view_path
+from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, reused_ids, reused_runs, sweep_selection
+from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client, shared_view_path
 
 log = logging.getLogger(__name__)
 
@@ -98,16 +98,14 @@ def print_sweep_end(
 def reused_text(client, parent_run_id: str) -> str:
     """``reused 2 runs from 2026-11-28 04:12 ...``: the finished runs of earlier launches that this sweep counted
     instead of running their configs again (local time of their start), or "" when it reused none."""
-    ids = [
-        k[len(REUSED_TAG_PREFIX) :] for k in client.get_run(parent_run_id).data.tags if k.startswith(REUSED_TAG_PREFIX)
-    ]
-    if not ids:
+    runs = reused_runs(client, client.get_run(parent_run_id))
+    if not runs:
         return ""
-    starts = sorted(client.get_run(i).info.start_time or 0 for i in ids)
+    starts = sorted(r.info.start_time or 0 for r in runs)
     when = [time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000)) for ms in (starts[0], starts[-1])]
     span = when[0] if when[0] == when[1] else f"{when[0]} to {when[1]}"
-    runs = "run" if len(ids) == 1 else "runs"
-    return f"reused {len(ids)} finished {runs} from {span} (same config; tracking.skip_finished=false runs them again)"
+    noun = "run" if len(runs) == 1 else "runs"
+    return f"reused {len(runs)} finished {noun} from {span} (same config; tracking.skip_finished=false runs them again)"
 
 
 # How long a sweep's end waits for the jobs it found running in another launch (the same sweep started twice)
@@ -121,12 +119,15 @@ def wait_for_reused_running(client, parent_run_id: str, *, bound: float | None =
     is not waited for (it will never finish; the next launch marks it KILLED)."""
     from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
 
-    tags = client.get_run(parent_run_id).data.tags
-    jobs = {k[len(REUSED_TAG_PREFIX) :]: v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)}
+    parent = client.get_run(parent_run_id)
+    jobs = reused_ids(parent)
     deadline = time.monotonic() + (WAIT_FOR_RUNNING_SECONDS if bound is None else bound)
     told = False
+    ids = list(jobs)
     while True:
-        running = [r for r in (client.get_run(i) for i in sorted(jobs)) if r.info.status == "RUNNING"]
+        # one search for the runs that were still running, not a request per run
+        running = [r for r in reused_runs(client, parent, ids) if r.info.status == "RUNNING"] if ids else []
+        ids = [r.info.run_id for r in running]
         waiting = [r for r in running if owner_alive(r.data.tags)]
         if not waiting or time.monotonic() >= deadline:
             break
