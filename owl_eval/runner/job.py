@@ -335,7 +335,7 @@ def _execute(
             # tracking.uri's password (and any other secret of a URI) as ***, in the params and the config artifact
             remember(str(OmegaConf.select(cfg, "tracking.uri") or "") or None)
             run.log_params({key: scrub(value) for key, value in flatten(header.resolved).items()})
-            resolved = scrub_values(OmegaConf.to_container(cfg, resolve=True))
+            resolved = scrub_values(header.resolved)  # the config as the job resolved it, not resolved again
             run.log_text(OmegaConf.to_yaml(OmegaConf.create(resolved)), "config/config.yaml")
             run.log_inputs(header.inputs)
             try:
