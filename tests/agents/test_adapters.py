@@ -15,7 +15,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC, OneClassSVM
 
-from owl_eval.domains.classification import DigitsDomain
+from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, real_array
 from owl_eval.protocols.continual.agents.sklearn_model import SklearnContinualLearner

@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from owl_eval.domains.classification import DigitsDomain
+from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.ond.agents.sailon_client import SailonClientAgent

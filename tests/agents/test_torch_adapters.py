@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch adapters need torch: pip install -e '.[torch]'")
 
-from owl_eval.domains.classification import DigitsDomain  # noqa: E402
+from owl_eval.datasets.classification import DigitsDomain  # noqa: E402
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.protocols.continual.agents.torch_model import TorchContinualLearner  # noqa: E402
 from owl_eval.protocols.continual.domains import SplitDigits  # noqa: E402
@@ -312,7 +312,7 @@ class _ImageDomain:
     name = "images"
 
     def load(self):
-        from owl_eval.domains.classification import LabeledData
+        from owl_eval.datasets.classification import LabeledData
 
         rng = np.random.default_rng(0)
         y = np.repeat(np.arange(6), 40)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from owl_eval.datasets import read_dataset
-from owl_eval.domains.classification import LabeledData
+from owl_eval.datasets.classification import LabeledData
 from owl_eval.errors import ConfigError
 
 

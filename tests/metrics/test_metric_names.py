@@ -114,7 +114,7 @@ def test_series_are_recognised():
 # -- (2) what evaluate really reports ----------------------------------------------------------------------
 @functools.cache
 def ond_results() -> list[MetricResults]:
-    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.protocols.ond.agents.closed_world import ClosedWorldAgent
     from owl_eval.protocols.ond.agents.knn_novelty import KnnNoveltyAgent
     from owl_eval.protocols.ond.driver import OndProtocol

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.domains.classification import LabeledData
+from owl_eval.datasets.classification import LabeledData
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, ProtocolDriver
 from owl_eval.protocols.interfaces import Method, choices, class_name, no_baseline, require_interface
@@ -75,7 +75,7 @@ class SelectiveProtocol(ProtocolDriver):
         if not isinstance(data, LabeledData):
             raise ConfigError(
                 f"domain ({class_name(domain)}) is not a labelled domain: load() returned "
-                f"{type(data).__name__}, expected owl_eval.domains.classification.LabeledData; choose {DOMAIN_CHOICES}"
+                f"{type(data).__name__}, expected owl_eval.datasets.classification.LabeledData; choose {DOMAIN_CHOICES}"
             )
         self._loaded = (domain, data)
         return data

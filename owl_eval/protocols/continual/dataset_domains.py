@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.domains.classification import LabeledData
-from owl_eval.domains.dataset import DatasetDomain
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.classification import LabeledData
+from owl_eval.datasets.domain import DatasetDomain
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.formats.names import distinct_names
 from owl_eval.protocols.continual.domains import ContinualTask, _check_rng, _check_test_fraction

@@ -20,7 +20,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput, array_digest
+from owl_eval.datasets.provenance import DataInput, array_digest
 from owl_eval.errors import ConfigError
 
 __all__ = ["ContinualTask", "SplitDigits", "PermutedDigits"]

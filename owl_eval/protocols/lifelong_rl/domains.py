@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.lifelong_rl.api import TaskSpec
 from owl_eval.typed import as_float, as_int, as_str

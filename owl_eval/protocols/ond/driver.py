@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from tqdm.auto import tqdm
 
-from owl_eval.domains.classification import LabeledData
+from owl_eval.datasets.classification import LabeledData
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, ProtocolDriver, keep_partial, real_array
 from owl_eval.protocols.interfaces import Method, choices, class_name, require_interface
@@ -142,7 +142,7 @@ class OndProtocol(ProtocolDriver):
         if not isinstance(data, LabeledData):
             raise ConfigError(
                 f"domain ({class_name(domain)}) is not an OND domain: load() returned "
-                f"{type(data).__name__}, expected owl_eval.domains.classification.LabeledData"
+                f"{type(data).__name__}, expected owl_eval.datasets.classification.LabeledData"
             )
         return data
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from owl_eval.domains.classification import LabeledData
+from owl_eval.datasets.classification import LabeledData
 from owl_eval.errors import ConfigError
 
 

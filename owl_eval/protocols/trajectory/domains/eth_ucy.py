@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
 from owl_eval.protocols.trajectory.domains.tracks import (  # noqa: F401  (track_grid: importable here)

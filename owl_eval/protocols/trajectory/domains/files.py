@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.json_input import RepeatedKey, refuse_repeated_keys
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits

@@ -17,7 +17,7 @@ from typing import TypedDict
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput, file_digest
+from owl_eval.datasets.provenance import DataInput, file_digest
 from owl_eval.errors import ConfigError
 from owl_eval.protocols.trajectory.domains.scenes import (
     WINDOW_RULES,

@@ -13,7 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from sklearn.datasets import load_digits
 
-from owl_eval.domains.provenance import DataInput, array_digest, file_digest
+from owl_eval.datasets.provenance import DataInput, array_digest, file_digest
 from owl_eval.paths import CONFIG_DIR
 from owl_eval.runner.app import config_hash
 

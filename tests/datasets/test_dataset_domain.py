@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from owl_eval.domains.classification import LabeledData
-from owl_eval.domains.dataset import DatasetDomain
+from owl_eval.datasets.classification import LabeledData
+from owl_eval.datasets.domain import DatasetDomain
 from owl_eval.errors import ConfigError
 from tests.datasets.test_readers import png, write_hf
 

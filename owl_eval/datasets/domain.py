@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from owl_eval.domains.classification import ClassificationDomain, LabeledData
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.classification import ClassificationDomain, LabeledData
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_bool, as_str
 
@@ -53,7 +53,7 @@ class DatasetDomain(ClassificationDomain):
         self._input: DataInput | None = None
 
     def read(self) -> LabeledData:
-        from owl_eval.datasets import read_dataset
+        from owl_eval.datasets.read import read_dataset
 
         found = read_dataset(self.path, **self.options)
         splits = found.splits

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from owl_eval.domains.classification import ClassificationDomain, LabeledData
-from owl_eval.domains.sailon_files import packaged_file, read_mnist_csv, read_segment_csv, read_watch_npy
+from owl_eval.datasets.classification import ClassificationDomain, LabeledData
+from owl_eval.datasets.sailon_files import packaged_file, read_mnist_csv, read_segment_csv, read_watch_npy
 from owl_eval.errors import ConfigError
 from owl_eval.typed import as_float, as_int, as_str
 

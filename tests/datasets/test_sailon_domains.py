@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.domains import sailon, sailon_files
-from owl_eval.domains.sailon_files import MissingDomainExtra
+from owl_eval.datasets import sailon, sailon_files
+from owl_eval.datasets.sailon_files import MissingDomainExtra
 
 
 def needs(package: str):
@@ -189,7 +189,7 @@ def test_experiments_take_the_domain_settings(domain, condition):
     assert got == DOMAIN_SETTINGS[domain]
     assert cfg.protocol.condition == condition and cfg.experiment_name == f"ond_{domain}_{condition}"
     target = {"handwriting": "HandwritingDomain", "activity": "ActivityDomain", "image_segments": "ImageSegmentsDomain"}
-    assert cfg.domain._target_ == f"owl_eval.domains.sailon.{target[domain]}"
+    assert cfg.domain._target_ == f"owl_eval.datasets.sailon.{target[domain]}"
     # the command line still wins over the domain's value
     assert _compose([f"+experiment=ond_{domain}_{condition}", "protocol.batch_size=7"]).protocol.batch_size == 7
 

@@ -1,4 +1,5 @@
-"""Labelled feature data for the OND protocol, and the embedded default domain (scikit-learn digits)."""
+"""Labelled feature data for classification protocols (OND, continual, plugins), and the embedded default domain
+(scikit-learn digits)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from owl_eval.domains.provenance import DataInput, array_digest
+from owl_eval.datasets.provenance import DataInput, array_digest
 from owl_eval.formats.names import distinct_names
 from owl_eval.typed import as_float
 
@@ -85,7 +86,7 @@ class ClassificationDomain:
         return f"{type(self).__module__}.{type(self).__qualname__}"
 
     def provenance(self) -> tuple[DataInput, ...]:
-        """The data this domain read, with the digest of its arrays (:mod:`owl_eval.domains.provenance`)."""
+        """The data this domain read, with the digest of its arrays (:mod:`owl_eval.datasets.provenance`)."""
         data = self.load()
         return (
             DataInput(
