@@ -19,6 +19,9 @@ Defaults reproduce l2metrics 3.1 (``preset="l2metrics"``); see shared/METRICS.md
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from owl_eval.metrics.keys import MetricKey
@@ -41,8 +44,16 @@ from owl_eval.protocols.lifelong_rl.metrics.declared import (
     lifetime_values,
     task_values,
 )
-from owl_eval.protocols.lifelong_rl.metrics.pipeline import block_table, prepare, runtime_seconds
-from owl_eval.protocols.lifelong_rl.metrics.smoothing import smooth, window_lengths
+from owl_eval.protocols.lifelong_rl.metrics.pipeline import (
+    BlockMetrics,
+    PreparedLog,
+    Preprocessed,
+    Smoothing,
+    block_table,
+    prepare,
+    runtime_seconds,
+)
+from owl_eval.protocols.lifelong_rl.metrics.smoothing import smooth
 from owl_eval.protocols.lifelong_rl.metrics.ste import sample_efficiency, ste_relative_performance, time_to_learn
 from owl_eval.protocols.lifelong_rl.metrics.transfer import maintenance_values, performance_maintenance, transfer_values
 
@@ -50,6 +61,8 @@ PROTOCOL = "lifelong_rl"
 
 #: every declaration of the registered lifelong-RL metrics, always current (what owl_eval.evaluation.registry reads)
 SPECS = LIFELONG_RL.specs
+#: transfer values by metric, then by (trained task, evaluated task) name
+TransferValues = dict[str, dict[tuple[str, str], list[float]]]
 #: the lifetime names of the built-in metrics (``lifetime_names()`` is always current)
 LIFETIME_NAMES = lifetime_names()
 
@@ -92,7 +105,7 @@ def evaluate_log(
     learn_threshold: float = 0.9,
     variant_mode: str = "aware",
     series: bool = True,
-) -> dict:
+) -> dict[str, Any]:
     """Block, task and lifetime lifelong-RL metrics of one log, as l2metrics 3.1 ``MetricsReport`` computes them.
 
     ``log``: an ``EpisodeLog`` (``owl_eval.formats.l2logger.read_log`` reads a directory); ``ste_logs``: STE logs (
@@ -106,92 +119,173 @@ def evaluate_log(
     Lifetime values are the mean (or median) over tasks of each task's value; transfer lifetime values are
     over (source, target) pairs of each pair's first value, as l2metrics does.
     """
-    check_option("preset", preset, ("l2metrics",))
-    check_option("aggregation", aggregation, ("mean", "median"))
-    if not 0 < learn_threshold:
-        raise MetricInputError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
-    p, values, ste_train, rng = prepare(
+    _check_scoring_options(preset, aggregation, learn_threshold)
+    smoothing_settings = Smoothing(smoothing, smoothing_fraction, window_length, max_window, smooth_eval)
+    processed = prepare(
         log,
         tuple(ste_logs),
         perf_measure=perf_measure,
         variant_mode=variant_mode,
-        smoothing=smoothing,
-        smoothing_fraction=smoothing_fraction,
-        window_length=window_length,
-        max_window=max_window,
-        smooth_eval=smooth_eval,
+        smoothing=smoothing_settings,
         normalization=normalization,
         data_range=data_range,
         clamp_outliers=clamp_outliers,
     )
-    if len(values) == 0:
-        reason = f"the log has no complete episode with a {perf_measure!r} value"
-        return {
-            "lifetime": {n: NA(reason) for n in lifetime_names()},
-            "tasks": {},
-            "blocks": _empty_blocks(),
-            "transfer": {},
-            "info": {"num_lx": 0, "num_ex": 0},
-            "series": {},
-        }
-    kw = dict(fraction=smoothing_fraction, max_window=max_window)
-    bt = block_table(p, values, **kw)
-    names = p.task_names
-    R = len(p.r_start)
-    # l2metrics' task order: tasks by first training block, then evaluation-only tasks
-    order = list(dict.fromkeys(np.concatenate([p.r_task[p.r_train], p.r_task[~p.r_train]]).tolist()))
-    # sleep rule: when any regime is a sleep block, evaluation uses only sleep evaluations
-    keep = ~(~p.r_train & p.r_wake) if (~p.r_wake).any() else np.ones(R, bool)
-    kept_tasks = list(dict.fromkeys(p.r_task[keep].tolist()))
-    regs = np.flatnonzero(keep)
-    tv = transfer_values(p.r_task[regs], p.r_train[regs], ~p.r_train[regs], bt["term_perf"][regs], kept_tasks)
-    transfer = {m: {(names[s], names[t]): v for (s, t), v in pairs.items()} for m, pairs in tv.items()}
-    tasks = {}
-    for c in order:
-        task = TaskCurves.of(c, p, values, bt, keep, ste_train.get(c, []), learn_threshold, kw)
-        tasks[task.name] = task_values(task, transfer)
-    lifetime = lifetime_values(tasks, transfer, np.mean if aggregation == "mean" else np.median)
-    blocks = {
-        "regime_num": np.arange(R),
-        "block_num": p.r_block,
-        "block_type": np.where(p.r_train, "train", "test"),
-        "block_subtype": np.where(p.r_wake, "wake", "sleep"),
-        "task_name": np.array([names[c] for c in p.r_task], dtype=object),
-        "task_params": p.log["task_params"][p.r_start],
-        "length": p.r_len,
-        "exp_num_start": p.exp_num[p.r_start],
-        **bt,
-        # was the regime smoothed before normalisation (train blocks of >= 15 episodes by default)?
-        "smoothed": (p.r_train | smooth_eval)
-        & (smoothing != "none")
-        & (window_lengths(p.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window) >= 3),
+    if len(processed.values) == 0:
+        return _evaluation_without_episodes(perf_measure)
+    regimes = processed.log
+    block_metrics = block_table(regimes, processed.values, **smoothing_settings.saturation)
+    kept = _evaluation_rule(regimes)
+    order = _task_order(regimes)
+    transfer = _transfer_by_task_names(regimes, block_metrics, kept)
+    tasks = _values_of_each_task(processed, order, block_metrics, kept, transfer, learn_threshold, smoothing_settings)
+    evaluated: dict[str, Any] = {
+        "lifetime": lifetime_values(tasks, transfer, AGGREGATIONS[aggregation]),
+        "tasks": tasks,
+        "blocks": _block_columns(regimes, block_metrics, smoothing_settings),
+        "transfer": transfer,
+        "info": _log_info(processed, order, perf_measure, normalization),
     }
-    info = {
+    if series:
+        evaluated["series"] = _episode_series(processed, perf_measure)
+    return evaluated
+
+
+#: how the lifetime value of a metric is made from its tasks' values (``aggregation``)
+AGGREGATIONS: dict[str, Callable[..., Any]] = {"mean": np.mean, "median": np.median}
+
+
+def _check_scoring_options(preset: str, aggregation: str, learn_threshold: float) -> None:
+    """Refuse the options that only scoring reads (preprocessing checks its own)."""
+    check_option("preset", preset, ("l2metrics",))
+    check_option("aggregation", aggregation, tuple(AGGREGATIONS))
+    if not 0 < learn_threshold:
+        raise MetricInputError(f"learn_threshold: expected a positive number, got {learn_threshold!r}")
+
+
+def _evaluation_without_episodes(perf_measure: str) -> dict[str, Any]:
+    """What a log without one complete episode with a ``perf_measure`` value scores: every lifetime metric N/A."""
+    reason = f"the log has no complete episode with a {perf_measure!r} value"
+    return {
+        "lifetime": {name: NA(reason) for name in lifetime_names()},
+        "tasks": {},
+        "blocks": _empty_blocks(),
+        "transfer": {},
+        "info": {"num_lx": 0, "num_ex": 0},
+        "series": {},
+    }
+
+
+def _task_order(regimes: PreparedLog) -> list[int]:
+    """l2metrics' task order (task codes): tasks by first training block, then evaluation-only tasks."""
+    trained_first = np.concatenate([regimes.r_task[regimes.r_train], regimes.r_task[~regimes.r_train]])
+    return list(dict.fromkeys(trained_first.tolist()))
+
+
+def _evaluation_rule(regimes: PreparedLog) -> np.ndarray:
+    """The regimes the metrics read (a mask over regimes): when any regime is a sleep block, evaluations count
+    only in sleep blocks (l2metrics' sleep rule); every regime otherwise."""
+    if (~regimes.r_wake).any():
+        return ~(~regimes.r_train & regimes.r_wake)
+    return np.ones(len(regimes.r_start), bool)
+
+
+def _transfer_by_task_names(regimes: PreparedLog, block_metrics: BlockMetrics, kept: np.ndarray) -> TransferValues:
+    """Forward/backward transfer values of the kept regimes, by metric, then by (trained, evaluated) task name."""
+    kept_tasks = list(dict.fromkeys(regimes.r_task[kept].tolist()))
+    kept_regimes = np.flatnonzero(kept)
+    is_train = regimes.r_train[kept_regimes]
+    by_task_code = transfer_values(
+        regimes.r_task[kept_regimes], is_train, ~is_train, block_metrics["term_perf"][kept_regimes], kept_tasks
+    )
+    names = regimes.task_names
+    return {
+        metric: {(names[source], names[target]): values for (source, target), values in pairs.items()}
+        for metric, pairs in by_task_code.items()
+    }
+
+
+def _values_of_each_task(
+    processed: Preprocessed,
+    order: list[int],
+    block_metrics: BlockMetrics,
+    kept: np.ndarray,
+    transfer: TransferValues,
+    learn_threshold: float,
+    smoothing: Smoothing,
+) -> dict[str, dict[str, Any]]:
+    """Every registered metric of each task (by task name, in ``order``)."""
+    tasks: dict[str, dict[str, Any]] = {}
+    for code in order:
+        task = TaskCurves.of(
+            code,
+            processed.log,
+            processed.values,
+            block_metrics,
+            kept,
+            processed.ste_training.get(code, []),
+            learn_threshold,
+            smoothing.saturation,
+        )
+        tasks[task.name] = task_values(task, transfer)
+    return tasks
+
+
+def _block_columns(regimes: PreparedLog, block_metrics: BlockMetrics, smoothing: Smoothing) -> dict[str, np.ndarray]:
+    """The block table l2metrics reports: one row per regime, its description then its metrics."""
+    names = regimes.task_names
+    return {
+        "regime_num": np.arange(len(regimes.r_start)),
+        "block_num": regimes.r_block,
+        "block_type": np.where(regimes.r_train, "train", "test"),
+        "block_subtype": np.where(regimes.r_wake, "wake", "sleep"),
+        "task_name": np.array([names[c] for c in regimes.r_task], dtype=object),
+        "task_params": regimes.log["task_params"][regimes.r_start],
+        "length": regimes.r_len,
+        "exp_num_start": regimes.exp_num[regimes.r_start],
+        **block_metrics,
+        # whether the regime is smoothed before normalisation (train blocks of >= 15 episodes by default)
+        "smoothed": (regimes.r_train | smoothing.evaluations)
+        & (smoothing.method != "none")
+        & (smoothing.windows(regimes.r_len) >= 3),
+    }
+
+
+def _log_info(processed: Preprocessed, order: list[int], perf_measure: str, normalization: str) -> dict[str, Any]:
+    """What l2metrics reports about the log: task order, episode counts, value extremes, runtime, the
+    normalisation range of each task and the scenario's description."""
+    regimes, values, value_range = processed.log, processed.values, processed.value_range
+    names = regimes.task_names
+    return {
         "task_order": [names[c] for c in order],
         "metrics_column": perf_measure,
-        "num_lx": int(p.r_len[p.r_train].sum()),
-        "num_ex": int(p.r_len[~p.r_train].sum()),
+        "num_lx": int(regimes.r_len[regimes.r_train].sum()),
+        "num_ex": int(regimes.r_len[~regimes.r_train].sum()),
         "min": float(values.min()),
         "max": float(values.max()),
-        "runtime": runtime_seconds(p.log["timestamp"]),
+        "runtime": runtime_seconds(regimes.log["timestamp"]),
         "normalization_data_range": None
-        if rng is None or normalization == "none"
-        else {names[c]: {"min": float(rng[0][c]), "max": float(rng[1][c])} for c in range(len(names))},
-        **{k: p.log.scenario_info.get(k, "") for k in ("complexity", "difficulty", "scenario_type")},
+        if value_range is None or normalization == "none"
+        else {
+            names[c]: {"min": float(value_range.low[c]), "max": float(value_range.high[c])} for c in range(len(names))
+        },
+        **{k: regimes.log.scenario_info.get(k, "") for k in ("complexity", "difficulty", "scenario_type")},
     }
-    out = {"lifetime": lifetime, "tasks": tasks, "blocks": blocks, "transfer": transfer, "info": info}
-    if series:
-        out["series"] = {
-            perf_measure: Series(p.exp_num, p.values),
-            f"{perf_measure}_processed": Series(p.exp_num, values),
-        }
-    return out
 
 
-def _empty_blocks() -> dict:
-    z = np.zeros(0)
+def _episode_series(processed: Preprocessed, perf_measure: str) -> dict[str, Series]:
+    """The per-episode series (step = exp_num): the raw ``perf_measure`` values and the processed ones."""
+    regimes = processed.log
     return {
-        k: z
+        perf_measure: Series(regimes.exp_num, regimes.values),
+        f"{perf_measure}_processed": Series(regimes.exp_num, processed.values),
+    }
+
+
+def _empty_blocks() -> dict[str, np.ndarray]:
+    no_rows = np.zeros(0)
+    return {
+        k: no_rows
         for k in (
             "regime_num",
             "block_num",
@@ -217,7 +311,7 @@ def evaluate_log_results(log, **options) -> MetricResults:
     return results_from_evaluated(evaluate_log(log, **options))
 
 
-def results_from_evaluated(res: dict) -> MetricResults:
+def results_from_evaluated(res: dict[str, Any]) -> MetricResults:
     """The output of :func:`evaluate_log` as :class:`MetricResults` (see :func:`evaluate_log_results`)."""
     out = MetricResults()
     for k, v in res["lifetime"].items():

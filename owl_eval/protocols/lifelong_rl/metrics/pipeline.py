@@ -8,7 +8,9 @@ compute block, task and lifetime metrics on the processed values.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -27,8 +29,53 @@ from owl_eval.protocols.lifelong_rl.metrics.smoothing import WINDOWS, smooth_seg
 NORM_SCALE, NORM_OFFSET = 100, 1  # l2metrics Normalizer: values to [1, 101]
 
 
-class _Prepared:
-    """A filtered log with integer-coded categorical columns and its regime table."""
+@dataclass(frozen=True)
+class Smoothing:
+    """How curves are smoothed (l2metrics' ``smoothing_method`` and window options).
+
+    ``method``: a window name of :data:`~owl_eval.protocols.lifelong_rl.metrics.smoothing.WINDOWS` or ``"none"``;
+    a curve of ``n`` episodes gets the window ``window_length`` when ``n >= window_length``, else
+    ``min(int(fraction n), max_window)``; ``evaluations``: evaluation regimes are smoothed too (l2metrics'
+    ``smooth_eval_data``), not only training regimes. The saturation metrics smooth with ``fraction`` and
+    ``max_window`` alone (:attr:`saturation`).
+    """
+
+    method: str
+    fraction: float
+    window_length: int | None
+    max_window: int
+    evaluations: bool
+
+    @property
+    def saturation(self) -> dict[str, Any]:
+        """The saturation smoothing settings (``fraction``, ``max_window``) as keyword arguments."""
+        return {"fraction": self.fraction, "max_window": self.max_window}
+
+    def windows(self, lengths: np.ndarray) -> np.ndarray:
+        """The window length of each curve of ``lengths`` episodes."""
+        return window_lengths(
+            lengths, window_len=self.window_length, fraction=self.fraction, max_window=self.max_window
+        )
+
+
+class ValueRange(NamedTuple):
+    """The normalisation range of each task, indexed by task code: values map ``low`` -> 1, ``high`` -> 101."""
+
+    low: np.ndarray
+    high: np.ndarray
+
+
+class SteTraining(NamedTuple):
+    """The training rows of one single-task-expert run: processed values, their exp_num, and the run."""
+
+    values: np.ndarray
+    exp_num: np.ndarray
+    run: PreparedLog
+
+
+class PreparedLog:
+    """A filtered log with integer-coded categorical columns and its regime table (``r_*``: one entry per
+    regime, in log order; a regime is a run of rows sharing block number, task, type and subtype)."""
 
     def __init__(self, log, perf: str, variant_mode: str, *, regimes_before_nan: bool = False):
         if perf not in log.columns:
@@ -87,31 +134,43 @@ def _load(log, perf):
     )
 
 
+#: per-regime metrics by name (:func:`block_table`), one value per regime
+BlockMetrics = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Preprocessed:
+    """A log after l2metrics' preprocessing: its regime table (``log``), its processed values (smoothed, clamped,
+    normalised), the processed training rows of each task's STE runs (by task code) and the normalisation range of
+    each task (the given ``data_range``, else the observed one; None without either)."""
+
+    log: PreparedLog
+    values: np.ndarray
+    ste_training: dict[int, list[SteTraining]]
+    value_range: ValueRange | None
+
+
 def prepare(
     log,
     ste_logs,
     *,
-    perf_measure,
-    variant_mode,
-    smoothing,
-    smoothing_fraction,
-    window_length,
-    max_window,
-    smooth_eval,
-    normalization,
+    perf_measure: str,
+    variant_mode: str,
+    smoothing: Smoothing,
+    normalization: str,
     data_range,
-    clamp_outliers,
-):
-    """Run the l2metrics preprocessing; returns (prepared log, processed values, {task code: [STE runs]}, range)."""
+    clamp_outliers: bool,
+) -> Preprocessed:
+    """Run the l2metrics preprocessing of ``log`` and its STE logs."""
     check_option("variant_mode", variant_mode, ("aware", "agnostic"))
-    check_option("smoothing", smoothing, WINDOWS + ("none",))
+    check_option("smoothing", smoothing.method, WINDOWS + ("none",))
     check_option("normalization", normalization, ("task", "run", "none"))
-    p = _Prepared(_load(log, perf_measure), perf_measure, variant_mode)
+    p = PreparedLog(_load(log, perf_measure), perf_measure, variant_mode)
     names = p.task_names
     # STE runs of the log's tasks (l2metrics util.load_ste_data: exact name, else every variant of a base name)
     ste_preps = []
     for s in ste_logs:
-        sp = _Prepared(_load(s, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
+        sp = PreparedLog(_load(s, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
         trained = sorted({sp.task_names[c] for c in sp.r_task[sp.r_train]})
         if len(trained) != 1:
             raise MetricInputError(
@@ -127,31 +186,29 @@ def prepare(
     # smoothing (first pass): train regimes of the log (all regimes with smooth_eval), every STE regime
     values = p.values.copy()
     ste_vals = {}
-    if smoothing != "none":
-        sel = np.ones(len(p.r_start), bool) if smooth_eval else p.r_train
-        wl = window_lengths(p.r_len[sel], window_len=window_length, fraction=smoothing_fraction, max_window=max_window)
-        values = smooth_segments(values, p.r_start[sel], p.r_len[sel], wl, window=smoothing)
+    if smoothing.method != "none":
+        sel = np.ones(len(p.r_start), bool) if smoothing.evaluations else p.r_train
+        wl = smoothing.windows(p.r_len[sel])
+        values = smooth_segments(values, p.r_start[sel], p.r_len[sel], wl, window=smoothing.method)
     for runs in ste.values():
         for sp in runs:
             v = sp.values
-            if smoothing != "none":
-                wl = window_lengths(
-                    sp.r_len, window_len=window_length, fraction=smoothing_fraction, max_window=max_window
-                )
-                v = smooth_segments(v, sp.r_start, sp.r_len, wl, window=smoothing)
+            if smoothing.method != "none":
+                wl = smoothing.windows(sp.r_len)
+                v = smooth_segments(v, sp.r_start, sp.r_len, wl, window=smoothing.method)
             ste_vals[id(sp)] = v
     ste_train = {
-        c: [(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp) for sp in runs]
+        c: [SteTraining(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp) for sp in runs]
         for c, runs in ste.items()
     }
     ntask = len(names)
-    rng = None
+    value_range = None
     if data_range is not None:
-        rng = _user_range(data_range, names, variant_mode)
+        value_range = _user_range(data_range, names, variant_mode)
     if clamp_outliers:
-        values, ste_train = _clamp(values, p.task, ste_train, ntask, rng)
+        values, ste_train = _clamp(values, p.task, ste_train, ntask, value_range)
     if normalization != "none":
-        if rng is None:
+        if value_range is None:
             lo = np.full(ntask, np.inf)
             hi = np.full(ntask, -np.inf)
             np.minimum.at(lo, p.task, values)
@@ -160,16 +217,16 @@ def prepare(
                 for v, _, _ in runs:
                     if len(v):
                         lo[c], hi[c] = min(lo[c], v.min()), max(hi[c], v.max())
-            rng = (lo, hi)
-        lo, hi = rng
+            value_range = ValueRange(lo, hi)
+        lo, hi = value_range
         if normalization == "run":
             lo, hi = np.full(ntask, lo.min()), np.full(ntask, hi.max())
         values = _normalize(values, p.task, lo, hi)
         ste_train = {
-            c: [(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
+            c: [SteTraining(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
             for c, runs in ste_train.items()
         }
-    return p, values, ste_train, rng
+    return Preprocessed(p, values, ste_train, value_range)
 
 
 def _normalize(values, code, lo, hi):
@@ -190,25 +247,25 @@ def _user_range(data_range, names, variant_mode):
             lo[c], hi[c] = min(e["min"] for e in entries), max(e["max"] for e in entries)
         except (KeyError, TypeError):
             raise MetricInputError(f"data_range[{t!r}]: expected {{'min': ..., 'max': ...}}, got {entries}") from None
-    return lo, hi
+    return ValueRange(lo, hi)
 
 
-def _clamp(values, task, ste_train, ntask, rng):
+def _clamp(values, task, ste_train, ntask, value_range):
     values = values.copy()
     for c in range(ntask):
         m = task == c
-        if rng is not None:
-            lb, ub = rng[0][c], rng[1][c]
+        if value_range is not None:
+            lb, ub = value_range.low[c], value_range.high[c]
         else:
             pool = [values[m]] + [v for v, _, _ in ste_train.get(c, [])]
             lb, ub = np.quantile(np.concatenate(pool), (0.1, 0.9))
         values[m] = values[m].clip(lb, ub)
         if c in ste_train:
-            ste_train[c] = [(v.clip(lb, ub), e, sp) for v, e, sp in ste_train[c]]
+            ste_train[c] = [SteTraining(v.clip(lb, ub), e, sp) for v, e, sp in ste_train[c]]
     return values, ste_train
 
 
-def block_table(p: _Prepared, values, *, fraction, max_window):
+def block_table(p: PreparedLog, values, *, fraction, max_window) -> BlockMetrics:
     """Per-regime metrics (saturation, time to saturation, terminal performance, averages, recovery)."""
     ev, ereg, _ = episode_means(values, p.exp_num, p.regime)
     R = len(p.r_start)
@@ -245,4 +302,15 @@ def runtime_seconds(timestamps) -> float:
         return float("nan")
 
 
-__all__ = ["prepare", "block_table", "performance_recovery", "runtime_seconds"]
+__all__ = [
+    "BlockMetrics",
+    "PreparedLog",
+    "Preprocessed",
+    "Smoothing",
+    "SteTraining",
+    "ValueRange",
+    "prepare",
+    "block_table",
+    "performance_recovery",
+    "runtime_seconds",
+]
