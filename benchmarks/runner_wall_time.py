@@ -34,7 +34,7 @@ def main(experiment: str = "ond_given_detection") -> None:
         [
             sys.executable,
             "-c",
-            "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, owl_eval.runner.app, owl_eval.protocols.ond.metrics",
+            "import mlflow, hydra, sklearn, scipy.stats, matplotlib.pyplot, owl_eval.runner.job.live, owl_eval.protocols.ond.metrics",
         ]
     )
     from mlflow.tracking import MlflowClient

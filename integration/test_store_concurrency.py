@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.runner.tracking_settings import sqlite_uri
+from owl_eval.tracking.settings import sqlite_uri
 from tests.runner.test_store_location import SMALL
 
 

@@ -1,5 +1,5 @@
-"""``python -m owl_eval``: the older spelling of ``python -m owl_eval``."""
+"""``python -m runner``: ``python -m owl_eval`` under a second name, so that scripts calling it keep working."""
 
-from owl_eval.runner.cli import cli
+from owl_eval.runner.cli.main import cli
 
 cli()

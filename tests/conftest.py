@@ -54,7 +54,7 @@ def session_temp_folder(tmp_path_factory):
     removes after a few sessions: what agents and libraries leave in a temp folder does not pile up in /tmp."""
     import tempfile
 
-    from owl_eval.runner.short_tmp import fit_socket_paths
+    from owl_eval.runner.process.short_tmp import fit_socket_paths
 
     folder = str(tmp_path_factory.mktemp("temp", numbered=False))
     before = tempfile.tempdir, os.environ.get("TMPDIR")

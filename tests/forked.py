@@ -5,7 +5,7 @@ sweeps at once, a dead launcher) need the command in a process of its own, with 
 group; they do not need a new interpreter's ~4 s of imports each time. :func:`start` and :func:`run` fork such a
 process from a multiprocessing *forkserver* that imported MLflow, Hydra, scikit-learn, SciPy, matplotlib and
 owl-eval once (one per test worker): the child runs the same function the console script runs
-(``owl_eval.runner.entry.run_cli`` with the module's Hydra ``main``, as ``tests/inprocess.py`` does), with the
+(``owl_eval.runner.cli.entry.run_cli`` with the module's Hydra ``main``, as ``tests/inprocess.py`` does), with the
 command's working directory, environment, ``sys.path`` (the working directory first and ``PYTHONPATH``, as
 ``python -m`` has them), standard streams on files and the default signal dispositions, then exits with the
 command's exit code after running its ``atexit`` functions, as an interpreter does.
@@ -33,12 +33,12 @@ from tests.inprocess import COMPARE, ENTRY_MODULES, entry_of, subprocess_wanted
 
 # imported once by the forkserver (a module that does not import is skipped): what a command's process imports
 PRELOAD = [
-    "owl_eval.runner.cli",
-    "owl_eval.runner.evaluate",
+    "owl_eval.runner.cli.main",
+    "owl_eval.runner.job.source",
     "owl_eval.comparison.cli",
-    "owl_eval.runner.app",
-    "owl_eval.runner.callbacks",
-    "owl_eval.runner.summary",
+    "owl_eval.runner.job.live",
+    "owl_eval.runner.sweeps.callbacks",
+    "owl_eval.runner.cli.summary",
     "hydra._internal.hydra",
     "hydra._internal.instantiate._instantiate2",
     "mlflow.tracking",
@@ -217,7 +217,7 @@ def _entry(module: str):
         return _compare_entry
     import importlib
 
-    from owl_eval.runner.entry import run_cli
+    from owl_eval.runner.cli.entry import run_cli
 
     main = importlib.import_module(ENTRY_MODULES[module]).main
     config_name = "evaluate" if ENTRY_MODULES[module].endswith("evaluate") else "config"

@@ -1,7 +1,7 @@
 """The console scripts run in the test process: ``python -m <module> <args>`` without the ~5 s start-up of a new
 interpreter (importing MLflow, Hydra, scikit-learn, SciPy, matplotlib).
 
-:func:`run_module` calls the same function the console script calls (``owl_eval.runner.entry.run_cli`` with the
+:func:`run_module` calls the same function the console script calls (``owl_eval.runner.cli.entry.run_cli`` with the
 module's Hydra main) and hands back what ``subprocess.run(..., capture_output=True, text=True)`` would: the exit
 code and everything written to file descriptors 1 and 2 (so Hydra's console log, prints, warnings and the
 ``error:`` line are all seen, as on a terminal). What a process exit would throw away is put back afterwards: the
@@ -39,14 +39,14 @@ SUBPROCESS_ENV = "OWL_EVAL_TEST_SUBPROCESS"
 
 # module given to ``python -m`` -> module whose Hydra ``main`` the console script runs
 ENTRY_MODULES = {
-    "owl_eval": "owl_eval.runner.cli",
-    "runner": "owl_eval.runner.cli",
-    "owl_eval.runner.cli": "owl_eval.runner.cli",
-    "owl_eval.runner.evaluate": "owl_eval.runner.evaluate",
+    "owl_eval": "owl_eval.runner.cli.main",
+    "runner": "owl_eval.runner.cli.main",
+    "owl_eval.runner.cli.main": "owl_eval.runner.cli.main",
+    "owl_eval.runner.job.source": "owl_eval.runner.job.source",
 }
 COMPARE = "owl_eval.comparison.cli"  # owl-eval-compare: no Hydra; its cli(argv) is the console script's function
 # console script -> ``python -m`` module (the same ``cli()``)
-SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.evaluate", "owl-eval-compare": COMPARE}
+SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.job.source", "owl-eval-compare": COMPARE}
 
 MODULES = {*ENTRY_MODULES, COMPARE}
 
@@ -93,7 +93,7 @@ def run_module(
     if module == COMPARE:
         entry = _compare_entry
     else:
-        from owl_eval.runner.entry import run_cli
+        from owl_eval.runner.cli.entry import run_cli
 
         main = importlib.import_module(ENTRY_MODULES[module]).main
 
@@ -135,7 +135,7 @@ def _isolated(cwd, env: dict[str, str], unset: tuple[str, ...]):
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.hydra_config import HydraConfig
 
-    from owl_eval.runner import callbacks
+    from owl_eval.runner.sweeps import callbacks
 
     saved_cwd = os.getcwd()
     saved_env = dict(os.environ)

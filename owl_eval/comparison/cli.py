@@ -22,8 +22,8 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import write_files
 from owl_eval.comparison.store import experiment_runs, load, sweep_selection
 from owl_eval.errors import ConfigError
-from owl_eval.runner.tracking import TrackingSettings, check_sqlite_store, make_client
-from owl_eval.runner.tracking_settings import sqlite_uri
+from owl_eval.tracking.runs import TrackingSettings, check_sqlite_store, make_client
+from owl_eval.tracking.settings import sqlite_uri
 
 USAGE = __doc__.split("::", 1)[1].split("Prints", 1)[0].strip("\n")
 VALUED_FLAGS = ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir", "--out")
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> Comparison:
 
 def cli(argv: Sequence[str] | None = None) -> None:
     """``main`` with a user error as one ``error:`` line (exit status 1) instead of a traceback."""
-    from owl_eval.runner.redaction import remember_configured, scrub
+    from owl_eval.tracking.redaction import remember_configured, scrub
 
     try:
         main(argv)

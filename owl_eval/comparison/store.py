@@ -14,8 +14,8 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.table import Row, compare, unindexed
 from owl_eval.comparison.verdict import verdicts
 from owl_eval.errors import ConfigError
-from owl_eval.runner.key_index import INDEX_ARTIFACT, StoredKeys
-from owl_eval.runner.tracking import REUSED_TAG_PREFIX, RUN_KIND_TAG, filter_literal
+from owl_eval.tracking.key_index import INDEX_ARTIFACT, StoredKeys
+from owl_eval.tracking.runs import REUSED_TAG_PREFIX, RUN_KIND_TAG, filter_literal
 
 SWEEP_PARAMS_PARAM = "sweep.params"  # on a sweep parent: hydra.sweeper.params as JSON (experiment files)
 

@@ -1,4 +1,4 @@
-"""The end of a sweep (called by the sweep callback, :mod:`owl_eval.runner.callbacks`): compare the sweep's
+"""The end of a sweep (called by the sweep callback, :mod:`owl_eval.runner.sweeps.callbacks`): compare the sweep's
 finished jobs, log the comparison to its parent run, write the same files into the sweep's folder and print where
 they are, a line per pair of agents and how to open the parent run."""
 
@@ -15,7 +15,7 @@ from owl_eval.comparison import text
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, reused_ids, reused_runs, sweep_selection
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, make_client, shared_view_path
+from owl_eval.tracking.runs import TrackedRun, TrackingSettings, make_client, shared_view_path
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ def print_sweep_end(
 ) -> Path | None:
     """Write the comparison's files into the sweep's folder and print :func:`owl_eval.comparison.text.console_block`.
     Returns the folder's ``report.html``, or None when no job finished."""
-    from owl_eval.runner.summary import open_command
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.runner.cli.summary import open_command
+    from owl_eval.tracking.settings import redacted
 
     uri = settings.resolved_uri(launch_dir)
     if not comparison.rows:
@@ -117,7 +117,7 @@ def wait_for_reused_running(client, parent_run_id: str, *, bound: float | None =
     they were RUNNING in another launch, so that its comparison counts them; returns one line per run still not
     finished then (its job, run and owner), which the comparison names as not counted. A run whose owner has died
     is not waited for (it will never finish; the next launch marks it KILLED)."""
-    from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive
+    from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive
 
     parent = client.get_run(parent_run_id)
     jobs = reused_ids(parent)

@@ -25,8 +25,8 @@ from owl_eval.comparison.grouping import (
     split_group,
 )
 from owl_eval.errors import ConfigError
-from owl_eval.runner.key_index import LoggedKey, StoredKeys
-from owl_eval.runner.tracking import metric_key
+from owl_eval.tracking.key_index import LoggedKey, StoredKeys
+from owl_eval.tracking.runs import metric_key
 
 DIRECTION_WORDS = {"maximize": "higher is better", "minimize": "lower is better", "none": ""}
 ROLES = ("headline", "detail", "baseline", "timing")
@@ -131,7 +131,7 @@ def comparable_metrics(
     runs: Sequence, wanted: Sequence[str] | None = None, keys: StoredKeys | None = None
 ) -> list[str]:
     """Scalar metrics to compare: those listed, else every declared metric the runs logged or marked N/A
-    (their ``metric_keys.json`` says which keys those are; :mod:`owl_eval.runner.key_index`).
+    (their ``metric_keys.json`` says which keys those are; :mod:`owl_eval.tracking.key_index`).
 
     Per-step series (``top1_batch``) are left out: a run's latest value of a series is not a summary. A run logged
     before ``metric_keys.json`` existed (and no run of its protocol and metric settings with one) cannot tell: its
@@ -201,7 +201,7 @@ def compare(
 ) -> list[Row]:
     """The comparison table: a Row per (group, metric), groups sorted, metrics headline first.
 
-    ``keys``: the runs' ``metric_keys.json`` entries (:class:`~owl_eval.runner.key_index.StoredKeys`, read by
+    ``keys``: the runs' ``metric_keys.json`` entries (:class:`~owl_eval.tracking.key_index.StoredKeys`, read by
     :mod:`owl_eval.comparison.store`), which give each metric its direction, display name and headline place; None:
     no run has one (every metric undirected)."""
     keys = keys or StoredKeys.fixed(None)

@@ -19,8 +19,8 @@ from owl_eval.comparison import cli, grouping, outputs, store, table, text
 from owl_eval.comparison.sweep_end import compare_sweep
 from owl_eval.errors import ConfigError
 from owl_eval.metrics.keys import MetricKey
-from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
-from owl_eval.runner.tracking import logged_key_entry, mlflow_key
+from owl_eval.tracking.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
+from owl_eval.tracking.runs import logged_key_entry, mlflow_key
 
 
 def index_of(protocol: str, *keys: MetricKey, series: tuple[MetricKey, ...] = ()) -> dict[str, LoggedKey]:
@@ -289,12 +289,12 @@ SEED_OFFSET = [0.0, 0.02, 0.07]  # mean 0.03; deviations -0.03, -0.01, 0.04 -> v
 
 
 def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, name):
-    """A job run as owl_eval.runner.app logs it: tags, the flattened config (a seed copy and a job directory among it),
+    """A job run as owl_eval.runner.job.live logs it: tags, the flattened config (a seed copy and a job directory among it),
     the metrics through TrackedRun.log_results (with metric_keys.json)."""
     from mlflow.entities import Param, RunTag
 
     from owl_eval.metrics.results import NA, MetricResults, Series
-    from owl_eval.runner.tracking import TrackedRun
+    from owl_eval.tracking.runs import TrackedRun
 
     tags = {
         "agent": agent,
@@ -337,7 +337,7 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
 def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, capsys):
     """+experiment=ond_all_domains shape: 2 domains x 2 conditions x 2 agents x 3 seeds, swept in the experiment
     file (hydra.sweeper.params), nothing swept on the command line: 8 groups of n = 3 seeds."""
-    from owl_eval.runner.tracking import TrackingSettings
+    from owl_eval.tracking.runs import TrackingSettings
 
     name = f"all-domains-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -408,7 +408,7 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
     from owl_eval.metrics.results import MetricResults
-    from owl_eval.runner.tracking import TrackedRun, TrackingSettings
+    from owl_eval.tracking.runs import TrackedRun, TrackingSettings
 
     name = f"compare-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -442,7 +442,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
     assert {r.label for r in only.rows} == {"closed_world"}
-    # a tag value with a quote goes into the search filter quoted (owl_eval.runner.tracking.filter_literal)
+    # a tag value with a quote goes into the search filter quoted (owl_eval.tracking.runs.filter_literal)
     quoted = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
     assert {r.label for r in quoted.rows} == {"closed_world", "knn_novelty"}
     capsys.readouterr()
@@ -543,8 +543,8 @@ def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client
     """Real in-process OND jobs (two agents x two seeds) into a SQLite store, compared from MlflowClient: every
     direction, series and headline place comes from the runs' metric_keys.json, read once for the four runs
     (one protocol, one metric setting)."""
-    import owl_eval.runner.key_index as key_index
-    from owl_eval.runner.app import run
+    import owl_eval.tracking.key_index as key_index
+    from owl_eval.runner.job.live import run
 
     for agent in ("ond/knn_novelty", "ond/closed_world"):
         for seed in (0, 1):
@@ -601,7 +601,7 @@ def test_runs_logged_before_the_index_are_compared_without_directions(mlflow_sto
     """A store from before metric_keys.json: every logged key compared, no direction, one note on stderr; once a run
     of the same protocol and metric settings has an index, the older runs are read with it (a resumed sweep)."""
     from owl_eval.metrics.results import MetricResults, Series
-    from owl_eval.runner.tracking import TrackedRun
+    from owl_eval.tracking.runs import TrackedRun
 
     name = f"legacy-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])

@@ -20,8 +20,8 @@ from owl_eval.comparison import cli, outputs, table, text
 from owl_eval.comparison.grouping import agent_labels
 from owl_eval.comparison.verdict import verdicts
 from owl_eval.metrics.keys import MetricKey
-from owl_eval.runner.key_index import StoredKeys
-from owl_eval.runner.tracking import logged_key_entry, mlflow_key
+from owl_eval.tracking.key_index import StoredKeys
+from owl_eval.tracking.runs import logged_key_entry, mlflow_key
 from tests.comparison.test_compare import fake_run
 
 SEEDS = 10
@@ -37,7 +37,7 @@ def _store_sweep(client, store: dict, agents: dict[str, str]) -> tuple[str, dict
     """Job runs as tracking logs them (metric_keys.json included) for ``agents`` (agent config name -> role A/B);
     returns the experiment's name and the values by (agent, metric)."""
     from owl_eval.metrics.results import MetricResults
-    from owl_eval.runner.tracking import TrackedRun
+    from owl_eval.tracking.runs import TrackedRun
 
     name = f"both-ways-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=store["artifacts"])
@@ -59,7 +59,7 @@ def _store_sweep(client, store: dict, agents: dict[str, str]) -> tuple[str, dict
 
 @pytest.mark.parametrize("agents", [{"ond/alpha": "A", "ond/beta": "B"}, {"ond/zulu": "A", "ond/beta": "B"}])
 def test_winners_parent_metrics_labels_and_files_on_a_real_store(mlflow_store, client, tmp_path, capsys, agents):
-    from owl_eval.runner.tracking import TrackedRun, TrackingSettings
+    from owl_eval.tracking.runs import TrackedRun, TrackingSettings
 
     name, values = _store_sweep(client, mlflow_store, agents)
     out = tmp_path / "out"

@@ -20,7 +20,7 @@ from owl_eval.evaluation.registry import declared_key, is_series, spec_for, spec
 from owl_eval.evaluation.selection import check_names, select, selection_base
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.runner.tracking import logged_key_entry, metric_key
+from owl_eval.tracking.runs import logged_key_entry, metric_key
 
 PROTOCOLS = sorted(("ond", "continual", "trajectory", "lifelong_rl"))  # the shipped protocols
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters but '/'
@@ -117,7 +117,7 @@ def ond_results() -> list[MetricResults]:
     from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.protocols.ond.agents.closed_world import ClosedWorldAgent
     from owl_eval.protocols.ond.agents.knn_novelty import KnnNoveltyAgent
-    from owl_eval.protocols.ond.driver import OndProtocol
+    from owl_eval.protocols.ond.driver import OndDriver
 
     out = []
     for condition, agent in (
@@ -125,7 +125,7 @@ def ond_results() -> list[MetricResults]:
         ("given", KnnNoveltyAgent()),
         ("system", ClosedWorldAgent()),
     ):
-        protocol = OndProtocol(
+        protocol = OndDriver(
             condition=condition,
             known_classes=6,
             num_trials=4,
@@ -164,9 +164,9 @@ def continual_results() -> list[MetricResults]:
 def trajectory_results() -> list[MetricResults]:
     from owl_eval.protocols.trajectory.agents.cv_noise import ConstantVelocityNoisePredictor
     from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
-    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 
-    record = TrajectoryProtocol(num_preds=30).run(
+    record = TrajectoryDriver(num_preds=30).run(
         domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=5, max_agents=4),
         agent=ConstantVelocityNoisePredictor(),
         rng=np.random.default_rng(4),

@@ -117,7 +117,7 @@ def test_a_sweep_whose_database_refuses_shows_no_password(ws, uri):
     ],
 )
 def test_redacted_hides_every_form_of_password_and_keeps_the_rest(uri, shown):
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.tracking.settings import redacted
 
     assert redacted(uri) == shown
 
@@ -126,7 +126,7 @@ def test_redacted_hides_what_sqlalchemy_reads_as_the_password():
     """Whatever SQLAlchemy would send as the password (or, with an unescaped '@', as part of the host) is hidden."""
     from sqlalchemy.engine import make_url
 
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.tracking.settings import redacted
 
     for _, uri in URIS:
         shown = redacted(uri)
@@ -142,7 +142,7 @@ def test_redacted_hides_what_sqlalchemy_reads_as_the_password():
 def test_scrub_finds_remembered_secrets_outside_any_uri_and_in_yaml_quotes(tmp_path):
     from omegaconf import OmegaConf
 
-    from owl_eval.runner.redaction import remember, scrub, scrub_file
+    from owl_eval.tracking.redaction import remember, scrub, scrub_file
 
     uri = f"postgresql://owl:{MARKER}x'{MARKER}y z@db.lab/mlflow"
     remember(uri)
@@ -171,7 +171,7 @@ def test_owl_eval_compare_shows_no_password(tmp_path, uri):
 
 
 def test_the_printed_open_lines_hide_the_password():
-    from owl_eval.runner.summary import open_command
+    from owl_eval.runner.cli.summary import open_command
 
     for uri in (f"http://owl:{MARKER}@mlflow.lab:5000", f"postgresql://owl:{MARKER}#x/y@db.lab/mlflow"):
         shown = open_command(uri, "1", "0a1b")

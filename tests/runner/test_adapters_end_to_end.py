@@ -55,7 +55,7 @@ def test_ond_sklearn_pipeline_with_isolation_forest(experiment, client, tmp_path
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.protocols.ond.record import OndRecord
     from owl_eval.protocols.ond.trials import plan_trials, split_classes
 

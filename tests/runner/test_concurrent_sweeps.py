@@ -74,7 +74,7 @@ def test_a_sweep_waits_for_its_job_running_in_another_launch(experiment, tmp_pat
 def test_a_job_still_running_elsewhere_is_named_not_counted(mlflow_store, experiment):
     """Past the wait's bound, a reused run still RUNNING in a live process is returned as not counted."""
     from owl_eval.comparison.sweep_end import wait_for_reused_running
-    from owl_eval.runner.liveness import owner_tags
+    from owl_eval.tracking.liveness import owner_tags
 
     client = MlflowClient(mlflow_store["uri"])
     experiment_id = client.create_experiment(experiment["name"])

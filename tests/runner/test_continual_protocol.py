@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from owl_eval.domains.classification import DigitsDomain
+from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.base import AgentOutputError, partial_record
@@ -265,7 +265,7 @@ class OndLikeAgent:
         ),
         (
             dict(domain=DigitsDomain()),
-            "domain (owl_eval.domains.classification.DigitsDomain) is not a continual domain: it "
+            "domain (owl_eval.datasets.classification.DigitsDomain) is not a continual domain: it "
             "has no tasks(rng) method; choose domain=<option> (split_digits, permuted_digits, split_dataset, dataset_sequence)",
         ),
     ],

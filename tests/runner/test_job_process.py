@@ -1,5 +1,5 @@
 """A job whose agent takes its process down, or that is stopped the way clusters stop jobs, still ends its MLflow
-run with the reason and a non-zero exit code (``owl_eval.runner.worker``: the work runs in a forked child, the
+run with the reason and a non-zero exit code (``owl_eval.runner.process.worker``: the work runs in a forked child, the
 run is owned by the launching process).
 
 Each command line runs in a process of its own, forked from a warm interpreter (``tests/forked.py``: the same

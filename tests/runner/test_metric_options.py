@@ -17,7 +17,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.evaluation.options import options_class, parse
 from owl_eval.paths import CONFIG_DIR, config_dirs
-from owl_eval.runner.console import one_line
+from owl_eval.runner.cli.console import one_line
 
 PROTOCOLS = ("ond", "continual", "trajectory", "lifelong_rl")
 
@@ -362,7 +362,7 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 
 def test_typed_options_give_the_numbers_of_the_raw_node():
     """The same OND record scored with the node's values as given and with their typed form: identical values."""
-    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.protocols.ond.driver import OndProtocol
     from tests.runner.test_ond_protocol import SpyAgent
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from owl_eval.domains.classification import DigitsDomain
+from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.paths import group_options
 from owl_eval.protocols.base import AgentOutputError

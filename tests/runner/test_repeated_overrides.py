@@ -1,11 +1,11 @@
-"""``owl_eval.runner.overrides``: the same config key (or valued flag) given twice with different values on one
+"""``owl_eval.runner.cli.overrides``: the same config key (or valued flag) given twice with different values on one
 command line is named with both arguments; one value said twice, a sweep and different keys are not."""
 
 from __future__ import annotations
 
 import pytest
 
-from owl_eval.runner.overrides import repeated_argument_message, split_command_line
+from owl_eval.runner.cli.overrides import repeated_argument_message, split_command_line
 
 
 @pytest.mark.parametrize(

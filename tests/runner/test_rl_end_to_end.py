@@ -12,7 +12,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.metrics.keys import MetricKey  # noqa: E402
-from owl_eval.runner.app import run  # noqa: E402
+from owl_eval.runner.job.live import run  # noqa: E402
 from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
 # 2 cycles (pinned: the default is 3) x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes
@@ -34,7 +34,7 @@ CART_SMALL = [
 def key(name) -> str:
     """The MLflow key of a reported lifelong-RL metric (a plain name or a MetricKey): headline plain, timings as they
     are, the rest detail/."""
-    from owl_eval.runner.tracking import mlflow_key
+    from owl_eval.tracking.runs import mlflow_key
 
     return mlflow_key(MetricKey.of(name), "lifelong_rl")
 

@@ -230,7 +230,7 @@ class OndLikeAgent:
 
 
 def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, domain):
-    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.errors import ConfigError
     from owl_eval.paths import group_options
 
@@ -251,7 +251,7 @@ def test_check_rejects_parts_of_other_protocols_and_unknown_tasks(tmp_path, doma
         ),
         (
             dict(domain=DigitsDomain()),
-            "domain (owl_eval.domains.classification.DigitsDomain) is not an RL domain: it has "
+            "domain (owl_eval.datasets.classification.DigitsDomain) is not an RL domain: it has "
             "no make(task, variant) method; choose domain=<option> (cartpole, frozenlake, "
             "classic_control, gymnasium, mountaincar, minigrid)",
         ),

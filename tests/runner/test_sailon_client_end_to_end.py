@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.domains.classification import DigitsDomain
+from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.protocols.ond.driver import OndProtocol
 from owl_eval.protocols.ond.record import OndRecord
 from tests.agents.test_sailon_client_adapter import NativeNearestMean

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from owl_eval.errors import Terminated
-from owl_eval.runner.worker import ForkedWorker, fork_wanted
+from owl_eval.runner.process.worker import ForkedWorker, fork_wanted
 
 
 @pytest.mark.skipif(not fork_wanted(), reason=f"the job's process is forked on Linux only, not on {sys.platform}")

@@ -1,4 +1,4 @@
-"""SIGTERM to a sweep signals only processes of this host that provably run its jobs (docs: owl_eval.runner.termination).
+"""SIGTERM to a sweep signals only processes of this host that provably run its jobs (docs: owl_eval.runner.process.termination).
 
 A sweep's RUNNING child runs name their owner by pid, host and start time. A run of another host (Slurm, Ray, a
 shared server) names a pid that means nothing here, and a pid of this host may since have been given to another
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from owl_eval.runner.liveness import HOST_TAG, PID_START_TAG, PID_TAG, UNKNOWN, host_name, process_start
+from owl_eval.tracking.liveness import HOST_TAG, PID_START_TAG, PID_TAG, UNKNOWN, host_name, process_start
 from tests.runner.test_faults import child_env, marking_agent, runner_cmd, wait_for_marks, wait_for_running
 
 pytestmark = pytest.mark.subprocess
@@ -103,7 +103,7 @@ def test_sigterm_to_a_sweep_spares_other_hosts_pids_and_reused_pids(
 
 
 def test_own_process_needs_this_host_and_the_start_time_or_descent():
-    from owl_eval.runner.liveness import own_process
+    from owl_eval.tracking.liveness import own_process
 
     child = subprocess.Popen(["sleep", "600"])
     try:

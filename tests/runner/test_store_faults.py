@@ -1,5 +1,5 @@
-"""How store faults are recognised wherever they surface (owl_eval.runner.store_faults), and the bounded retries
-owl-eval sets for MLflow's HTTP requests unless the user set them (owl_eval.runner.tracking.bound_retries). The
+"""How store faults are recognised wherever they surface (owl_eval.tracking.faults), and the bounded retries
+owl-eval sets for MLflow's HTTP requests unless the user set them (owl_eval.tracking.runs.bound_retries). The
 end-to-end cases are tests/reliability/test_full_disk.py and integration/test_lost_server.py."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import errno
 import sqlite3
 
 from owl_eval.errors import Terminated
-from owl_eval.runner.store_faults import disk_full, interruption_in, server_lost
+from owl_eval.tracking.faults import disk_full, interruption_in, server_lost
 
 
 def _raised_during(handled: BaseException, raised: BaseException) -> BaseException:
@@ -51,7 +51,7 @@ def test_an_interruption_hidden_by_a_failed_write_is_found_but_an_agents_own_is_
     assert interruption_in(_raised_during(signal, OSError("write failed"))) is signal
     assert interruption_in(signal) is signal
     crash = RuntimeError("the agent raised KeyboardInterrupt with no Ctrl-C or signal sent")
-    crash.__cause__ = KeyboardInterrupt()  # owl_eval.runner.worker.as_agent_crash
+    crash.__cause__ = KeyboardInterrupt()  # owl_eval.runner.process.worker.as_agent_crash
     assert interruption_in(_raised_during(crash.__cause__, crash)) is None
     assert interruption_in(ValueError("x")) is None
 
@@ -59,7 +59,7 @@ def test_an_interruption_hidden_by_a_failed_write_is_found_but_an_agents_own_is_
 def test_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
     import os
 
-    from owl_eval.runner.tracking import HTTP_RETRY_DEFAULTS, bound_retries
+    from owl_eval.tracking.runs import HTTP_RETRY_DEFAULTS, bound_retries
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "600")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.runner.tracking_settings import TrackingSettings, sqlite_path, sqlite_uri
+from owl_eval.tracking.settings import TrackingSettings, sqlite_path, sqlite_uri
 from tests.inprocess import run_module
 
 SMALL = ["+experiment=ond_given_detection", "protocol.num_trials=2", "figures=false", "progress=false"]

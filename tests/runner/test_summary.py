@@ -19,7 +19,7 @@ from owl_eval.evaluation import registry
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
 from owl_eval.protocols import get_protocol
-from owl_eval.runner.key_index import download_index
+from owl_eval.tracking.key_index import download_index
 from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition,
 
 
 def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, client, tmp_path, monkeypatch):
-    from owl_eval.runner.app import run
+    from owl_eval.runner.job.live import run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", experiment["uri"])  # MlflowClient.load_table searches the global store
 
@@ -157,7 +157,7 @@ def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp
 
 
 def test_python_api_prints_nothing(experiment, tmp_path, capsys):
-    from owl_eval.runner.app import run
+    from owl_eval.runner.job.live import run
 
     run(
         ["+experiment=ond_given_detection", *experiment["overrides"], "protocol.num_trials=3", "figures=false"],
@@ -168,8 +168,8 @@ def test_python_api_prints_nothing(experiment, tmp_path, capsys):
 
 # -- keys and names, without a run -----------------------------------------------------------------------
 def test_each_kind_of_key_has_an_index_entry_with_its_declaration():
-    from owl_eval.runner.key_index import LoggedKey, index_json, read_index
-    from owl_eval.runner.tracking import logged_key_entry, mlflow_key
+    from owl_eval.tracking.key_index import LoggedKey, index_json, read_index
+    from owl_eval.tracking.runs import logged_key_entry, mlflow_key
 
     cases = [  # (protocol, key, MLflow key, headline rank, series)
         ("ond", MetricKey("top1"), "top1", 0, False),
@@ -206,7 +206,7 @@ def test_headline_is_five_to_ten_declared_metrics(protocol):
 
 
 def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, monkeypatch):
-    from owl_eval.runner.tracking import TrackedRun
+    from owl_eval.tracking.runs import TrackedRun
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_store["uri"])  # MlflowClient.load_table searches the global store
     client = MlflowClient(mlflow_store["uri"])
@@ -230,7 +230,7 @@ def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, mo
 
 
 def test_run_name_carries_the_swept_values():
-    from owl_eval.runner.callbacks import job_run_name
+    from owl_eval.runner.sweeps.callbacks import job_run_name
 
     overrides = [
         "domain=handwriting",
@@ -254,7 +254,7 @@ def test_run_name_carries_the_swept_values():
 
 
 def test_open_command_for_each_kind_of_store():
-    from owl_eval.runner.summary import open_command
+    from owl_eval.runner.cli.summary import open_command
 
     assert (
         open_command("sqlite:////tmp/a b/mlflow.db") == "mlflow ui --backend-store-uri 'sqlite:////tmp/a b/mlflow.db'"
@@ -265,7 +265,7 @@ def test_open_command_for_each_kind_of_store():
 def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
     fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
     proc = _cli(
-        "owl_eval.runner.evaluate",
+        "owl_eval.runner.job.source",
         [
             "+source=sailon",
             f"source.path={fixture / 'data'}",
@@ -289,8 +289,8 @@ def _stub_client(protocol: str, metrics: dict, tags: dict, tmp_path: Path):
     """A client of one run whose metric_keys.json is what tracking writes for ``metrics`` and the N/A ``tags``."""
     from types import SimpleNamespace as NS
 
-    from owl_eval.runner.key_index import index_json
-    from owl_eval.runner.tracking import logged_key_entry
+    from owl_eval.tracking.key_index import index_json
+    from owl_eval.tracking.runs import logged_key_entry
 
     run = NS(
         info=NS(experiment_id="7", status="FINISHED", run_name="q-seed0"),
@@ -310,7 +310,7 @@ def _stub_client(protocol: str, metrics: dict, tags: dict, tmp_path: Path):
 
 @pytest.mark.parametrize("columns", [60, 100, 160])
 def test_a_long_na_reason_is_wrapped_whole_under_the_value_column(columns, tmp_path):
-    from owl_eval.runner.summary import run_summary
+    from owl_eval.runner.cli.summary import run_summary
 
     reason = (
         "task cartpole_long_pole is trained in fewer than 3 blocks: performance recovery needs at least 2 "

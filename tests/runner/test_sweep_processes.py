@@ -3,7 +3,7 @@ session of its own), with a temp folder too long for a socket path, whose agent 
 (tests/fixtures/agents/ond/socket_using.py: a ``multiprocessing`` Manager, as an agent sharing state between
 processes does):
 
-- the sweep succeeds: multiprocessing's sockets go to a short private folder (``owl_eval.runner.short_tmp``),
+- the sweep succeeds: multiprocessing's sockets go to a short private folder (``owl_eval.runner.process.short_tmp``),
   not into ``$TMPDIR`` where binding fails with ``OSError: AF_UNIX path too long``;
 - after the command returns, none of its processes is left running (loky's reusable workers, the Manager's
   server, multiprocessing's resource tracker): all gone within a few seconds (tests/runner/leftovers.py records

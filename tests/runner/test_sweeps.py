@@ -238,9 +238,9 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
 
 def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
-    from owl_eval.runner.app import run
-    from owl_eval.runner.resume import skip_enabled
-    from owl_eval.runner.tracking import TrackingSettings
+    from owl_eval.runner.job.live import run
+    from owl_eval.tracking.reuse import skip_enabled
+    from owl_eval.tracking.runs import TrackingSettings
 
     assert [
         skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)

@@ -20,7 +20,7 @@ every process the cluster started is checked to be gone.
 
 A second sweep runs without ``ray.init.address``: the launcher starts a local cluster of its own, under a temp
 folder too long for Ray's socket paths; it succeeds, and none of its processes is running a few seconds after
-the command returns (``owl_eval.runner.short_tmp``, ``owl_eval.runner.sweep_processes``).
+the command returns (``owl_eval.runner.process.short_tmp``, ``owl_eval.runner.process.sweep_processes``).
 """
 
 from __future__ import annotations
@@ -338,7 +338,7 @@ def test_ray_sweep_matches_basic_launcher_bit_for_bit(ray_cluster, mlflow_store,
     expected = {f"{agent.split('/')[1]}/{key}" for agent in AGENTS for key in ("top1", "n_seeds")}
     assert sorted(summary_r) == sorted(summary_b) and expected <= set(summary_b)
     assert all(same_history(summary_r[k], summary_b[k]) for k in summary_b)
-    # Each job's work ran in a process forked inside its Ray worker (owl_eval.runner.worker), as elsewhere.
+    # Each job's work ran in a process forked inside its Ray worker (owl_eval.runner.process.worker), as elsewhere.
     assert ray["forked"], "no job process forked by a Ray worker was seen"
     with capsys.disabled():
         print(

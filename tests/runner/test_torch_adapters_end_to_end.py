@@ -66,7 +66,7 @@ def test_ond_torch_mlp_on_digits_equals_a_hand_written_loop(experiment, client, 
     trained here, p_unknown the sigmoid of the max-softmax score against the held-out rows' 95 % quantile."""
     from scipy.special import expit, softmax
 
-    from owl_eval.domains.classification import DigitsDomain
+    from owl_eval.datasets.classification import DigitsDomain
     from owl_eval.protocols.ond.record import OndRecord
     from owl_eval.protocols.ond.trials import plan_trials, split_classes
 

@@ -9,7 +9,7 @@ import pytest
 
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.runner.tracking import TrackedRun, TrackingSettings, flatten, metric_key, mlflow_key
+from owl_eval.tracking.runs import TrackedRun, TrackingSettings, flatten, metric_key, mlflow_key
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
@@ -267,7 +267,7 @@ def test_a_param_over_mlflows_limit_is_cut_with_a_marker_and_kept_whole_in_an_ar
     long_value = "".join(f"{i:05d}é" for i in range(4000))[:20_000]
     assert len(long_value) == 20_000
     key = "agent.prompt/with spaces"
-    with caplog.at_level(logging.WARNING, logger="owl_eval.runner.tracking"):
+    with caplog.at_level(logging.WARNING, logger="owl_eval.tracking.runs"):
         with TrackedRun.start(_settings(experiment), run_name="long param") as run:
             run.log_params({key: long_value, "agent.k": "3"})
     data = client.get_run(run.run_id).data
@@ -280,7 +280,7 @@ def test_a_param_over_mlflows_limit_is_cut_with_a_marker_and_kept_whole_in_an_ar
     with open(local, encoding="utf-8", newline="") as handle:
         assert handle.read() == long_value
     assert data.tags["owl_eval.truncated_params"] == key
-    warnings = [r for r in caplog.records if r.name == "owl_eval.runner.tracking" and r.levelno == logging.WARNING]
+    warnings = [r for r in caplog.records if r.name == "owl_eval.tracking.runs" and r.levelno == logging.WARNING]
     assert len(warnings) == 1
     assert key in warnings[0].getMessage() and "20000 characters" in warnings[0].getMessage()
 
@@ -304,7 +304,7 @@ def test_no_server_at_an_http_uri_is_one_config_error_within_15_s(free_port):
     import time
 
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.tracking import make_client
+    from owl_eval.tracking.runs import make_client
 
     uri = f"http://127.0.0.1:{free_port}"
     start = time.monotonic()
@@ -345,7 +345,7 @@ def test_a_database_uri_whose_driver_is_missing_is_one_config_error_naming_the_p
 
 
 def test_redacted_shows_every_part_of_a_uri_but_its_password():
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.tracking.settings import redacted
 
     assert redacted("postgresql://u:p%40ss@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert (
@@ -366,7 +366,7 @@ def test_no_database_at_a_postgresql_uri_is_one_config_error_at_once(free_port):
     import time
 
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.tracking import make_client
+    from owl_eval.tracking.runs import make_client
 
     pytest.importorskip("psycopg", reason="the team extra is not installed: pip install -e '.[team]'")
     start = time.monotonic()
@@ -382,7 +382,7 @@ def test_a_server_that_accepts_but_never_answers_is_a_time_out(monkeypatch):
     import socket
 
     from owl_eval.errors import ConfigError
-    from owl_eval.runner import tracking
+    from owl_eval.tracking import runs as tracking
 
     monkeypatch.setattr(tracking, "SERVER_CHECK_TIMEOUT", 0.3)
     monkeypatch.setattr(tracking, "SERVER_CHECK_PAUSE", 0.1)
@@ -400,7 +400,7 @@ def test_any_http_answer_counts_and_is_checked_once_per_process():
 
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.tracking import make_client
+    from owl_eval.tracking.runs import make_client
 
     paths: list[str] = []
 

@@ -7,8 +7,8 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.metrics.keys import MetricKey
-from owl_eval.runner.app import run
-from owl_eval.runner.tracking import mlflow_key
+from owl_eval.runner.job.live import run
+from owl_eval.tracking.runs import mlflow_key
 
 TABLE = [
     "ade_marginal",

@@ -1,4 +1,4 @@
-"""How the launching process ends a job's process (owl_eval.runner.worker.ForkedWorker.close)."""
+"""How the launching process ends a job's process (owl_eval.runner.process.worker.ForkedWorker.close)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from owl_eval.runner import worker
+from owl_eval.runner.process import worker
 
 pytestmark = pytest.mark.skipif(not worker.fork_wanted(), reason="jobs run in a forked process on Linux only")
 

@@ -1,5 +1,5 @@
 """A job's process tells the launching process which installed libraries it imported; the next job's fork imports
-them first (owl_eval.runner.worker): the user's own modules and fork-unsafe libraries are never imported there."""
+them first (owl_eval.runner.process.worker): the user's own modules and fork-unsafe libraries are never imported there."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.runner import worker
+from owl_eval.runner.process import worker
 
 
 def _fresh_stdlib_module() -> str:

@@ -3,13 +3,13 @@ Kubernetes send) ends it the way Ctrl-C does, with the command's jobs included. 
 jobs run in worker processes waits for their runs to end too (:func:`_on_sigint`), so that the launcher's teardown
 of its workers never cuts a job's logging short.
 
-- A single run: while its agents work, :mod:`owl_eval.runner.worker` passes the signal on to the job's process,
+- A single run: while its agents work, :mod:`owl_eval.runner.process.worker` passes the signal on to the job's process,
   which hands over what it completed; the run ends KILLED with it, the command exits 143. Outside that window
   :func:`terminate_as_interrupt` raises :class:`~owl_eval.errors.Terminated` (a KeyboardInterrupt) at once.
 - A sweep whose jobs run in other processes (``hydra/launcher=joblib``): the signal goes to the processes that own
   the sweep's RUNNING runs (their ``owl_eval.pid`` tags), each of which stops its job the single-run way; only those
   of this host that are provably the runs' own (``owl_eval.host``, and ``owl_eval.pid_start`` or descent from this
-  process: :func:`~owl_eval.runner.liveness.own_process`), and runs of other hosts are left to them; the
+  process: :func:`~owl_eval.tracking.liveness.own_process`), and runs of other hosts are left to them; the
   command waits until those runs have ended (at most :data:`JOB_GRACE_SECONDS`), then stops. The launcher then
   kills its idle workers, the jobs' own processes die with their parents, and the sweep's parent run ends KILLED.
   Signalling only the runs' owners matters: an idle joblib worker killed first would make joblib kill the busy
@@ -78,16 +78,16 @@ SIGINT_SETTLE_SECONDS = 5.0
 def _stop_sweep_jobs(signum: int, *, settle: float = 0.0) -> None:
     """Pass ``signum`` to the other processes of this host running this command's sweep jobs, and wait for their runs
     to end (with ``settle``, first wait that long for them to end without it). Only a process that provably owns a
-    run is signalled (:func:`~owl_eval.runner.liveness.own_process`: this host, and the start time the run recorded
+    run is signalled (:func:`~owl_eval.tracking.liveness.own_process`: this host, and the start time the run recorded
     or descent from this process): a pid of another host (Slurm, Ray, a shared server), or one reused by a later
     process, may name anything here. Runs of other hosts are left to their hosts and not waited for."""
-    from owl_eval.runner.callbacks import _open_sweep
+    from owl_eval.runner.sweeps.callbacks import _open_sweep
 
     if not _open_sweep:
         return
     try:
-        from owl_eval.runner.liveness import HOST_TAG, PID_TAG, host_name, own_process
-        from owl_eval.runner.tracking import filter_literal, make_client
+        from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, host_name, own_process
+        from owl_eval.tracking.runs import filter_literal, make_client
 
         client = make_client(_open_sweep["settings"].resolved_uri(_open_sweep["launch_dir"]))
         parent = client.get_run(_open_sweep["run_id"])

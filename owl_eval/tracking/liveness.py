@@ -26,7 +26,7 @@ PID_TAG = "owl_eval.pid"
 HOST_TAG = "owl_eval.host"
 PID_START_TAG = "owl_eval.pid_start"
 KILLED_REASON_TAG = "owl_eval.killed_reason"
-KIND_TAG = "owl_eval.kind"  # == owl_eval.runner.tracking.RUN_KIND_TAG (not imported: tracking imports this module)
+KIND_TAG = "owl_eval.kind"  # == owl_eval.tracking.runs.RUN_KIND_TAG (not imported: tracking imports this module)
 UNKNOWN = "unknown"
 
 

@@ -6,7 +6,7 @@ the same experiment. The hash covers the config, not the code: after changing an
 with ``tracking.skip_finished=false``. A skipped job creates no run; it records the run it reused on the
 sweep's parent (tag ``owl_eval.reused.<run_id>``) so the sweep's comparison still counts it.
 
-In flight: a RUNNING job run of the same config whose process is alive (``owl_eval.runner.liveness``: same host,
+In flight: a RUNNING job run of the same config whose process is alive (``owl_eval.tracking.liveness``: same host,
 pid and start time checked; another host's run is assumed alive) is taken too, so the same sweep
 launched twice at once runs each config once. The exact race (both launches check before either has
 created its run) is settled after creation by :func:`yield_to_earlier_claim`: the later run deletes
@@ -18,8 +18,8 @@ from __future__ import annotations
 import logging
 import time
 
-from owl_eval.runner.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
-from owl_eval.runner.tracking import (
+from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
+from owl_eval.tracking.runs import (
     CONFIG_HASH_TAG,
     REUSED_TAG_PREFIX,
     RUN_KIND_TAG,

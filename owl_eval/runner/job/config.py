@@ -10,7 +10,7 @@ from typing import Any, cast
 from omegaconf import DictConfig, OmegaConf
 
 from owl_eval.errors import ConfigError
-from owl_eval.runner.tracking import TrackingSettings
+from owl_eval.tracking.runs import TrackingSettings
 from owl_eval.typed import as_bool, as_int
 
 
@@ -18,7 +18,7 @@ def resolve_config(cfg: DictConfig) -> dict[str, Any]:
     """The whole config resolved; a missing mandatory value or a broken interpolation names its key."""
     from omegaconf.errors import OmegaConfBaseException
 
-    from owl_eval.runner.console import one_line
+    from owl_eval.runner.cli.console import one_line
 
     try:
         return cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))  # a DictConfig gives a dict

@@ -108,8 +108,8 @@ def sqlite_path(uri: str) -> Path:
 def redacted(uri: str) -> str:
     """``uri`` with its password, and any secret query value, shown as ``***`` (``postgresql://user:***@host/db``):
     what is printed, logged as a param or written to an artifact. Parsed as SQLAlchemy parses it
-    (:mod:`owl_eval.runner.redaction`), so a ``#``, ``/`` or ``?`` in the password hides nothing."""
-    from owl_eval.runner.redaction import redacted as hide
+    (:mod:`owl_eval.tracking.redaction`), so a ``#``, ``/`` or ``?`` in the password hides nothing."""
+    from owl_eval.tracking.redaction import redacted as hide
 
     return hide(uri)
 

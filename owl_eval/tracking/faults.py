@@ -58,7 +58,7 @@ def interruption_in(exc: BaseException | None) -> KeyboardInterrupt | None:
     """The Ctrl-C or SIGTERM (a ``KeyboardInterrupt``) that ``exc`` is, or was raised while handling (its implicit
     ``__context__`` chain: an error in logging the completed part after a SIGTERM); None when there is none. An
     error explicitly caused by a KeyboardInterrupt ends the search: an agent's own KeyboardInterrupt is the cause
-    of its crash (``owl_eval.runner.worker.as_agent_crash``), not a signal."""
+    of its crash (``owl_eval.runner.process.worker.as_agent_crash``), not a signal."""
     seen: set[int] = set()
     current = exc
     while current is not None and id(current) not in seen:

@@ -55,7 +55,7 @@ def one_line(exc: BaseException) -> str:
     """The message of ``exc`` on one line (Hydra's and OmegaConf's messages span several); what OmegaConf refused
     in a typed node (a key the ``metrics`` node lacks) or in any other group's node (``protocol.num_trails=2``) is
     worded as our own checks word it."""
-    from owl_eval.runner.build import unknown_key_error
+    from owl_eval.runner.config.build import unknown_key_error
     from owl_eval.typed import config_node_error
 
     ours = config_node_error(exc) or unknown_key_error(exc)
@@ -65,7 +65,7 @@ def one_line(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted (Ctrl-C)"
-    from owl_eval.runner.store_faults import describe_if_full
+    from owl_eval.tracking.faults import describe_if_full
 
     full = describe_if_full(exc)  # a full disk met outside a run (creating it, a sweep's parent): no SQL text
     if full is not None:
@@ -104,8 +104,8 @@ def job_log_file() -> Path | None:
 
 def log_to_files(message: str, exc: BaseException) -> None:
     """The message and full traceback into the log files only (Hydra's console handler prints to stdout), with the
-    secrets of tracking URIs scrubbed (:mod:`owl_eval.runner.redaction`)."""
-    from owl_eval.runner.redaction import scrub_logging
+    secrets of tracking URIs scrubbed (:mod:`owl_eval.tracking.redaction`)."""
+    from owl_eval.tracking.redaction import scrub_logging
 
     scrub_logging()
     # args=None (no %-arguments) is what logging itself passes; typeshed's makeRecord wants a tuple or mapping
@@ -123,7 +123,7 @@ def save_traceback(exc: BaseException) -> Path | None:
     the write to any file of ours. None when no such file can be made (the error line then names none)."""
     import tempfile
 
-    from owl_eval.runner.redaction import scrub
+    from owl_eval.tracking.redaction import scrub
 
     try:
         folder = error_folder()
@@ -175,7 +175,7 @@ def error_folder() -> Path:
 def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: str | None = None) -> None:
     """Print ``error: <message>`` on stderr and exit (130 after Ctrl-C, 143 after SIGTERM, else 1); ``job`` names
     the sweep job that failed."""
-    from owl_eval.runner.redaction import scrub
+    from owl_eval.tracking.redaction import scrub
 
     message = scrub(one_line(exc) if job is None else f"{job}: {one_line(exc)}")  # a URI's password never shown
     if where_traceback and not isinstance(exc, USER_ERRORS + (KeyboardInterrupt,)):
@@ -187,7 +187,7 @@ def error_exit(exc: BaseException, *, where_traceback: str | None = None, job: s
 def user_facing(job, cfg):
     """Run ``job(cfg)`` in a single (non-sweep) run: any failure ends with one ``error:`` line. In a
     sweep the exception propagates, so Hydra marks the job failed (and the parent run FAILED)."""
-    from owl_eval.runner.hydra_env import hydra_runtime
+    from owl_eval.runner.config.hydra_runtime import hydra_runtime
 
     try:
         return job(cfg)
@@ -213,7 +213,7 @@ class _FailedJobNote:
         self.overrides: str | None = None
 
     def write(self, text: str) -> int:
-        from owl_eval.runner.redaction import scrub
+        from owl_eval.tracking.redaction import scrub
 
         if text.startswith(self.PREFIX):
             self.overrides = text[len(self.PREFIX) :].strip()
@@ -234,7 +234,7 @@ def install_one_line_errors() -> None:
     original = getattr(hydra_utils.run_and_report, "__wrapped_original__", hydra_utils.run_and_report)
 
     def run_and_report(func):
-        from owl_eval.runner.redaction import remember_configured
+        from owl_eval.tracking.redaction import remember_configured
 
         remember_configured()  # the URIs of MLFLOW_TRACKING_URI and the command line: scrubbed from every error
         if full_errors_wanted():
@@ -248,7 +248,7 @@ def install_one_line_errors() -> None:
         except LaunchAborted as aborted:
             error_exit(aborted.error)
         except MissingConfigException as exc:
-            from owl_eval.runner.options import unknown_option_message
+            from owl_eval.runner.cli.arguments import unknown_option_message
 
             message = unknown_option_message(str(exc.missing_cfg_file or ""), sys.argv[1:])
             if message is None:

@@ -2,8 +2,8 @@
 
 1. **prepare** (no MLflow yet): compose and type-check the config, build and check what makes the record,
    type the metric settings. Any problem is one error naming the key, and no run is created.
-2. **record**: run the protocol's driver over the agents (``owl-eval``, :func:`owl_eval.runner.app.prepare_live`)
-   or read results produced elsewhere (``owl-eval-evaluate``, :func:`owl_eval.runner.evaluate.prepare_source`).
+2. **record**: run the protocol's driver over the agents (``owl-eval``, :func:`owl_eval.runner.job.live.prepare_live`)
+   or read results produced elsewhere (``owl-eval-evaluate``, :func:`owl_eval.runner.job.source.prepare_source`).
 3. **score** the record with the protocol's evaluation, and **log** metrics, figures and the record.
 
 Both commands are this one skeleton (:func:`execute`) with a different :class:`PreparedJob`. A record step that
@@ -33,20 +33,20 @@ from typing import Any, cast
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from owl_eval.domains.provenance import DataInput
+from owl_eval.datasets.provenance import DataInput
 from owl_eval.evaluation import Evaluation, Scored
 from owl_eval.evaluation.options import MetricOptions
 from owl_eval.evaluation.selection import select
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 from owl_eval.protocols.base import PARTIAL_ATTRIBUTE, Record, RecordOnDisk, partial_record, set_progress_sink
-from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
-from owl_eval.runner.prepare import JobSwitches, tracking_settings
-from owl_eval.runner.redaction import redacted_override, remember, scrub, scrub_values
-from owl_eval.runner.resume import reuse_finished, skip_enabled, yield_to_earlier_claim
-from owl_eval.runner.tracking import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
-from owl_eval.runner.tracking_settings import redacted
-from owl_eval.runner.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
+from owl_eval.runner.config.hydra_runtime import hydra_runtime, is_multirun
+from owl_eval.runner.job.config import JobSwitches, tracking_settings
+from owl_eval.tracking.redaction import redacted_override, remember, scrub, scrub_values
+from owl_eval.tracking.reuse import reuse_finished, skip_enabled, yield_to_earlier_claim
+from owl_eval.tracking.runs import CONFIG_HASH_TAG, RUN_KIND_TAG, TrackedRun, TrackingSettings, flatten, git_commit
+from owl_eval.tracking.settings import redacted
+from owl_eval.runner.process.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
 from owl_eval.typed import as_float
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ class PreparedJob:
     resumable: bool = True  # a resumed sweep skips a config that already has a finished run
     final_tags: Callable[[Any], dict[str, str]] = lambda record: {}  # tags the record tells
     parts: dict[str, Any] = field(default_factory=dict)  # what was built (driver, domain, agents), for tests
-    inputs: tuple[DataInput, ...] = ()  # the data sets the domain read (owl_eval.domains.provenance)
+    inputs: tuple[DataInput, ...] = ()  # the data sets the domain read (owl_eval.datasets.provenance)
 
 
 @dataclass(frozen=True)
@@ -234,7 +234,7 @@ def find_parent_run(settings: TrackingSettings, launch_dir: str) -> str | None:
     hc = hydra_runtime()
     if not is_multirun(hc):
         return None
-    from owl_eval.runner.callbacks import find_sweep_parent
+    from owl_eval.runner.sweeps.callbacks import find_sweep_parent
 
     return find_sweep_parent(settings, launch_dir, str(Path(hc.sweep.dir).resolve()))
 
@@ -244,7 +244,7 @@ def execute(
 ) -> dict[str, float]:
     """Prepare, record, score and log one job; returns the scalar metrics (for sweepers).
 
-    The prepare, record and score steps run in a child process (:mod:`owl_eval.runner.worker`; in this one
+    The prepare, record and score steps run in a child process (:mod:`owl_eval.runner.process.worker`; in this one
     with ``in_process``, or where forking is not wanted), the MLflow run is owned by this process, so a job
     whose agent dies (``os._exit``, a segfault, the OOM killer) still ends its run FAILED with the reason.
 

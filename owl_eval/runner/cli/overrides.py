@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from owl_eval.runner.redaction import redacted_override
+from owl_eval.tracking.redaction import redacted_override
 
 # Hydra's flags (hydra._internal.utils.get_args_parser) that take the next argument as their value, each
 # with its aliases under one name; --info takes the next argument only when it is one of its choices.

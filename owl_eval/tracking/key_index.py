@@ -3,7 +3,7 @@
 A value fixed by construction is not logged (``metrics_na.json`` holds it) but has its entry too, so runs of one
 protocol and metric settings have the same index however their agents fared.
 
-:class:`~owl_eval.runner.tracking.TrackedRun` writes it with the metrics; the end-of-run summary and
+:class:`~owl_eval.tracking.runs.TrackedRun` writes it with the metrics; the end-of-run summary and
 ``owl-eval-compare`` read it instead of reading anything out of a key's text::
 
     {"version": 1, "protocol": "ond", "keys": {

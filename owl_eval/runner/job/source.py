@@ -19,14 +19,14 @@ from omegaconf import DictConfig  # noqa: E402
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.paths import CONFIG_DIR  # noqa: E402
-from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
+from owl_eval.runner.config.resolvers import register_resolvers  # noqa: E402
 
 register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
 
 def evaluate_job(cfg: DictConfig) -> dict[str, float]:
     """Score one source's results and log them, exactly as a live run is logged."""
-    from owl_eval.runner.job import execute
+    from owl_eval.runner.job.execute import execute
 
     return execute(cfg, prepare_source)
 
@@ -34,15 +34,15 @@ def evaluate_job(cfg: DictConfig) -> dict[str, float]:
 def prepare_source(cfg: DictConfig):
     """Read and validate the whole source, type the metric settings against what it holds: any problem is one
     error naming the file or key, before any run exists. The record step returns what was read."""
-    from owl_eval.domains.provenance import path_inputs
+    from owl_eval.datasets.provenance import path_inputs
     from owl_eval.evaluation import evaluation_for
-    from owl_eval.runner.build import build_part
-    from owl_eval.runner.job import PreparedJob
-    from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
-    from owl_eval.runner.tracking import logged_as
+    from owl_eval.runner.config.build import build_part
+    from owl_eval.runner.job.execute import PreparedJob
+    from owl_eval.runner.job.config import job_switches, resolve_config, tracking_settings
+    from owl_eval.tracking.runs import logged_as
 
     if not cfg.get("source"):
-        from owl_eval.runner.options import group_options
+        from owl_eval.runner.cli.arguments import group_options
 
         raise ConfigError("source: none chosen; add +source=<kind> (one of " + ", ".join(group_options("source")) + ")")
     resolved = resolve_config(cfg)
@@ -76,8 +76,8 @@ def prepare_source(cfg: DictConfig):
 
 def evaluate(overrides=(), *, output_dir=None) -> dict[str, float]:
     """Python API: ``evaluate(["+source=sailon", "source.path=results/"])``, as the CLI."""
-    from owl_eval.runner.app import run_composed
-    from owl_eval.runner.job import execute
+    from owl_eval.runner.job.live import run_composed
+    from owl_eval.runner.job.execute import execute
 
     return run_composed(
         "evaluate", overrides, lambda cfg: execute(cfg, prepare_source, in_process=True), output_dir=output_dir
@@ -89,7 +89,7 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.summary import with_summary
+    from owl_eval.runner.cli.summary import with_summary
 
     return with_summary(evaluate_job, cfg)  # the headline metrics and the mlflow ui command on stdout
 
@@ -97,7 +97,7 @@ def main(cfg: DictConfig) -> dict:
 def cli() -> None:
     import sys
 
-    from owl_eval.runner.entry import run_cli
+    from owl_eval.runner.cli.entry import run_cli
 
     sys.exit(run_cli(main, config_name="evaluate"))
 

@@ -10,7 +10,7 @@ sweep resolve the same directory, on every launcher.
 a name with a ``..`` component (``../../..``) would put Hydra's run folder outside it, and is refused with the
 key named before any folder is made (Hydra resolves the run directory before it creates it).
 
-Registered at import of ``owl_eval.runner.callbacks`` (the sweep callback every Hydra run instantiates, and that
+Registered at import of ``owl_eval.runner.sweeps.callbacks`` (the sweep callback every Hydra run instantiates, and that
 launchers pickle into their workers along with the Hydra context), and by the entry points.
 """
 

@@ -1,11 +1,11 @@
 """The only module that talks to MLflow.
 
-One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eval.runner.callbacks``) and a
+One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eval.runner.sweeps.callbacks``) and a
 nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
 10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
 
 A reported metric (a :class:`~owl_eval.metrics.keys.MetricKey`) gets its MLflow key from :func:`mlflow_key` alone;
-each run also gets ``metric_keys.json`` (:mod:`owl_eval.runner.key_index`), every MLflow key it logged with the
+each run also gets ``metric_keys.json`` (:mod:`owl_eval.tracking.key_index`), every MLflow key it logged with the
 fields of its metric key and its declaration, which is how stored runs are read back.
 """
 
@@ -60,11 +60,11 @@ bound_retries()
 
 import numpy as np  # noqa: E402
 
-from owl_eval.domains.provenance import DataInput  # noqa: E402
+from owl_eval.datasets.provenance import DataInput  # noqa: E402
 from owl_eval.metrics.keys import MetricKey  # noqa: E402
 from owl_eval.metrics.results import MetricResults  # noqa: E402
-from owl_eval.runner.key_index import INDEX_ARTIFACT, LoggedKey, index_json  # noqa: E402
-from owl_eval.runner.tracking_settings import TrackingSettings  # noqa: E402,F401  (re-exported)
+from owl_eval.tracking.key_index import INDEX_ARTIFACT, LoggedKey, index_json  # noqa: E402
+from owl_eval.tracking.settings import TrackingSettings  # noqa: E402,F401  (re-exported)
 
 # MLflow's log_batch limits per request.
 MAX_METRICS_PER_BATCH = 1000
@@ -189,7 +189,7 @@ def make_client(uri: str):
     answers there (:func:`check_server`): without one, MLflow would retry every request for minutes in silence."""
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.tracking_settings import no_stray_folders, sqlite_creation_lock
+    from owl_eval.tracking.settings import no_stray_folders, sqlite_creation_lock
 
     if uri.lower().startswith(("http://", "https://")):
         check_server(uri)
@@ -197,7 +197,7 @@ def make_client(uri: str):
         check_database(uri)
     elif uri.startswith("sqlite:///"):
         check_sqlite_store(uri)
-    from owl_eval.runner.store_faults import note_store, quiet_mlflow_store_faults
+    from owl_eval.tracking.faults import note_store, quiet_mlflow_store_faults
 
     note_store(store_name(uri))
     bound_retries()
@@ -208,7 +208,7 @@ def make_client(uri: str):
 
 def store_name(uri: str) -> str:
     """How an error names a store: a SQLite store's file path, any other store's URI without its password."""
-    from owl_eval.runner.tracking_settings import redacted, sqlite_path
+    from owl_eval.tracking.settings import redacted, sqlite_path
 
     if uri.startswith("sqlite:///"):
         return str(sqlite_path(uri))
@@ -220,8 +220,8 @@ def check_free_space(uri: str) -> None:
     :class:`~owl_eval.errors.ConfigError` saying how much is free and needed): a run started there would fail
     part-way, its status perhaps unwritable."""
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.store_faults import free_space, size_text
-    from owl_eval.runner.tracking_settings import sqlite_path
+    from owl_eval.tracking.faults import free_space, size_text
+    from owl_eval.tracking.settings import sqlite_path
 
     if not uri.startswith("sqlite:///"):
         return
@@ -245,7 +245,7 @@ def check_sqlite_store(
     import sqlite3
 
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.tracking_settings import sqlite_path
+    from owl_eval.tracking.settings import sqlite_path
 
     path = sqlite_path(uri)
     try:
@@ -364,7 +364,7 @@ def check_database(uri: str) -> None:
     from sqlalchemy.pool import NullPool
 
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.tracking.settings import redacted
 
     if uri in _REACHED_DATABASES:
         return
@@ -474,7 +474,7 @@ class TrackedRun:
     Use as a context manager: leaving it normally ends the run FINISHED, an exception ends it FAILED
     (KILLED for Ctrl-C) after logging the traceback as an artifact and the error as a tag; nothing logged
     before is lost, because every ``log_*`` call is sent at once. A new run carries its owner's pid, host
-    and process start time (``owl_eval.runner.liveness``), so a later launch can tell when its process died.
+    and process start time (``owl_eval.tracking.liveness``), so a later launch can tell when its process died.
     """
 
     def __init__(
@@ -506,7 +506,7 @@ class TrackedRun:
     ) -> TrackedRun:
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-        from owl_eval.runner.liveness import owner_tags, reap_quietly
+        from owl_eval.tracking.liveness import owner_tags, reap_quietly
 
         uri = settings.resolved_uri(launch_dir)
         check_free_space(uri)
@@ -631,7 +631,7 @@ class TrackedRun:
         from mlflow.entities import Metric
 
         from owl_eval.evaluation.registry import constant_by_design
-        from owl_eval.runner.threshold_tables import ThresholdSweeps
+        from owl_eval.tracking.threshold_tables import ThresholdSweeps
 
         protocol = self._known_protocol(protocol)
         now = int(time.time() * 1000)
@@ -795,7 +795,7 @@ class TrackedRun:
         error as a tag and the traceback as ``error.txt`` either way. On a full disk the tag and the traceback
         may not fit: the status is still written if it can be."""
         from owl_eval.errors import Terminated
-        from owl_eval.runner.store_faults import disk_full, full_disk_message, interruption_in
+        from owl_eval.tracking.faults import disk_full, full_disk_message, interruption_in
 
         interrupt = interruption_in(exc)  # a write that failed after the signal: still an interruption
         interrupted = interrupt is not None
@@ -808,7 +808,7 @@ class TrackedRun:
                 error = full_disk_message(exc, store_name(self.uri) if self.uri else None)  # one line, no SQL
             else:
                 error = f"{type(exc).__name__}: {exc}"
-            from owl_eval.runner.redaction import scrub  # an error quoting a tracking URI shows no password
+            from owl_eval.tracking.redaction import scrub  # an error quoting a tracking URI shows no password
 
             self.set_tags({"error": scrub(error)[:5000]})
             self.log_text(scrub("".join(traceback.format_exception(exc))), "error.txt")
@@ -820,9 +820,9 @@ class TrackedRun:
             self.end("KILLED" if interrupted else "FAILED")
 
     def full_disk_error(self, exc: BaseException):
-        """The :class:`~owl_eval.runner.store_faults.StoreFull` for ``exc`` (a full disk met by this run): which
+        """The :class:`~owl_eval.tracking.faults.StoreFull` for ``exc`` (a full disk met by this run): which
         store, the space free there, and whether the run could still be ended."""
-        from owl_eval.runner.store_faults import StoreFull, full_disk_message
+        from owl_eval.tracking.faults import StoreFull, full_disk_message
 
         message = full_disk_message(exc, store_name(self.uri) if self.uri else None)
         if self._ended:
@@ -846,10 +846,10 @@ class TrackedRun:
         _REACHED_DATABASES.discard(str(self.uri))
 
     def lost_server_error(self, exc: BaseException):
-        """The :class:`~owl_eval.runner.store_faults.ServerLost` for ``exc``: which server, why, and what becomes
+        """The :class:`~owl_eval.tracking.faults.ServerLost` for ``exc``: which server, why, and what becomes
         of the run."""
-        from owl_eval.runner.store_faults import ServerLost, why_lost
-        from owl_eval.runner.tracking_settings import redacted
+        from owl_eval.tracking.faults import ServerLost, why_lost
+        from owl_eval.tracking.settings import redacted
 
         uri = str(self.uri)
         if uri.lower().startswith(DATABASE_SCHEMES):
@@ -869,10 +869,10 @@ class TrackedRun:
 
     def __exit__(self, exc_type, exc, tb) -> Literal[False]:
         """End the run (FINISHED, or after ``exc`` FAILED / KILLED). A full disk, met in the run's work or in ending
-        it, becomes one :class:`~owl_eval.runner.store_faults.StoreFull` naming the store; a server or database
-        that stopped answering, one :class:`~owl_eval.runner.store_faults.ServerLost`, with no further write. A
+        it, becomes one :class:`~owl_eval.tracking.faults.StoreFull` naming the store; a server or database
+        that stopped answering, one :class:`~owl_eval.tracking.faults.ServerLost`, with no further write. A
         Ctrl-C or SIGTERM stays what ends the command, also when a write that failed after it hid it."""
-        from owl_eval.runner.store_faults import disk_full, interruption_in, server_lost
+        from owl_eval.tracking.faults import disk_full, interruption_in, server_lost
 
         interrupt = interruption_in(exc)  # a Ctrl-C or SIGTERM, even one that a failed write then hid
         if self._remote() and server_lost(exc):

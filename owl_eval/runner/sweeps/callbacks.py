@@ -7,7 +7,7 @@ sweeper skips on_multirun_end then); on_multirun_end logs the comparison of the 
 (``owl_eval.comparison``) to the parent and ends it FINISHED. Hydra turns callback exceptions into warnings, so
 the logic lives in plain functions that tests call directly. When the launcher itself dies mid-sweep,
 ``abort_open_sweep`` (called by the CLI) ends the parent FAILED; if even that never runs (kill -9), the
-next launch into the store ends it KILLED (``owl_eval.runner.liveness``).
+next launch into the store ends it KILLED (``owl_eval.tracking.liveness``).
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from omegaconf.errors import OmegaConfBaseException
 from owl_eval.comparison.grouping import swept_keys
 from owl_eval.comparison.sweep_end import compare_sweep, print_sweep_end
 from owl_eval.errors import ConfigError, LaunchAborted
-from owl_eval.runner.liveness import owner_tags, reap_quietly
-from owl_eval.runner.resolvers import register_resolvers
-from owl_eval.runner.tracking import (
+from owl_eval.tracking.liveness import owner_tags, reap_quietly
+from owl_eval.runner.config.resolvers import register_resolvers
+from owl_eval.tracking.runs import (
     RUN_KIND_TAG,
     SWEEP_DIR_TAG,
     TrackingSettings,
@@ -94,7 +94,7 @@ def start_sweep_parent(
         log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
         tags[REAPED_TAG] = ",".join(reaped)[:5000]
     run = client.create_run(experiment_id, run_name=name, tags=tags)
-    from owl_eval.runner.redaction import redacted_override
+    from owl_eval.tracking.redaction import redacted_override
 
     shown = [redacted_override(o) for o in overrides]  # tracking.uri="postgresql://u:***@h/db", quotes and all
     client.log_param(run.info.run_id, "sweep.overrides", " ".join(shown)[:6000])
@@ -140,11 +140,11 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     _open_sweep.clear()
     os.environ.pop(sweep["env_var"], None)
     os.environ.pop(SWEPT_KEYS_ENV, None)
-    from owl_eval.runner.console import note_sweep_folder, noted_sweep_folder
+    from owl_eval.runner.cli.console import note_sweep_folder, noted_sweep_folder
 
     launched = noted_sweep_folder()
     if launched:  # its jobs (which scrub it) may never have run on this file system
-        from owl_eval.runner.redaction import scrub_file
+        from owl_eval.tracking.redaction import scrub_file
 
         scrub_file(Path(launched) / "multirun.yaml")
     note_sweep_folder(None)
@@ -164,7 +164,7 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
             return
         if parent.info.status != "RUNNING":
             return
-        from owl_eval.runner.redaction import scrub
+        from owl_eval.tracking.redaction import scrub
 
         client.set_tag(sweep["run_id"], "error", scrub(str(reason))[:5000])
         client.set_terminated(sweep["run_id"], status=status)
@@ -212,8 +212,8 @@ def hide_secrets(config: DictConfig, *, files: bool = True) -> None:
     """Keep the secrets of tracking URIs (``tracking.uri``, the command line's overrides) out of what Hydra writes:
     its log handlers (the console, the job's ``<job name>.log``) scrub every line from now on, and, with ``files``,
     the files Hydra wrote before calling the job (``.hydra/config.yaml``, ``hydra.yaml``, ``overrides.yaml``, a
-    sweep's ``multirun.yaml``) are rewritten without them (:mod:`owl_eval.runner.redaction`). Never fails a job."""
-    from owl_eval.runner.redaction import remember, remember_configured, scrub_file, scrub_logging
+    sweep's ``multirun.yaml``) are rewritten without them (:mod:`owl_eval.tracking.redaction`). Never fails a job."""
+    from owl_eval.tracking.redaction import remember, remember_configured, scrub_file, scrub_logging
 
     try:
         remember_configured([str(o) for o in OmegaConf.select(config, "hydra.overrides.task", default=None) or []])
@@ -254,7 +254,7 @@ class MlflowSweepCallback(Callback):
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        from owl_eval.runner.short_tmp import fit_socket_paths
+        from owl_eval.runner.process.short_tmp import fit_socket_paths
 
         fit_socket_paths()  # the launcher's sockets (a local Ray cluster, a forkserver) fit, whatever $TMPDIR is
         hide_secrets(config, files=False)  # the launcher's "#0 : <overrides>" lines come next
@@ -263,7 +263,7 @@ class MlflowSweepCallback(Callback):
             settings.check_writable(str(config.hydra.runtime.cwd))  # a read-only store: before the parent run
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
             raise LaunchAborted(exc) from exc
-        from owl_eval.runner.options import unknown_sweep_choice
+        from owl_eval.runner.cli.arguments import unknown_sweep_choice
 
         searchpath = OmegaConf.select(config, "hydra.searchpath") or []
         problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(searchpath))
@@ -297,7 +297,7 @@ class MlflowSweepCallback(Callback):
             run_id=run_id,
             env_var=self.env_var,
         )
-        from owl_eval.runner.console import note_sweep_folder
+        from owl_eval.runner.cli.console import note_sweep_folder
 
         note_sweep_folder(sweep_dir)  # where a traceback of the launcher's own goes (console.save_traceback)
         log.info("MLflow sweep parent run %s", run_id)
@@ -327,10 +327,10 @@ class MlflowSweepCallback(Callback):
             os.environ.pop(self.env_var, None)
             os.environ.pop(SWEPT_KEYS_ENV, None)
             _open_sweep.clear()
-            from owl_eval.runner.console import note_sweep_folder
+            from owl_eval.runner.cli.console import note_sweep_folder
 
             note_sweep_folder(None)
-            from owl_eval.runner.sweep_processes import stop_sweep_processes
+            from owl_eval.runner.process.sweep_processes import stop_sweep_processes
 
             stop_sweep_processes()  # no worker of the launcher outlives the command
 
@@ -338,7 +338,7 @@ class MlflowSweepCallback(Callback):
         """Compare the sweep's jobs into its parent run, then end the parent FINISHED. A full disk on the way stops
         the command with one error (:class:`LaunchAborted`: Hydra would turn any other exception from a callback
         into a warning and exit 0) saying how to make the comparison again, the parent ended FAILED if it can be."""
-        from owl_eval.runner.store_faults import disk_full
+        from owl_eval.tracking.faults import disk_full
 
         try:
             try:
@@ -372,10 +372,10 @@ def _comparison_lost(exc: BaseException, settings: TrackingSettings, launch_dir:
     """The error of a sweep whose end met a full disk (``exc``): which store, the space free, the command that
     makes the comparison again once there is room, and the parent run ended FAILED (or why it could not be). The
     traceback goes to the log files only."""
-    from owl_eval.runner.console import log_to_files
-    from owl_eval.runner.store_faults import StoreFull, full_disk_message
-    from owl_eval.runner.tracking import store_name
-    from owl_eval.runner.tracking_settings import sqlite_path
+    from owl_eval.runner.cli.console import log_to_files
+    from owl_eval.tracking.faults import StoreFull, full_disk_message
+    from owl_eval.tracking.runs import store_name
+    from owl_eval.tracking.settings import sqlite_path
 
     uri = settings.resolved_uri(launch_dir)
     log_to_files(f"the end of sweep {run_id} met a full disk: {exc}", exc)

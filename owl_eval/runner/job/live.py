@@ -1,5 +1,5 @@
 """``owl-eval``'s job: the agents run over the domain under the protocol's driver, and the record is scored and
-logged by the shared skeleton (:mod:`owl_eval.runner.job`); :func:`prepare_live` is its prepare step."""
+logged by the shared skeleton (:mod:`owl_eval.runner.job.execute`); :func:`prepare_live` is its prepare step."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from owl_eval.domains.provenance import provenance_of
+from owl_eval.datasets.provenance import provenance_of
 from owl_eval.evaluation import evaluation_for
-from owl_eval.runner.build import build_part
-from owl_eval.runner.hydra_env import hydra_runtime, is_multirun
-from owl_eval.runner.job import PreparedJob, config_hash, execute, find_parent_run, log_outcome  # noqa: F401
-from owl_eval.runner.prepare import job_switches, resolve_config, tracking_settings
-from owl_eval.runner.tracking import logged_as
+from owl_eval.runner.config.build import build_part
+from owl_eval.runner.config.hydra_runtime import hydra_runtime, is_multirun
+from owl_eval.runner.job.execute import PreparedJob, config_hash, execute, find_parent_run, log_outcome  # noqa: F401
+from owl_eval.runner.job.config import job_switches, resolve_config, tracking_settings
+from owl_eval.tracking.runs import logged_as
 
 __all__ = ["config_hash", "find_parent_run", "log_outcome", "prepare_live", "run", "run_job"]
 
@@ -68,7 +68,7 @@ def prepare_live(cfg: DictConfig) -> PreparedJob:
         | getattr(domain, "tags", dict)()  # domain settings that change the numbers (windows)
     )
     hc = hydra_runtime()
-    from owl_eval.runner.callbacks import job_run_name
+    from owl_eval.runner.sweeps.callbacks import job_run_name
 
     multirun = is_multirun(hc)
     run_name = job_run_name(
@@ -113,7 +113,7 @@ def run(
     ``run(["+experiment=ond_given_detection", "seed=3"])`` is ``python -m owl_eval +experiment=... seed=3``
     without a subprocess (no sweep; use the CLI with ``-m`` for that).
     """
-    # in this process: a notebook's kernel must not be forked (owl_eval.runner.worker)
+    # in this process: a notebook's kernel must not be forked (owl_eval.runner.process.worker)
     return run_composed(
         "config", overrides, lambda cfg: execute(cfg, prepare_live, in_process=True), output_dir=output_dir
     )
@@ -126,8 +126,8 @@ def run_composed(config_name: str, overrides, job, *, output_dir=None):
     from omegaconf import open_dict
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.build import unknown_key_error
-    from owl_eval.runner.resolvers import register_resolvers
+    from owl_eval.runner.config.build import unknown_key_error
+    from owl_eval.runner.config.resolvers import register_resolvers
     from owl_eval.typed import config_node_error
 
     register_resolvers()

@@ -1,7 +1,7 @@
 """A job's work in a process of its own; its MLflow run in the process that launched it.
 
 The work (build the agents and the data, run them, score the record, draw the figures) runs in a child process
-forked for the job, while this process owns the MLflow run (:func:`owl_eval.runner.job.execute`). Two things
+forked for the job, while this process owns the MLflow run (:func:`owl_eval.runner.job.execute.execute`). Two things
 follow:
 
 - **A run is never left behind by its agent.** An agent that calls ``os._exit``, crashes below Python (a
@@ -12,7 +12,7 @@ follow:
   logs it and ends the run KILLED (exit 130 and 143). A child that has not stopped :data:`SIGNAL_GRACE_SECONDS`
   later (its agent installed handlers of its own, or is stuck in native code) is killed.
 - **A killed child's completed work is kept.** The child saves the record so far after each completed unit
-  (:class:`owl_eval.runner.job.ProgressSaver`); when it is killed (here, or from outside), this process scores and
+  (:class:`owl_eval.runner.job.execute.ProgressSaver`); when it is killed (here, or from outside), this process scores and
   logs the latest save.
 - **Nothing the agent starts outlives the job.** The child is a subreaper: the processes its agent starts stay
   its descendants, and those still running when its work is over are ended (:func:`end_descendants`).
@@ -24,7 +24,7 @@ follow:
   instead of importing scikit-learn and SciPy again (a sweep's worker runs many jobs). Libraries whose threads or
   devices do not survive a fork (torch, TensorFlow, JAX) are left to each job.
 
-Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.app.run`: a
+Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.job.live.run`: a
 notebook's kernel must not be forked), and with ``OWL_EVAL_JOB_PROCESS=inline`` (to step through an agent in a
 debugger), the work runs in this process. The child writes to the same stdout, stderr and job log file.
 """
@@ -46,7 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from owl_eval.errors import ConfigError, Terminated
-from owl_eval.runner.liveness import process_alive
+from owl_eval.tracking.liveness import process_alive
 
 JOB_PROCESS_ENV = "OWL_EVAL_JOB_PROCESS"
 CARRIED_ATTRIBUTE = "owl_eval_carried"
@@ -164,7 +164,7 @@ class InlineWorker:
         header: Callable[[Any], Any],
         carried: Callable[[Any, BaseException], Any] = lambda prepared, exc: None,
     ):
-        from owl_eval.runner.short_tmp import fit_socket_paths
+        from owl_eval.runner.process.short_tmp import fit_socket_paths
 
         fit_socket_paths()  # an agent's multiprocessing sockets fit, whatever $TMPDIR is
         self._prepare, self._finish, self._header, self._carried = prepare, finish, header, carried
@@ -219,7 +219,7 @@ class ForkedWorker:
     ):
         import multiprocessing.connection
 
-        from owl_eval.runner.short_tmp import fit_socket_paths
+        from owl_eval.runner.process.short_tmp import fit_socket_paths
 
         fit_socket_paths()  # an agent's multiprocessing sockets fit in the job's process, whatever $TMPDIR is
         _warm_up()

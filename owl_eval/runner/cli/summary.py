@@ -2,7 +2,7 @@
 exact command that opens it.
 
 Everything printed is read back from the tracking store (a printed number is the logged number), so a FAILED
-or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.app.run``) prints nothing.
+or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.job.live.run``) prints nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
-from owl_eval.runner.key_index import LoggedKey, download_index
+from owl_eval.tracking.key_index import LoggedKey, download_index
 from owl_eval.stats import significant
 
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
@@ -23,7 +23,7 @@ TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's
 def open_command(uri: str, experiment_id: str | None = None, run_id: str | None = None) -> str:
     """How to look at a store: ``mlflow ui --backend-store-uri <uri>`` for a local store, the run's page for a
     tracking server (http/https), else the URI itself."""
-    from owl_eval.runner.tracking_settings import redacted
+    from owl_eval.tracking.settings import redacted
 
     if uri.startswith(("http://", "https://")):
         page = redacted(uri).rstrip("/")  # http://user:***@host: a login's password is not printed either
@@ -88,21 +88,21 @@ def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) ->
     name = run.info.run_name or run_id
     lines.append(f"run: {experiment.name}/{name} ({run_id})")
     lines.append(open_command(uri, run.info.experiment_id, run_id))
-    from owl_eval.runner.redaction import scrub
+    from owl_eval.tracking.redaction import scrub
 
     return scrub("\n".join(lines))  # an error tag of an older run may quote a tracking URI
 
 
 def print_run_summaries(runs: Sequence, out=None) -> None:
     """Print the block of each run in ``runs`` (``tracking.StartedRun``); a store that cannot be read is one line."""
-    from owl_eval.runner.tracking import make_client
+    from owl_eval.tracking.runs import make_client
 
     out = out or sys.stdout
     for started in runs:
         try:
             text = run_summary(make_client(started.uri), started.run_id, started.uri)
         except Exception as exc:  # noqa: BLE001 - the run is logged; the summary is a convenience
-            from owl_eval.runner.redaction import scrub
+            from owl_eval.tracking.redaction import scrub
 
             text = f"run: {started.experiment}/{started.run_name} ({started.run_id}); summary unavailable: {scrub(str(exc))}"
         print(text, file=out, flush=True)
@@ -111,8 +111,8 @@ def print_run_summaries(runs: Sequence, out=None) -> None:
 def with_summary(job: Callable, cfg, *, full: bool = True):
     """``console.user_facing(job, cfg)``, then the summary of every run it started (FAILED ones too).
     In a sweep (``full=False``) a job prints only where its run is; the sweep's end prints the comparison."""
-    from owl_eval.runner import tracking
-    from owl_eval.runner.console import user_facing
+    from owl_eval.tracking import runs as tracking
+    from owl_eval.runner.cli.console import user_facing
 
     first = len(tracking.STARTED_RUNS)
     try:

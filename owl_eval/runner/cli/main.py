@@ -10,7 +10,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from owl_eval.paths import CONFIG_DIR  # noqa: E402
-from owl_eval.runner.resolvers import register_resolvers  # noqa: E402
+from owl_eval.runner.config.resolvers import register_resolvers  # noqa: E402
 
 register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
@@ -20,9 +20,9 @@ def main(cfg: DictConfig) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.app import run_job
-    from owl_eval.runner.hydra_env import hydra_runtime
-    from owl_eval.runner.summary import with_summary
+    from owl_eval.runner.job.live import run_job
+    from owl_eval.runner.config.hydra_runtime import hydra_runtime
+    from owl_eval.runner.cli.summary import with_summary
 
     hc = hydra_runtime()  # a sweep's job prints one line; the sweep's end prints the comparison
     return with_summary(run_job, cfg, full=hc is None or str(hc.mode) != "RunMode.MULTIRUN")
@@ -31,7 +31,7 @@ def main(cfg: DictConfig) -> dict:
 def cli() -> None:
     import sys
 
-    from owl_eval.runner.entry import run_cli
+    from owl_eval.runner.cli.entry import run_cli
 
     sys.exit(run_cli(main))
 
