@@ -161,72 +161,118 @@ def prepare(
     data_range,
     clamp_outliers: bool,
 ) -> Preprocessed:
-    """Run the l2metrics preprocessing of ``log`` and its STE logs."""
+    """Run the l2metrics preprocessing of ``log`` and its STE logs, in the order of the module docstring."""
+    _check_preprocessing_options(variant_mode, smoothing, normalization)
+    prepared = PreparedLog(_load(log, perf_measure), perf_measure, variant_mode)
+    ntask = len(prepared.task_names)
+    ste_runs = _ste_runs_of_tasks(prepared.task_names, _prepared_ste_logs(ste_logs, perf_measure, variant_mode))
+    values = _smoothed_log_values(prepared, smoothing)
+    ste_training = _smoothed_ste_training(ste_runs, smoothing)
+    value_range = None if data_range is None else _user_range(data_range, prepared.task_names, variant_mode)
+    if clamp_outliers:
+        values, ste_training = _clamp(values, prepared.task, ste_training, ntask, value_range)
+    if normalization != "none":
+        if value_range is None:
+            value_range = _observed_range(values, prepared.task, ste_training, ntask)
+        bounds = _normalization_bounds(value_range, normalization)
+        values, ste_training = _normalized(values, prepared.task, ste_training, bounds)
+    return Preprocessed(prepared, values, ste_training, value_range)
+
+
+def _check_preprocessing_options(variant_mode: str, smoothing: Smoothing, normalization: str) -> None:
     check_option("variant_mode", variant_mode, ("aware", "agnostic"))
     check_option("smoothing", smoothing.method, WINDOWS + ("none",))
     check_option("normalization", normalization, ("task", "run", "none"))
-    p = PreparedLog(_load(log, perf_measure), perf_measure, variant_mode)
-    names = p.task_names
-    # STE runs of the log's tasks (l2metrics util.load_ste_data: exact name, else every variant of a base name)
-    ste_preps = []
-    for s in ste_logs:
-        sp = PreparedLog(_load(s, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
-        trained = sorted({sp.task_names[c] for c in sp.r_task[sp.r_train]})
+
+
+def _prepared_ste_logs(ste_logs, perf_measure: str, variant_mode: str) -> list[tuple[str, PreparedLog]]:
+    """Each STE log with the one task it trains; an STE log training no task or several is refused."""
+    prepared = []
+    for ste_log in ste_logs:
+        run = PreparedLog(_load(ste_log, perf_measure), perf_measure, variant_mode, regimes_before_nan=True)
+        trained = sorted({run.task_names[c] for c in run.r_task[run.r_train]})
         if len(trained) != 1:
             raise MetricInputError(
-                f"ste_logs: an STE log must train exactly one task, {getattr(s, 'source', None) or s} trains {trained}"
+                f"ste_logs: an STE log must train exactly one task, {getattr(ste_log, 'source', None) or ste_log} "
+                f"trains {trained}"
             )
-        ste_preps.append((trained[0], sp))
-    ste: dict[int, list] = {}
-    for code, name in enumerate(names):
-        exact = [sp for t, sp in ste_preps if t == name]
-        runs = exact or [sp for t, sp in ste_preps if t.split("_")[0] == name]
+        prepared.append((trained[0], run))
+    return prepared
+
+
+def _ste_runs_of_tasks(task_names: list[str], ste_runs: list[tuple[str, PreparedLog]]) -> dict[int, list[PreparedLog]]:
+    """The STE runs of each task of the log, by task code (l2metrics ``util.load_ste_data``: the runs of the
+    exact task name, else those of every variant of it as a base name); tasks without one are left out."""
+    by_task: dict[int, list[PreparedLog]] = {}
+    for code, name in enumerate(task_names):
+        exact = [run for trained, run in ste_runs if trained == name]
+        runs = exact or [run for trained, run in ste_runs if trained.split("_")[0] == name]
         if runs:
-            ste[code] = runs
-    # smoothing (first pass): train regimes of the log (all regimes with smooth_eval), every STE regime
-    values = p.values.copy()
-    ste_vals = {}
-    if smoothing.method != "none":
-        sel = np.ones(len(p.r_start), bool) if smoothing.evaluations else p.r_train
-        wl = smoothing.windows(p.r_len[sel])
-        values = smooth_segments(values, p.r_start[sel], p.r_len[sel], wl, window=smoothing.method)
-    for runs in ste.values():
-        for sp in runs:
-            v = sp.values
-            if smoothing.method != "none":
-                wl = smoothing.windows(sp.r_len)
-                v = smooth_segments(v, sp.r_start, sp.r_len, wl, window=smoothing.method)
-            ste_vals[id(sp)] = v
-    ste_train = {
-        c: [SteTraining(ste_vals[id(sp)][sp.r_train[sp.regime]], sp.exp_num[sp.r_train[sp.regime]], sp) for sp in runs]
-        for c, runs in ste.items()
+            by_task[code] = runs
+    return by_task
+
+
+def _smoothed_regimes(values: np.ndarray, regimes: PreparedLog, selected, smoothing: Smoothing) -> np.ndarray:
+    """``values`` with the ``selected`` regimes smoothed (l2metrics' first smoothing pass); a copy."""
+    if smoothing.method == "none":
+        return values.copy()
+    starts, lengths = regimes.r_start[selected], regimes.r_len[selected]
+    return smooth_segments(values, starts, lengths, smoothing.windows(lengths), window=smoothing.method)
+
+
+def _smoothed_log_values(prepared: PreparedLog, smoothing: Smoothing) -> np.ndarray:
+    """The log's values with its training regimes smoothed (every regime with ``smoothing.evaluations``)."""
+    selected = np.ones(len(prepared.r_start), bool) if smoothing.evaluations else prepared.r_train
+    return _smoothed_regimes(prepared.values, prepared, selected, smoothing)
+
+
+def _smoothed_ste_training(
+    ste_runs: dict[int, list[PreparedLog]], smoothing: Smoothing
+) -> dict[int, list[SteTraining]]:
+    """The training rows of each task's STE runs, every regime of a run smoothed first."""
+    smoothed: dict[int, np.ndarray] = {}  # by the run's identity: a run of several tasks is smoothed once
+    training: dict[int, list[SteTraining]] = {}
+    for code, runs in ste_runs.items():
+        training[code] = []
+        for run in runs:
+            if id(run) not in smoothed:
+                smoothed[id(run)] = _smoothed_regimes(run.values, run, slice(None), smoothing)
+            rows = run.r_train[run.regime]
+            training[code].append(SteTraining(smoothed[id(run)][rows], run.exp_num[rows], run))
+    return training
+
+
+def _observed_range(values: np.ndarray, task: np.ndarray, ste_training: dict[int, list[SteTraining]], ntask: int):
+    """Each task's range over its rows of the log and the training rows of its STE runs."""
+    low = np.full(ntask, np.inf)
+    high = np.full(ntask, -np.inf)
+    np.minimum.at(low, task, values)
+    np.maximum.at(high, task, values)
+    for code, runs in ste_training.items():
+        for run in runs:
+            if len(run.values):
+                low[code], high[code] = min(low[code], run.values.min()), max(high[code], run.values.max())
+    return ValueRange(low, high)
+
+
+def _normalization_bounds(value_range: ValueRange, normalization: str) -> ValueRange:
+    """The range each task is normalised over: its own (``"task"``), or the widest over tasks (``"run"``)."""
+    if normalization == "run":
+        ntask = len(value_range.low)
+        return ValueRange(np.full(ntask, value_range.low.min()), np.full(ntask, value_range.high.max()))
+    return value_range
+
+
+def _normalized(
+    values: np.ndarray, task: np.ndarray, ste_training: dict[int, list[SteTraining]], bounds: ValueRange
+) -> tuple[np.ndarray, dict[int, list[SteTraining]]]:
+    """The log's values and the STE training values normalised per task over ``bounds``."""
+    low, high = bounds
+    normalized_ste = {
+        code: [SteTraining(_normalize(v, np.full(len(v), code), low, high), e, run) for v, e, run in runs]
+        for code, runs in ste_training.items()
     }
-    ntask = len(names)
-    value_range = None
-    if data_range is not None:
-        value_range = _user_range(data_range, names, variant_mode)
-    if clamp_outliers:
-        values, ste_train = _clamp(values, p.task, ste_train, ntask, value_range)
-    if normalization != "none":
-        if value_range is None:
-            lo = np.full(ntask, np.inf)
-            hi = np.full(ntask, -np.inf)
-            np.minimum.at(lo, p.task, values)
-            np.maximum.at(hi, p.task, values)
-            for c, runs in ste_train.items():
-                for v, _, _ in runs:
-                    if len(v):
-                        lo[c], hi[c] = min(lo[c], v.min()), max(hi[c], v.max())
-            value_range = ValueRange(lo, hi)
-        lo, hi = value_range
-        if normalization == "run":
-            lo, hi = np.full(ntask, lo.min()), np.full(ntask, hi.max())
-        values = _normalize(values, p.task, lo, hi)
-        ste_train = {
-            c: [SteTraining(_normalize(v, np.full(len(v), c), lo, hi), e, sp) for v, e, sp in runs]
-            for c, runs in ste_train.items()
-        }
-    return Preprocessed(p, values, ste_train, value_range)
+    return _normalize(values, task, low, high), normalized_ste
 
 
 def _normalize(values, code, lo, hi):
@@ -265,22 +311,18 @@ def _clamp(values, task, ste_train, ntask, value_range):
     return values, ste_train
 
 
-def block_table(p: PreparedLog, values, *, fraction, max_window) -> BlockMetrics:
+def block_table(regimes: PreparedLog, values, *, fraction, max_window) -> BlockMetrics:
     """Per-regime metrics (saturation, time to saturation, terminal performance, averages, recovery)."""
-    ev, ereg, _ = episode_means(values, p.exp_num, p.regime)
-    R = len(p.r_start)
-    es = np.searchsorted(ereg, np.arange(R))
-    el = np.diff(np.append(es, len(ev)))
-    sat, tts, _ = saturation_segments(ev, es, el, fraction=fraction, max_window=max_window)
-    term, ett = terminal_segments(ev, es, el, ~p.r_train)
-    avg = segment_sum(values, p.r_start, p.r_len) / p.r_len
-    # recovery: each train (wake) regime of a task against the previous one's terminal performance
-    tw = np.flatnonzero(p.r_train & p.r_wake)
-    tw = tw[np.argsort(p.r_task[tw], kind="stable")]
-    same = p.r_task[tw[1:]] == p.r_task[tw[:-1]]
-    reference = np.full(R, np.nan)
-    reference[tw[1:][same]] = term[tw[:-1][same]]
-    rec = recovery_segments(ev, es, el, reference, p.r_len.astype(np.float64))
+    episode_values, episode_regime, _ = episode_means(values, regimes.exp_num, regimes.regime)
+    n_regimes = len(regimes.r_start)
+    episode_starts = np.searchsorted(episode_regime, np.arange(n_regimes))
+    episode_counts = np.diff(np.append(episode_starts, len(episode_values)))
+    episodes = (episode_values, episode_starts, episode_counts)
+    sat, tts, _ = saturation_segments(*episodes, fraction=fraction, max_window=max_window)
+    term, ett = terminal_segments(*episodes, ~regimes.r_train)
+    avg = segment_sum(values, regimes.r_start, regimes.r_len) / regimes.r_len
+    reference = _recovery_references(regimes, term)
+    rec = recovery_segments(*episodes, reference, regimes.r_len.astype(np.float64))
     return {
         "saturation": sat,
         "eps_to_sat": tts,
@@ -289,6 +331,18 @@ def block_table(p: PreparedLog, values, *, fraction, max_window) -> BlockMetrics
         "avg_perf": avg,
         "recovery_time": rec,
     }
+
+
+def _recovery_references(regimes: PreparedLog, term_perf: np.ndarray) -> np.ndarray:
+    """What each training (wake) regime of a task recovers to: the terminal performance of the task's previous
+    training (wake) regime (NaN for its first one and for every other regime)."""
+    wake_trainings = np.flatnonzero(regimes.r_train & regimes.r_wake)
+    wake_trainings = wake_trainings[np.argsort(regimes.r_task[wake_trainings], kind="stable")]
+    later, earlier = wake_trainings[1:], wake_trainings[:-1]
+    same_task = regimes.r_task[later] == regimes.r_task[earlier]
+    reference = np.full(len(regimes.r_start), np.nan)
+    reference[later[same_task]] = term_perf[earlier[same_task]]
+    return reference
 
 
 def runtime_seconds(timestamps) -> float:
