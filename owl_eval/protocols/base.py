@@ -148,14 +148,14 @@ class ProtocolDriver(ABC):
         domain's data (paths, sizes) against the protocol's settings. Raises a ``ValueError`` naming the key."""
 
     def check_models(self, *, domain: Any, agent: Any, baseline: Any = None) -> None:
-        """After :meth:`check`, still before a run exists: each agent with a ``check_model(*, protocol, domain,
+        """After :meth:`check`, still before a run exists: each agent with a ``check_model(*, driver, domain,
         role)`` method probes its own model against what this protocol and domain need (a torch module's output
         width on a batch of zeros of the domain's input shape); its ``ConfigError`` names ``role``'s key
         (``agent.module``, ``baseline.module``). An agent without the method has nothing to probe."""
         for role, who in (("agent", agent), ("baseline", baseline)):
             probe = getattr(who, "check_model", None) if who is not None else None
             if callable(probe):
-                probe(protocol=self, domain=domain, role=role)
+                probe(driver=self, domain=domain, role=role)
 
     def evaluation_context(self) -> dict[str, Any]:
         """What the protocol knows about its data before the run, for checking the metric settings

@@ -20,12 +20,12 @@ from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError, real_array
 from owl_eval.protocols.continual.agents.sklearn_model import SklearnContinualLearner
 from owl_eval.protocols.continual.domains import SplitDigits
-from owl_eval.protocols.continual.driver import ContinualProtocol
+from owl_eval.protocols.continual.driver import ContinualDriver
 from owl_eval.protocols.ond.agents.sklearn_model import SklearnNoveltyAgent
-from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.ond.driver import OndDriver
 from owl_eval.protocols.trajectory.agents.callable_model import CallablePredictor
 from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
-from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 from tests.fixtures.agents.trajectory import callables
 
 SMALL_OND = {"num_trials": 2, "trials_without_novelty": 1, "pre_novelty": 20, "post_novelty": 40}
@@ -107,7 +107,7 @@ def test_every_detector_kind_and_score_runs_on_digits():
         "energy",
     ):
         agent = SklearnNoveltyAgent(make_pipeline(StandardScaler(), LogisticRegression(max_iter=500)), novelty=novelty)
-        protocol = OndProtocol(**SMALL_OND)
+        protocol = OndDriver(**SMALL_OND)
         first = protocol.run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(3), progress=False)
         for a in first.trials:
             np.testing.assert_allclose(a.p_class.sum(1), 1.0)
@@ -158,7 +158,7 @@ class _Shape:
 def test_a_classifier_with_bad_probabilities_is_one_output_error(out, message):
     agent = SklearnNoveltyAgent(_Shape(out), novelty="max_softmax")
     with pytest.raises(AgentOutputError) as info:
-        OndProtocol(**SMALL_OND).run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False)
+        OndDriver(**SMALL_OND).run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False)
     assert message in str(info.value) and "agent.classifier.predict_proba(X)" in str(info.value)
 
 
@@ -217,7 +217,7 @@ class _OndReturning:
 )
 def test_ond_driver_refuses_strings_objects_complex_and_masked(wrap, words):
     with pytest.raises(AgentOutputError) as info:
-        OndProtocol(**SMALL_OND).run(
+        OndDriver(**SMALL_OND).run(
             domain=DigitsDomain(), agent=_OndReturning(wrap), rng=np.random.default_rng(0), progress=False
         )
     assert "agent output for trial 'trial000', batch 0" in str(info.value) and words in str(info.value)
@@ -248,7 +248,7 @@ class _ContinualReturning:
 )
 def test_continual_driver_refuses_strings_objects_complex_and_masked(wrap, words):
     with pytest.raises(AgentOutputError) as info:
-        ContinualProtocol().run(
+        ContinualDriver().run(
             domain=SplitDigits(), agent=_ContinualReturning(wrap), rng=np.random.default_rng(0), progress=False
         )
     assert "agent predictions for task 0 (before any training)" in str(info.value) and words in str(info.value)
@@ -284,7 +284,7 @@ class _TrajectoryReturning:
 def test_trajectory_driver_refuses_strings_objects_complex_and_masked(where, wrap, words):
     domain = CrowdSimDomain(num_train_scenes=2, num_test_scenes=3, min_agents=2, max_agents=3)
     with pytest.raises(AgentOutputError) as info:
-        TrajectoryProtocol(num_preds=2).run(
+        TrajectoryDriver(num_preds=2).run(
             domain=domain, agent=_TrajectoryReturning(wrap, where), rng=np.random.default_rng(0), progress=False
         )
     text = str(info.value)
@@ -354,7 +354,7 @@ def test_layouts_put_agents_and_predictions_where_they_belong():
 def test_log_prob_reaches_the_record_in_owl_evals_layout():
     domain = CrowdSimDomain(num_train_scenes=2, num_test_scenes=3, min_agents=2, max_agents=3)
     predictor = CallablePredictor(callables.constant_velocity_samples, log_prob=callables.gaussian_log_prob)
-    record = TrajectoryProtocol(num_preds=4).run(
+    record = TrajectoryDriver(num_preds=4).run(
         domain=domain, agent=predictor, rng=np.random.default_rng(0), progress=False
     )
     lp = record.log_probs  # [S, N_P + 1, N_A]; the last one is the true future's
@@ -368,7 +368,7 @@ def test_log_prob_reaches_the_record_in_owl_evals_layout():
 def test_a_template_model_that_saves_nothing_for_some_agents_is_one_output_error():
     domain = CrowdSimDomain(num_train_scenes=2, num_test_scenes=3, min_agents=2, max_agents=3)
     with pytest.raises(AgentOutputError, match=r"predict_method\(\) saved no prediction for scene 1, agent 0"):
-        TrajectoryProtocol(num_preds=2).run(
+        TrajectoryDriver(num_preds=2).run(
             domain=domain,
             agent=CallablePredictor(callables.ForgetfulModel()),
             rng=np.random.default_rng(0),
@@ -378,7 +378,7 @@ def test_a_template_model_that_saves_nothing_for_some_agents_is_one_output_error
 
 def test_continual_replay_per_task_keeps_size_samples_of_every_task():
     learner = SklearnContinualLearner(SGDClassifier(), epochs=1, replay={"size": 7, "per_task": True})
-    record = ContinualProtocol().run(domain=SplitDigits(), agent=learner, rng=np.random.default_rng(0), progress=False)
+    record = ContinualDriver().run(domain=SplitDigits(), agent=learner, rng=np.random.default_rng(0), progress=False)
     assert [len(y) for _, y in learner.per_task] == [7] * 5
     assert record.accuracy.shape == (5, 5)
     # untrained: uniform guesses among the 10 classes; then task 0's classes after learning task 0

@@ -14,7 +14,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.protocols.base import AgentOutputError
 from owl_eval.protocols.ond.agents.sailon_client import SailonClientAgent
 from owl_eval.protocols.ond.api import OndBatch
-from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.ond.driver import OndDriver
 from tests.fixtures.agents.ond.sailon_client_detector import NearestMeanDetector
 
 SMALL = dict(num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=40, batch_size=10)
@@ -45,7 +45,7 @@ class NativeNearestMean:
 
 
 def _run(agent, condition="given", **kw):
-    protocol = OndProtocol(condition=condition, **(SMALL | kw))
+    protocol = OndDriver(condition=condition, **(SMALL | kw))
     protocol.check(domain=DigitsDomain(), agent=agent)
     return protocol.run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(3), progress=False)
 

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError  # noqa: E402
 from owl_eval.protocols.lifelong_rl.agents.tella import TellaAgent, Transition  # noqa: E402
-from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol  # noqa: E402
+from owl_eval.protocols.lifelong_rl.driver import RLSyllabusDriver  # noqa: E402
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONF = PROJECT_ROOT / "owl_eval" / "protocols" / "lifelong_rl" / "conf" / "domain"
@@ -33,7 +33,7 @@ def protocol(tmp_path, task_variants, train=3, test=1):
         "kind": "custom",
         "generate": {"task_variants": task_variants, "cycles": 1, "train_episodes": train, "test_episodes": test},
     }
-    return RLSyllabusProtocol(syllabus=syllabus, log_dir=str(tmp_path / "l2log"), ste={"missing": "skip"})
+    return RLSyllabusDriver(syllabus=syllabus, log_dir=str(tmp_path / "l2log"), ste={"missing": "skip"})
 
 
 class Spy:

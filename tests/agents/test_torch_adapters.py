@@ -15,9 +15,9 @@ from owl_eval.datasets.classification import DigitsDomain  # noqa: E402
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.protocols.continual.agents.torch_model import TorchContinualLearner  # noqa: E402
 from owl_eval.protocols.continual.domains import SplitDigits  # noqa: E402
-from owl_eval.protocols.continual.driver import ContinualProtocol  # noqa: E402
+from owl_eval.protocols.continual.driver import ContinualDriver  # noqa: E402
 from owl_eval.protocols.ond.agents.torch_model import TorchNoveltyAgent  # noqa: E402
-from owl_eval.protocols.ond.driver import OndProtocol  # noqa: E402
+from owl_eval.protocols.ond.driver import OndDriver  # noqa: E402
 
 SMALL_OND = {"num_trials": 2, "trials_without_novelty": 1, "pre_novelty": 20, "post_novelty": 40}
 
@@ -76,7 +76,7 @@ def test_a_bad_module_or_setting_is_one_config_error(build, message):
 def test_a_wrong_output_width_names_the_module_and_both_shapes():
     agent = TorchNoveltyAgent(mlp(5), optimizer=ADAM)
     with pytest.raises(ConfigError) as info:
-        OndProtocol(**SMALL_OND).run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False)
+        OndDriver(**SMALL_OND).run(domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False)
     assert str(info.value) == (
         "agent.module (torch.nn.modules.container.Sequential) outputs shape (2, 5) for a batch of shape (2, 64), "
         "expected (2, 6): one logit per known class (K = 6); make its last layer's out_features 6"
@@ -97,7 +97,7 @@ def test_ond_same_seed_same_numbers_and_the_global_generator_untouched(novelty):
     for seed in (3, 3, 4):
         agent = TorchNoveltyAgent(mlp(6), optimizer=ADAM, epochs=3, novelty=novelty)
         runs.append(
-            OndProtocol(**SMALL_OND).run(
+            OndDriver(**SMALL_OND).run(
                 domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(seed), progress=False
             )
         )
@@ -123,7 +123,7 @@ def test_a_built_module_is_reinitialised_from_the_seed():
         ],
     }
     records = [
-        ContinualProtocol().run(
+        ContinualDriver().run(
             domain=SplitDigits(),
             agent=TorchContinualLearner(module, optimizer=ADAM, epochs=1),
             rng=np.random.default_rng(0),
@@ -146,7 +146,7 @@ def test_continual_strategies_are_deterministic(strategy):
         "ewc": {"lambda": 50.0, "fisher_samples": 30},
     }
     records = [
-        ContinualProtocol().run(
+        ContinualDriver().run(
             domain=SplitDigits(),
             agent=TorchContinualLearner(mlp(10), **kwargs),
             rng=np.random.default_rng(1),
@@ -185,7 +185,7 @@ def test_ewc_penalty_is_the_papers_formula():
 
 def test_task_incremental_prediction_stays_within_the_tasks_classes():
     learner = TorchContinualLearner(mlp(10), optimizer=ADAM, epochs=1)
-    record = ContinualProtocol(scenario="task_incremental").run(
+    record = ContinualDriver(scenario="task_incremental").run(
         domain=SplitDigits(), agent=learner, rng=np.random.default_rng(0), progress=False
     )
     tasks = SplitDigits().tasks(np.random.default_rng(0).spawn(2)[0])
@@ -343,7 +343,7 @@ def test_images_reach_a_torch_module_channels_first_as_floats_in_0_1():
             return self.head(torch.relu(self.conv(x)).flatten(1))
 
     agent = TorchNoveltyAgent(Probe(), optimizer=ADAM, epochs=2, standardize=False)
-    record = OndProtocol(known_classes=4, **SMALL_OND).run(
+    record = OndDriver(known_classes=4, **SMALL_OND).run(
         domain=_ImageDomain(), agent=agent, rng=np.random.default_rng(0), progress=False
     )
     assert record.trials and {shape for shape, _, _ in seen} == {(3, 8, 8)}
@@ -352,6 +352,6 @@ def test_images_reach_a_torch_module_channels_first_as_floats_in_0_1():
     with pytest.raises(
         ConfigError, match=r"fails on a batch of shape \(2, 3, 8, 8\) .* it must take images of shape \(3, 8, 8\)"
     ):
-        OndProtocol(known_classes=4, **SMALL_OND).run(
+        OndDriver(known_classes=4, **SMALL_OND).run(
             domain=_ImageDomain(), agent=flat_module, rng=np.random.default_rng(0), progress=False
         )

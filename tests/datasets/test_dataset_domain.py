@@ -123,9 +123,9 @@ def test_named_known_classes_and_the_data_sets_own_split(tmp_path, images):
     data = DatasetDomain(path=str(root), flatten=True).load()
     assert isinstance(data, LabeledData) and data.train_rows is not None
     assert len(data.train_rows) == 25 * len(CLASSES) and data.features.dtype == np.uint8
-    from owl_eval.protocols.ond.driver import OndProtocol
+    from owl_eval.protocols.ond.driver import OndDriver
 
-    protocol = OndProtocol(known_classes=["bee", "dog", "ant", "fox"], num_trials=2, pre_novelty=10, post_novelty=20)
+    protocol = OndDriver(known_classes=["bee", "dog", "ant", "fox"], num_trials=2, pre_novelty=10, post_novelty=20)
     from owl_eval.protocols.ond.trials import split_classes
 
     split = split_classes(
@@ -137,9 +137,9 @@ def test_named_known_classes_and_the_data_sets_own_split(tmp_path, images):
     with pytest.raises(
         ConfigError, match=r"protocol.known_classes: no class named \['yak'\] in this domain; its classes: ant, bee"
     ):
-        OndProtocol(known_classes=["ant", "yak"])._known_ids(data)
+        OndDriver(known_classes=["ant", "yak"])._known_ids(data)
     with pytest.raises(ConfigError, match=r"\['ant'\] given twice"):
-        OndProtocol(known_classes=["ant", "ant"])
+        OndDriver(known_classes=["ant", "ant"])
 
 
 def test_a_changed_byte_is_a_new_run_for_a_resumed_sweep(experiment, client, tmp_path, images):

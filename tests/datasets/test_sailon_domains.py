@@ -233,7 +233,7 @@ def test_a_sweep_over_domain_takes_each_domains_settings(domain):
         cfg.metrics.asymptotic_width,
     )
     assert got == DOMAIN_SETTINGS[domain]
-    assert cfg.protocol._target_ == "owl_eval.protocols.ond.driver.OndProtocol"
+    assert cfg.protocol._target_ == "owl_eval.protocols.ond.driver.OndDriver"
 
 
 def test_sweep_config_lists_every_domain_condition_agent_and_seed():

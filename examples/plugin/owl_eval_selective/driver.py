@@ -41,7 +41,7 @@ class Split:
     test_rows: np.ndarray
 
 
-class SelectiveProtocol(ProtocolDriver):
+class SelectiveDriver(ProtocolDriver):
     name = "selective"
 
     def __init__(self, test_fraction: float = 0.3):

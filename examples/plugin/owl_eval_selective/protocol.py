@@ -10,7 +10,7 @@ from owl_eval.protocols.descriptor import Protocol
 PROTOCOL = Protocol(
     name="selective",
     title="Selective classification (risk-coverage)",
-    driver="owl_eval_selective.driver:SelectiveProtocol",
+    driver="owl_eval_selective.driver:SelectiveDriver",
     evaluation="owl_eval_selective.evaluation:SelectiveEvaluation",
     options="owl_eval_selective.options:SelectiveMetricOptions",
     metric_modules=("owl_eval_selective.metrics",),

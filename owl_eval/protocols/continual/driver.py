@@ -47,7 +47,7 @@ LEARNER_METHODS = (
 DOMAIN_CHOICES = "domain=<option> (split_digits, permuted_digits, split_dataset, dataset_sequence)"
 
 
-class ContinualProtocol(ProtocolDriver):
+class ContinualDriver(ProtocolDriver):
     name = "continual"
 
     def __init__(self, scenario: str = "class_incremental"):

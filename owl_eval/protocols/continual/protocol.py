@@ -8,7 +8,7 @@ from owl_eval.protocols.descriptor import Protocol
 PROTOCOL = Protocol(
     name="continual",
     title="Continual learning over a task sequence",
-    driver="owl_eval.protocols.continual.driver:ContinualProtocol",
+    driver="owl_eval.protocols.continual.driver:ContinualDriver",
     evaluation="owl_eval.protocols.continual.evaluation:ContinualEvaluation",
     options="owl_eval.protocols.continual.options:ContinualMetricOptions",
     metric_modules=("owl_eval.protocols.continual.metrics",),

@@ -60,7 +60,7 @@ KNOWN_DOMAINS = (
 DOMAIN_CHOICES = "domain=<option> (cartpole, frozenlake, classic_control, gymnasium, mountaincar, minigrid)"
 
 
-class RLSyllabusProtocol(ProtocolDriver):
+class RLSyllabusDriver(ProtocolDriver):
     name = "lifelong_rl"
 
     def __init__(

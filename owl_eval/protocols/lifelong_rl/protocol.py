@@ -9,7 +9,7 @@ from owl_eval.protocols.descriptor import Protocol
 PROTOCOL = Protocol(
     name="lifelong_rl",
     title="Lifelong reinforcement learning over a syllabus",
-    driver="owl_eval.protocols.lifelong_rl.driver:RLSyllabusProtocol",
+    driver="owl_eval.protocols.lifelong_rl.driver:RLSyllabusDriver",
     evaluation="owl_eval.protocols.lifelong_rl.evaluation:LifelongRLEvaluation",
     options="owl_eval.protocols.lifelong_rl.options:LifelongRLMetricOptions",
     metric_modules=("owl_eval.protocols.lifelong_rl.metrics",),

@@ -37,7 +37,7 @@ AGENT_METHODS = (
 DOMAIN_METHODS = (Method("load", "load() (labelled features)"),)
 
 
-class OndProtocol(ProtocolDriver):
+class OndDriver(ProtocolDriver):
     name = "ond"
 
     def __init__(

@@ -7,7 +7,7 @@ from owl_eval.protocols.descriptor import Protocol
 PROTOCOL = Protocol(
     name="ond",
     title="Open-world novelty detection (SAIL-ON OND)",
-    driver="owl_eval.protocols.ond.driver:OndProtocol",
+    driver="owl_eval.protocols.ond.driver:OndDriver",
     evaluation="owl_eval.protocols.ond.evaluation:OndEvaluation",
     options="owl_eval.protocols.ond.options:OndMetricOptions",
     metric_modules=("owl_eval.protocols.ond.metrics",),

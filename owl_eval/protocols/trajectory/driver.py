@@ -36,7 +36,7 @@ PREDICTOR_METHODS = (
 )
 
 
-class TrajectoryProtocol(ProtocolDriver):
+class TrajectoryDriver(ProtocolDriver):
     name = "trajectory"
 
     def __init__(

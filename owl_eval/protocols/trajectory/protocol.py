@@ -8,7 +8,7 @@ from owl_eval.protocols.descriptor import Protocol
 PROTOCOL = Protocol(
     name="trajectory",
     title="Multi-agent trajectory prediction",
-    driver="owl_eval.protocols.trajectory.driver:TrajectoryProtocol",
+    driver="owl_eval.protocols.trajectory.driver:TrajectoryDriver",
     evaluation="owl_eval.protocols.trajectory.evaluation:TrajectoryEvaluation",
     options="owl_eval.protocols.trajectory.options:TrajectoryMetricOptions",
     metric_modules=("owl_eval.protocols.trajectory.metrics",),

@@ -97,7 +97,7 @@ class TorchContinualLearner(TaskClassMemory):
         self.model: Any = None
 
     # -- before any run ------------------------------------------------------------------------------------
-    def check_model(self, *, protocol, domain, role: str = "agent") -> None:
+    def check_model(self, *, driver, domain, role: str = "agent") -> None:
         """The module, built as ``setup`` builds it, maps a batch of zeros ``[2, domain.num_features]`` to one logit
         per class of the sequence (``domain.num_classes``), and the optimizer takes its parameters: a wrong output
         width is one error before the run exists, not a FAILED run."""

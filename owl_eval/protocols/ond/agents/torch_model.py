@@ -86,11 +86,11 @@ class TorchNoveltyAgent(CalibratedNovelty):
         self.model: Any = None
 
     # -- before any run ------------------------------------------------------------------------------------
-    def check_model(self, *, protocol, domain, role: str = "agent") -> None:
+    def check_model(self, *, driver, domain, role: str = "agent") -> None:
         """The module, built as ``fit`` builds it, maps a batch of zeros shaped as the domain's samples (as this
         agent feeds them, :func:`torch_inputs`) to one logit per known class (``protocol.known_classes``), and the
         optimizer takes its parameters: a wrong output width is one error before the run exists, not a FAILED run."""
-        num_known = int(protocol.known_classes)
+        num_known = int(driver.known_classes)
         sample = tuple(torch_inputs(domain.load().features[:1]).shape[1:])
         with named_for(role):
             self.builder.probe(sample, num_known, self._device, f"known class (K = {num_known})", self.optimizer)
