@@ -25,7 +25,9 @@ entries that need densities (skipped with ``kde=False``). ``opts`` holds ``miss_
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -93,121 +95,229 @@ def table_metric(
     )
 
 
-def _register_builtins():
-    for joint, tag in ((False, "marginal"), (True, "joint")):
-        what = "samples" if joint else "agents"
-        sub = "joint" if joint else "indep"
-        ratio = (lambda w: lambda s: finalize_ratio(s, w))(what)
-        of = " (joint)" if joint else ""  # the title of a joint name says so; the marginal ones are the headline
-        for kind, up in (("ade", "ADE"), ("fde", "FDE")):
-            table_metric(
-                f"{kind}_{tag}",
-                log_scale=True,
-                latex=rf"\emph{{{up}$_{{{sub}}}$ [m]}}",
-                finalize=ratio,
-                title=f"{up}{of}",
-                description=f"{up} over all predictions ({up}_{sub}.py)",
-            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j))
-            table_metric(
-                f"{kind}_{{k}}_{tag}",
-                log_scale=True,
-                latex=rf"\emph{{{up}$_{{{{k}}, {sub}}}$ [m]}}",
-                finalize=ratio,
-                per_k=True,
-                description=f"{up} over K random predictions ({up}20_{sub}.py)",
-            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j, i))
-            table_metric(
-                f"min_{kind}_{{k}}_{tag}",
-                log_scale=True,
-                latex=rf"\emph{{min {up}$_{{{{k}}, {sub}}}$ [m]}}",
-                finalize=ratio,
-                per_k=True,
-                title=f"min{up}@{{k}}{of}",
-                description=f"min {up} over K predictions (min{up}20_{sub}.py)",
-            )(lambda c, i, o, k=kind, j=joint: c.mean_error_state(k, j, i, "min"))
-            table_metric(
-                f"ml_{kind}_{tag}",
-                log_scale=True,
-                latex=rf"\emph{{{up}$_{{ML, {sub}}}$ [m]}}",
-                finalize=finalize_kde_ratio,
-                needs="kde",
-                description=f"{up} of the most likely prediction ({up}_ML_{sub}.py)",
-            )(lambda c, i, o, k=kind, j=joint: c.ml_state(k, j))
+class _ErrorNames(NamedTuple):
+    """The names of one displacement error (ADE or FDE) in one view of the predictions."""
+
+    over_all: str  # over all predictions
+    over_k: str  # over K random predictions
+    min_over_k: str  # the smallest over K predictions
+    most_likely: str  # of the most likely prediction (needs densities)
+
+
+class _ViewNames(NamedTuple):
+    """The names of the table's metrics in one view: marginal (each agent alone) or joint (a sample's agents
+    together)."""
+
+    ade: _ErrorNames
+    fde: _ErrorNames
+    miss_rate: str
+    miss_rate_over_k: str
+    kde_nll: str
+    kde_ece: str
+    brier_min_fde: str
+    collision_rate: str
+    displacement_by_step: str
+
+
+# Every name the built-in table reports, spelled out so that a search for a name finds where it is declared.
+# A name holding {k} is reported for each K of ``k_values`` (min_ade_{k}_marginal: min_ade_20_marginal for K 20).
+MARGINAL_NAMES = _ViewNames(
+    ade=_ErrorNames("ade_marginal", "ade_{k}_marginal", "min_ade_{k}_marginal", "ml_ade_marginal"),
+    fde=_ErrorNames("fde_marginal", "fde_{k}_marginal", "min_fde_{k}_marginal", "ml_fde_marginal"),
+    miss_rate="miss_rate_marginal",
+    miss_rate_over_k="miss_rate_{k}_marginal",
+    kde_nll="kde_nll_marginal",
+    kde_ece="kde_ece_marginal",
+    brier_min_fde="brier_min_fde_marginal",
+    collision_rate="collision_rate_marginal",
+    displacement_by_step="displacement_by_step_marginal",
+)
+JOINT_NAMES = _ViewNames(
+    ade=_ErrorNames("ade_joint", "ade_{k}_joint", "min_ade_{k}_joint", "ml_ade_joint"),
+    fde=_ErrorNames("fde_joint", "fde_{k}_joint", "min_fde_{k}_joint", "ml_fde_joint"),
+    miss_rate="miss_rate_joint",
+    miss_rate_over_k="miss_rate_{k}_joint",
+    kde_nll="kde_nll_joint",
+    kde_ece="kde_ece_joint",
+    brier_min_fde="brier_min_fde_joint",
+    collision_rate="collision_rate_joint",
+    displacement_by_step="displacement_by_step_joint",
+)
+#: the counts of samples or agents left out of the KDE averages, by what is singular: (name, description)
+NA_COUNT_NAMES = {
+    "any": ("kde_nll_na_count", "samples with any singular KDE"),
+    "marginal": ("kde_nll_na_count_marginal", "agents with a singular KDE"),
+    "joint": ("kde_nll_na_count_joint", "samples with a singular joint KDE"),
+}
+
+
+@dataclass(frozen=True)
+class _View:
+    """One view of the predictions with its names and labels: ``joint`` (a sample's agents together) or not."""
+
+    joint: bool
+    names: _ViewNames
+
+    @property
+    def sub(self) -> str:
+        """The view in General-Framework's file names and in the LaTeX subscripts."""
+        return "joint" if self.joint else "indep"
+
+    @property
+    def of(self) -> str:
+        """What a title of the view ends with: a joint name says so; the marginal ones are the headline."""
+        return " (joint)" if self.joint else ""
+
+    def ratio(self) -> Callable[[np.ndarray], Any]:
+        """``finalize_ratio`` over what the view averages (samples or agents)."""
+        what = "samples" if self.joint else "agents"
+        return lambda state: finalize_ratio(state, what)
+
+
+def _register_builtins() -> None:
+    """The built-in table, in the order it is reported (the K-subsets are drawn in this order too)."""
+    for view in (_View(False, MARGINAL_NAMES), _View(True, JOINT_NAMES)):
+        _register_errors(view, "ade", "ADE", view.names.ade)
+        _register_errors(view, "fde", "FDE", view.names.fde)
+        _register_miss_rates(view)
+        _register_kde_metrics(view)
+        _register_collision_rate(view)
+        _register_displacement_by_step(view)
+    _register_na_counts()
+
+
+def _register_errors(view: _View, kind: str, up: str, names: _ErrorNames) -> None:
+    """One displacement error (``kind`` "ade" or "fde", ``up`` its label) over all predictions, over K random
+    ones, the smallest over K and that of the most likely prediction."""
+    sub, joint = view.sub, view.joint
+    table_metric(
+        names.over_all,
+        log_scale=True,
+        latex=rf"\emph{{{up}$_{{{sub}}}$ [m]}}",
+        finalize=view.ratio(),
+        title=f"{up}{view.of}",
+        description=f"{up} over all predictions ({up}_{sub}.py)",
+    )(lambda c, i, o: c.mean_error_state(kind, joint))
+    table_metric(
+        names.over_k,
+        log_scale=True,
+        latex=rf"\emph{{{up}$_{{{{k}}, {sub}}}$ [m]}}",
+        finalize=view.ratio(),
+        per_k=True,
+        description=f"{up} over K random predictions ({up}20_{sub}.py)",
+    )(lambda c, i, o: c.mean_error_state(kind, joint, i))
+    table_metric(
+        names.min_over_k,
+        log_scale=True,
+        latex=rf"\emph{{min {up}$_{{{{k}}, {sub}}}$ [m]}}",
+        finalize=view.ratio(),
+        per_k=True,
+        title=f"min{up}@{{k}}{view.of}",
+        description=f"min {up} over K predictions (min{up}20_{sub}.py)",
+    )(lambda c, i, o: c.mean_error_state(kind, joint, i, "min"))
+    table_metric(
+        names.most_likely,
+        log_scale=True,
+        latex=rf"\emph{{{up}$_{{ML, {sub}}}$ [m]}}",
+        finalize=finalize_kde_ratio,
+        needs="kde",
+        description=f"{up} of the most likely prediction ({up}_ML_{sub}.py)",
+    )(lambda c, i, o: c.ml_state(kind, joint))
+
+
+def _register_miss_rates(view: _View) -> None:
+    """The share of cases whose every prediction misses (FDE above ``miss_threshold``), over all and over K."""
+    sub, joint = view.sub, view.joint
+    table_metric(
+        view.names.miss_rate,
+        bounds=(0.0, 1.0),
+        latex=rf"\emph{{MR$_{{{sub}}}$}}",
+        finalize=view.ratio(),
+        title=f"Miss rate{view.of}",
+        description=f"miss rate, FDE > threshold for all predictions (Miss_rate_{sub}.py)",
+    )(lambda c, i, o: c.miss_state(joint, o["miss_threshold"]))
+    table_metric(
+        view.names.miss_rate_over_k,
+        bounds=(0.0, 1.0),
+        latex=rf"\emph{{MR$_{{{{k}}, {sub}}}$}}",
+        finalize=view.ratio(),
+        per_k=True,
+        description="miss rate over K random predictions",
+    )(lambda c, i, o: c.miss_state(joint, o["miss_threshold"], i))
+
+
+def _register_kde_metrics(view: _View) -> None:
+    """The metrics that read densities: the truth's NLL, the trajectory ECE and Brier-minFDE."""
+    sub, joint = view.sub, view.joint
+    table_metric(
+        view.names.kde_nll,
+        bounds=(-INF, INF),
+        latex=rf"\emph{{KDE$_{{NLL, {sub}}}$}}",
+        finalize=finalize_kde_ratio,
+        needs="kde",
+        title=f"KDE NLL{view.of}",
+        description=f"KDE NLL of the truth (KDE_NLL_{sub}.py)",
+    )(lambda c, i, o: c.nll_state(joint))
+    table_metric(
+        view.names.kde_ece,
+        bounds=(0.0, 1.0),
+        latex=rf"\emph{{ECE$_{{\text{{Traj}}, {sub}}}$}}",
+        finalize=finalize_ece,
+        needs="kde",
+        combine="none",
+        title=f"KDE ECE{view.of}",
+        description=f"201-level trajectory ECE (ECE_traj_{sub}.py)",
+    )(lambda c, i, o: c.ece_state(joint))
+    table_metric(
+        view.names.brier_min_fde,
+        log_scale=True,
+        latex=rf"\emph{{Brier min FDE$_{{{sub}}}$ [m]}}",
+        finalize=finalize_kde_ratio,
+        needs="kde",
+        description=f"Brier-minFDE (Brier_minFDE_{sub}.py)",
+    )(lambda c, i, o: c.brier_state(joint))
+
+
+def _register_collision_rate(view: _View) -> None:
+    """The share of predictions whose disc overlaps another agent's (its prediction when joint, else its truth)."""
+    joint = view.joint
+    table_metric(
+        view.names.collision_rate,
+        bounds=(0.0, 1.0),
+        latex=rf"\emph{{CR$_{{{view.sub}}}$}}",
+        finalize=view.ratio(),
+        title=f"Collision rate{view.of}",
+        description="share of predictions whose disc overlaps another agent "
+        + ("prediction" if joint else "ground truth"),
+    )(lambda c, i, o: c.collision_state(joint, o["collision_radius"]))
+
+
+def _register_displacement_by_step(view: _View) -> None:
+    """The mean displacement of each future step: a series, one value per step."""
+    joint = view.joint
+    table_metric(
+        view.names.displacement_by_step,
+        bounds=(0.0, INF),
+        latex=rf"\emph{{DE$_{{{view.sub}}}(t)$ [m]}}",
+        finalize=finalize_horizon,
+        kind="series",
+        combine="none",
+        description="mean displacement per future step (1-based)",
+    )(lambda c, i, o: c.horizon_state(joint))
+
+
+def _register_na_counts() -> None:
+    """How many samples or agents the KDE averages leave out (a singular KDE), by what is singular."""
+    for singular, (name, description) in NA_COUNT_NAMES.items():
         table_metric(
-            f"miss_rate_{tag}",
-            bounds=(0.0, 1.0),
-            latex=rf"\emph{{MR$_{{{sub}}}$}}",
-            finalize=ratio,
-            title=f"Miss rate{of}",
-            description=f"miss rate, FDE > threshold for all predictions (Miss_rate_{sub}.py)",
-        )(lambda c, i, o, j=joint: c.miss_state(j, o["miss_threshold"]))
-        table_metric(
-            f"miss_rate_{{k}}_{tag}",
-            bounds=(0.0, 1.0),
-            latex=rf"\emph{{MR$_{{{{k}}, {sub}}}$}}",
-            finalize=ratio,
-            per_k=True,
-            description="miss rate over K random predictions",
-        )(lambda c, i, o, j=joint: c.miss_state(j, o["miss_threshold"], i))
-        table_metric(
-            f"kde_nll_{tag}",
-            bounds=(-INF, INF),
-            latex=rf"\emph{{KDE$_{{NLL, {sub}}}$}}",
-            finalize=finalize_kde_ratio,
-            needs="kde",
-            title=f"KDE NLL{of}",
-            description=f"KDE NLL of the truth (KDE_NLL_{sub}.py)",
-        )(lambda c, i, o, j=joint: c.nll_state(j))
-        table_metric(
-            f"kde_ece_{tag}",
-            bounds=(0.0, 1.0),
-            latex=rf"\emph{{ECE$_{{\text{{Traj}}, {sub}}}$}}",
-            finalize=finalize_ece,
-            needs="kde",
-            combine="none",
-            title=f"KDE ECE{of}",
-            description=f"201-level trajectory ECE (ECE_traj_{sub}.py)",
-        )(lambda c, i, o, j=joint: c.ece_state(j))
-        table_metric(
-            f"brier_min_fde_{tag}",
-            log_scale=True,
-            latex=rf"\emph{{Brier min FDE$_{{{sub}}}$ [m]}}",
-            finalize=finalize_kde_ratio,
-            needs="kde",
-            description=f"Brier-minFDE (Brier_minFDE_{sub}.py)",
-        )(lambda c, i, o, j=joint: c.brier_state(j))
-        table_metric(
-            f"collision_rate_{tag}",
-            bounds=(0.0, 1.0),
-            latex=rf"\emph{{CR$_{{{sub}}}$}}",
-            finalize=ratio,
-            title=f"Collision rate{of}",
-            description="share of predictions whose disc overlaps another agent "
-            + ("prediction" if joint else "ground truth"),
-        )(lambda c, i, o, j=joint: c.collision_state(j, o["collision_radius"]))
-        table_metric(
-            f"displacement_by_step_{tag}",
-            bounds=(0.0, INF),
-            latex=rf"\emph{{DE$_{{{sub}}}(t)$ [m]}}",
-            finalize=finalize_horizon,
-            kind="series",
-            combine="none",
-            description="mean displacement per future step (1-based)",
-        )(lambda c, i, o, j=joint: c.horizon_state(j))
-    for which, desc in (
-        ("", "samples with any singular KDE"),
-        ("_marginal", "agents with a singular KDE"),
-        ("_joint", "samples with a singular joint KDE"),
-    ):
-        table_metric(
-            f"kde_nll_na_count{which}",
+            name,
             higher_is_better=None,
             bounds=(0.0, INF),
             finalize=finalize_count,
             needs="kde",
             combine="sum",
-            description=desc + " (left out of the KDE averages)",
-        )(lambda c, i, o, w=(which[1:] or "any"): c.na_state(w))
+            description=description + " (left out of the KDE averages)",
+        )(lambda c, i, o, singular=singular: c.na_state(singular))
 
 
 _register_builtins()
