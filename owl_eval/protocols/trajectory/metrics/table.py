@@ -159,12 +159,12 @@ class _View:
     names: _ViewNames
 
     @property
-    def sub(self) -> str:
+    def framework_name(self) -> str:
         """The view in General-Framework's file names and in the LaTeX subscripts."""
         return "joint" if self.joint else "indep"
 
     @property
-    def of(self) -> str:
+    def title_suffix(self) -> str:
         """What a title of the view ends with: a joint name says so; the marginal ones are the headline."""
         return " (joint)" if self.joint else ""
 
@@ -189,13 +189,13 @@ def _register_builtins() -> None:
 def _register_errors(view: _View, kind: str, up: str, names: _ErrorNames) -> None:
     """One displacement error (``kind`` "ade" or "fde", ``up`` its label) over all predictions, over K random
     ones, the smallest over K and that of the most likely prediction."""
-    sub, joint = view.sub, view.joint
+    sub, joint = view.framework_name, view.joint
     table_metric(
         names.over_all,
         log_scale=True,
         latex=rf"\emph{{{up}$_{{{sub}}}$ [m]}}",
         finalize=view.ratio(),
-        title=f"{up}{view.of}",
+        title=f"{up}{view.title_suffix}",
         description=f"{up} over all predictions ({up}_{sub}.py)",
     )(lambda c, i, o: c.mean_error_state(kind, joint))
     table_metric(
@@ -212,7 +212,7 @@ def _register_errors(view: _View, kind: str, up: str, names: _ErrorNames) -> Non
         latex=rf"\emph{{min {up}$_{{{{k}}, {sub}}}$ [m]}}",
         finalize=view.ratio(),
         per_k=True,
-        title=f"min{up}@{{k}}{view.of}",
+        title=f"min{up}@{{k}}{view.title_suffix}",
         description=f"min {up} over K predictions (min{up}20_{sub}.py)",
     )(lambda c, i, o: c.mean_error_state(kind, joint, i, "min"))
     table_metric(
@@ -227,13 +227,13 @@ def _register_errors(view: _View, kind: str, up: str, names: _ErrorNames) -> Non
 
 def _register_miss_rates(view: _View) -> None:
     """The share of cases whose every prediction misses (FDE above ``miss_threshold``), over all and over K."""
-    sub, joint = view.sub, view.joint
+    sub, joint = view.framework_name, view.joint
     table_metric(
         view.names.miss_rate,
         bounds=(0.0, 1.0),
         latex=rf"\emph{{MR$_{{{sub}}}$}}",
         finalize=view.ratio(),
-        title=f"Miss rate{view.of}",
+        title=f"Miss rate{view.title_suffix}",
         description=f"miss rate, FDE > threshold for all predictions (Miss_rate_{sub}.py)",
     )(lambda c, i, o: c.miss_state(joint, o["miss_threshold"]))
     table_metric(
@@ -248,14 +248,14 @@ def _register_miss_rates(view: _View) -> None:
 
 def _register_kde_metrics(view: _View) -> None:
     """The metrics that read densities: the truth's NLL, the trajectory ECE and Brier-minFDE."""
-    sub, joint = view.sub, view.joint
+    sub, joint = view.framework_name, view.joint
     table_metric(
         view.names.kde_nll,
         bounds=(-INF, INF),
         latex=rf"\emph{{KDE$_{{NLL, {sub}}}$}}",
         finalize=finalize_kde_ratio,
         needs="kde",
-        title=f"KDE NLL{view.of}",
+        title=f"KDE NLL{view.title_suffix}",
         description=f"KDE NLL of the truth (KDE_NLL_{sub}.py)",
     )(lambda c, i, o: c.nll_state(joint))
     table_metric(
@@ -265,7 +265,7 @@ def _register_kde_metrics(view: _View) -> None:
         finalize=finalize_ece,
         needs="kde",
         combine="none",
-        title=f"KDE ECE{view.of}",
+        title=f"KDE ECE{view.title_suffix}",
         description=f"201-level trajectory ECE (ECE_traj_{sub}.py)",
     )(lambda c, i, o: c.ece_state(joint))
     table_metric(
@@ -284,9 +284,9 @@ def _register_collision_rate(view: _View) -> None:
     table_metric(
         view.names.collision_rate,
         bounds=(0.0, 1.0),
-        latex=rf"\emph{{CR$_{{{view.sub}}}$}}",
+        latex=rf"\emph{{CR$_{{{view.framework_name}}}$}}",
         finalize=view.ratio(),
-        title=f"Collision rate{view.of}",
+        title=f"Collision rate{view.title_suffix}",
         description="share of predictions whose disc overlaps another agent "
         + ("prediction" if joint else "ground truth"),
     )(lambda c, i, o: c.collision_state(joint, o["collision_radius"]))
@@ -298,7 +298,7 @@ def _register_displacement_by_step(view: _View) -> None:
     table_metric(
         view.names.displacement_by_step,
         bounds=(0.0, INF),
-        latex=rf"\emph{{DE$_{{{view.sub}}}(t)$ [m]}}",
+        latex=rf"\emph{{DE$_{{{view.framework_name}}}(t)$ [m]}}",
         finalize=finalize_horizon,
         kind="series",
         combine="none",
