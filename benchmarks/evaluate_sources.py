@@ -1,4 +1,4 @@
-"""Time `owl_eval.runner.job.source` end to end (reading, metrics, MLflow) on results produced elsewhere.
+"""Time `owl-eval-evaluate` (`owl_eval.runner.cli.evaluate`) end to end (reading, metrics, MLflow) on results produced elsewhere.
 
 - sailon: 1,000 SAIL-ON OND tests of 1,000 samples (K = 10) in sail-on-client's local-harness layout.
 - l2logger: a 100,000-episode l2logger log (~1,500 blocks, 5 tasks) plus 5 STE logs, built by
@@ -55,7 +55,7 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
     from benchmarks.rl_metrics import TASKS, make_log, make_ste
     from owl_eval.formats.l2logger import write_log
     from owl_eval.protocols.lifelong_rl.sources.l2logger import L2LoggerSource
-    from owl_eval.runner.job.source import evaluate
+    from owl_eval.runner.api import evaluate
 
     rng = np.random.default_rng(0)
     log_dir = write_log(make_log(episodes, blocks, rng), tmp / "l2" / "logs", "bench", {"scenario_type": "custom"})
@@ -92,14 +92,14 @@ def bench_l2logger(tmp: Path, episodes: int = 100_000, blocks: int = 1500) -> No
         start = time.perf_counter()
         evaluate([*args, f"figures={figures}"], output_dir=tmp / f"out_l2_{figures}")
         print(
-            f"l2logger: python -m owl_eval.runner.job.source end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
+            f"l2logger: python -m owl_eval.runner.cli.evaluate end to end (read, metrics, {'figures, ' if figures == 'true' else ''}"
             f"MLflow) {time.perf_counter() - start:.2f} s"
         )
 
 
 def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) -> None:
     from owl_eval.protocols.ond.sources.sailon import SailonSource
-    from owl_eval.runner.job.source import evaluate
+    from owl_eval.runner.api import evaluate
 
     tmp = Path(tempfile.mkdtemp())
     start = time.perf_counter()
@@ -132,7 +132,7 @@ def main(num_tests: int = 1000, samples: int = 1000, episodes: int = 100_000) ->
         output_dir=tmp / "out2",
     )
     print(
-        f"sailon: python -m owl_eval.runner.job.source end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s"
+        f"sailon: python -m owl_eval.runner.cli.evaluate end to end (read, metrics, figures, MLflow) {time.perf_counter() - start:.2f} s"
     )
     bench_l2logger(tmp, episodes)
 

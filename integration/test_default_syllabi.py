@@ -16,7 +16,7 @@ def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, t
     if "minigrid" in shipped:
         pytest.importorskip("minigrid", reason='the minigrid extra: pip install -e ".[minigrid]"')
     from owl_eval.metrics.keys import MetricKey
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
     from owl_eval.tracking.runs import mlflow_key
 
     run(

@@ -37,7 +37,7 @@ def test_a_thousand_task_sequence_logs_a_bounded_store_and_renates_metrics(tmp_p
 
     A, b, n = sequence()
     path = write_csv(tmp_path / "accuracy.csv", A)
-    done = run_module("owl_eval.runner.job.source", command(path, b, n), cwd=tmp_path, timeout=600)
+    done = run_module("owl_eval.runner.cli.evaluate", command(path, b, n), cwd=tmp_path, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
 
     db = tmp_path / "outputs" / "mlflow.db"
@@ -104,7 +104,7 @@ def test_a_thousand_task_sequence_stays_under_a_gigabyte(tmp_path):
     env = os.environ | {"PYTHONPATH": str(PROJECT_ROOT), "MLFLOW_DISABLE_TELEMETRY": "true"}
     env.pop("MLFLOW_TRACKING_URI", None)
     done = subprocess.run(
-        [sys.executable, "-c", WRAPPER, sys.executable, "-m", "owl_eval.runner.job.source", *command(path, b, n)],
+        [sys.executable, "-c", WRAPPER, sys.executable, "-m", "owl_eval.runner.cli.evaluate", *command(path, b, n)],
         cwd=tmp_path,
         env=env,
         capture_output=True,

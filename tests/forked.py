@@ -34,7 +34,7 @@ from tests.inprocess import COMPARE, ENTRY_MODULES, entry_of, subprocess_wanted
 # imported once by the forkserver (a module that does not import is skipped): what a command's process imports
 PRELOAD = [
     "owl_eval.runner.cli.main",
-    "owl_eval.runner.job.source",
+    "owl_eval.runner.cli.evaluate",
     "owl_eval.comparison.cli",
     "owl_eval.runner.job.live",
     "owl_eval.runner.sweeps.callbacks",

@@ -42,11 +42,11 @@ ENTRY_MODULES = {
     "owl_eval": "owl_eval.runner.cli.main",
     "runner": "owl_eval.runner.cli.main",
     "owl_eval.runner.cli.main": "owl_eval.runner.cli.main",
-    "owl_eval.runner.job.source": "owl_eval.runner.job.source",
+    "owl_eval.runner.cli.evaluate": "owl_eval.runner.cli.evaluate",
 }
 COMPARE = "owl_eval.comparison.cli"  # owl-eval-compare: no Hydra; its cli(argv) is the console script's function
 # console script -> ``python -m`` module (the same ``cli()``)
-SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.job.source", "owl-eval-compare": COMPARE}
+SCRIPTS = {"owl-eval": "owl_eval", "owl-eval-evaluate": "owl_eval.runner.cli.evaluate", "owl-eval-compare": COMPARE}
 
 MODULES = {*ENTRY_MODULES, COMPARE}
 

@@ -7,7 +7,7 @@
 Run it from the repository root in the environment owl-eval is installed in (the ``l2logger`` sample needs the
 ``rl`` extra: gymnasium). Each run is the record step of an ``owl-eval`` job (the driver runs the agents over
 the domain, seeded by ``seed=0``), and its record is saved exactly as a job saves its ``record/`` artifact
-(``owl_eval.runner.job.execute.record_and_score``, BLAS held to one thread); no MLflow run is made. Every sample is
+(``owl_eval.runner.job.scoring.record_and_score``, BLAS held to one thread); no MLflow run is made. Every sample is
 then written from that saved record folder, as a user would write them from a downloaded record:
 
 - ``record/``: the OND run's record folder as saved (``ond_record.npz``), read by ``+source=record``;
@@ -73,8 +73,9 @@ TRAJECTORY_FILE = "crowd_knn_futures.npz"
 
 def saved_record(run: str, scratch: Path) -> Path:
     """The ``record/`` folder a job of ``RUNS[run]`` saves (its record step and scoring, no MLflow run)."""
-    from owl_eval.runner.job.live import prepare_live, run_composed
-    from owl_eval.runner.job.execute import record_and_score
+    from owl_eval.runner.api import run_composed
+    from owl_eval.runner.job.live import prepare_live
+    from owl_eval.runner.job.scoring import record_and_score
 
     job_dir = scratch / run
     overrides = [*RUNS[run], f"seed={SEED}", "figures=false", "progress=false"]

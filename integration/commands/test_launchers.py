@@ -95,7 +95,7 @@ def test_submitit_local_sweep_nests_children_and_matches_in_process_run(mlflow_s
     """``hydra/launcher=submitit_local`` (hydra-submitit-launcher, the ``submitit`` extra): each job is its own
     process started by submitit; children nest under the parent and numbers equal an in-process run."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason="hydra-submitit-launcher is not installed")
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     name = f"submitit-{uuid.uuid4().hex[:8]}"
     sweep(
@@ -206,7 +206,9 @@ def test_killed_joblib_worker_leaves_no_run_running(experiment, client, start_co
     (parent,) = [r for r in runs_in_store(experiment).values() if r["tags"]["owl_eval.kind"] == "sweep"]
     assert parent["status"] == "FAILED", (tmp_path / "sweep.log").read_text()[-3000:]  # ended by the CLI
     assert parent["tags"]["owl_eval.sweep_dir"] == str(sweep_dir)
-    assert parent["tags"]["error"].strip()  # the reason the CLI gave (owl_eval.runner.sweeps.callbacks.abort_open_sweep)
+    assert parent["tags"][
+        "error"
+    ].strip()  # the reason the CLI gave (owl_eval.runner.sweeps.callbacks.abort_open_sweep)
     TrackedRun.start(settings_of(experiment), run_name="next launch", tags={"owl_eval.kind": "job"}).end()
     after = runs_in_store(experiment)
     assert after[run_id]["status"] == "KILLED"

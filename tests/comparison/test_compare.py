@@ -544,7 +544,7 @@ def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client
     direction, series and headline place comes from the runs' metric_keys.json, read once for the four runs
     (one protocol, one metric setting)."""
     import owl_eval.tracking.key_index as key_index
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     for agent in ("ond/knn_novelty", "ond/closed_world"):
         for seed in (0, 1):

@@ -15,7 +15,7 @@ from sklearn.datasets import load_digits
 
 from owl_eval.datasets.provenance import DataInput, array_digest, file_digest
 from owl_eval.paths import CONFIG_DIR
-from owl_eval.runner.app import config_hash
+from owl_eval.runner.job.config import config_hash
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -95,7 +95,7 @@ def test_a_source_evaluation_names_the_files_it_scored(experiment, client, tmp_p
 
     sample = PROJECT_ROOT / "examples" / "results" / "accuracy_matrix" / "renate_results.json"
     proc = run_module(
-        "owl_eval.runner.evaluate",
+        "owl_eval.runner.cli.evaluate",
         ["+source=accuracy_matrix", f"source.path={sample}", *experiment["overrides"], f"hydra.run.dir={tmp_path}"],
         cwd=tmp_path,
         env={"MLFLOW_DISABLE_TELEMETRY": "true"},

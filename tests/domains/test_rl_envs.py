@@ -199,7 +199,7 @@ def test_missing_gymnasium_says_how_to_install(monkeypatch):
 def test_missing_gymnasium_fails_the_cli_build_with_one_line(monkeypatch, tmp_path):
     from omegaconf import OmegaConf
 
-    from owl_eval.runner.build import build_part
+    from owl_eval.runner.config.build import build_part
 
     monkeypatch.setitem(sys.modules, "gymnasium", None)
     cfg = OmegaConf.create(

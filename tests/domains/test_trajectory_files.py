@@ -252,7 +252,7 @@ def test_the_experiment_composes_builds_and_checks(split_folder, tmp_path):
     from hydra import compose, initialize_config_dir
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.build import build_part
+    from owl_eval.runner.config.build import build_part
 
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
         cfg = compose(

@@ -108,8 +108,8 @@ def test_a_live_job_hands_the_agent_name_to_the_figures():
     from hydra import compose, initialize_config_dir
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.job.live import prepare_live
     from owl_eval.runner.config.resolvers import register_resolvers
+    from owl_eval.runner.job.live import prepare_live
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):

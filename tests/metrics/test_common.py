@@ -1,6 +1,6 @@
 """Common checks over every protocol of the registry, on real jobs (like sklearn's ``test_common.py``).
 
-For each protocol one small job runs through the Python API (``owl_eval.runner.job.live.run``, real Hydra, a SQLite
+For each protocol one small job runs through the Python API (``owl_eval.runner.api.run``, real Hydra, a SQLite
 MLflow store in a temp dir), once with non-default settings that make names from settings (the OND threshold,
 the trajectory ``k_values``). Every name the job reports must have a declaration (``registry.spec_for``) whose
 bounds hold its value, and every metric the job reported as N/A (an ``na.<key>`` tag, read back with
@@ -16,7 +16,7 @@ import pytest
 
 from owl_eval.evaluation.registry import spec_for
 from owl_eval.protocols import all_protocols
-from owl_eval.runner.job.live import run
+from owl_eval.runner.api import run
 from owl_eval.tracking.key_index import download_index
 from owl_eval.tracking.runs import mlflow_key
 

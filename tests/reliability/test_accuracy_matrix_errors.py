@@ -93,7 +93,8 @@ def test_matrix_file_error_is_one_line(workspace, name, content, mentions):
     path.parent.mkdir()
     path.write_text(content)
     assert_clean_failure(
-        run_cli("owl_eval.runner.job.source", ["+source=accuracy_matrix", f"source.path={path}"], workspace), *mentions
+        run_cli("owl_eval.runner.cli.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace),
+        *mentions,
     )
 
 
@@ -179,14 +180,16 @@ def test_file_and_option_error_is_one_line(workspace, name, data, args, mentions
     path = workspace.root / "inputs" / name
     path.parent.mkdir()
     path.write_bytes(data)
-    result = run_cli("owl_eval.runner.job.source", ["+source=accuracy_matrix", f"source.path={path}", *args], workspace)
+    result = run_cli(
+        "owl_eval.runner.cli.evaluate", ["+source=accuracy_matrix", f"source.path={path}", *args], workspace
+    )
     assert_clean_failure(result, *mentions)
 
 
 def test_missing_file_is_one_line(workspace):
     path = workspace.root / "inputs" / "nothere.json"
     assert_clean_failure(
-        run_cli("owl_eval.runner.job.source", ["+source=accuracy_matrix", f"source.path={path}"], workspace),
+        run_cli("owl_eval.runner.cli.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace),
         "nothere.json",
         "file not found",
     )

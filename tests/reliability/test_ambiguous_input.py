@@ -35,7 +35,7 @@ REPEATED_KEYS = [
     ("config-dir", "runner", [OND, "--config-dir", "a", "--config-dir=b"], ["--config-dir", "'--config-dir=b'"]),
     (
         "evaluate",
-        "owl_eval.runner.job.source",
+        "owl_eval.runner.cli.evaluate",
         ["+source=record", "source.path=a", "source.path=b"],
         ["'source.path'", "source.path=a", "source.path=b"],
     ),
@@ -152,7 +152,7 @@ def test_trajectories_file_that_is_ambiguous_or_empty_is_one_line(workspace, bui
     inputs = workspace.root / "inputs"
     inputs.mkdir()
     path = build(inputs)
-    result = run_cli("owl_eval.runner.job.source", ["+source=trajectories", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=trajectories", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)
 
 
@@ -226,7 +226,7 @@ def test_record_that_is_ambiguous_or_empty_is_one_line(workspace, build, args, m
     inputs = workspace.root / "inputs"
     inputs.mkdir()
     path = build(inputs)
-    result = run_cli("owl_eval.runner.job.source", ["+source=record", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=record", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)
 
 
@@ -236,7 +236,7 @@ def test_accuracy_matrix_json_with_a_key_twice_is_one_line(workspace):
     path.write_text(
         '{"accuracy": [[0.9, 0.1], [0.8, 0.85]],\n "num_instances": [10, 20],\n "accuracy": [[0.1, 0.1], [0.1, 0.1]]}'
     )
-    result = run_cli("owl_eval.runner.job.source", ["+source=accuracy_matrix", f"source.path={path}"], workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=accuracy_matrix", f"source.path={path}"], workspace)
     assert_clean_failure(result, "results.json", "line 3", "'accuracy'", "twice")
 
 
@@ -259,7 +259,7 @@ def test_l2logger_json_with_a_key_twice_is_one_line(workspace, edit, mentions):
     root = write_log(workspace.root / "inputs")
     edit(root, workspace)
     result = run_cli(
-        "owl_eval.runner.job.source", ["+source=l2logger", f"source.path={root}", "figures=false"], workspace
+        "owl_eval.runner.cli.evaluate", ["+source=l2logger", f"source.path={root}", "figures=false"], workspace
     )
     assert_clean_failure(result, *mentions)
 

@@ -34,11 +34,11 @@ CASES = [
     ("agent-unknown-param", "runner", [OND, "+agent.bogus=1"], ["agent", "bogus"]),
     ("launcher-unknown", "runner", [OND, "hydra/launcher=nope"], ["hydra/launcher", "nope"]),
     ("unknown-flag", "runner", [OND, "--bogus"], ["--bogus", "key=value"]),
-    ("evaluate-no-source", "owl_eval.runner.job.source", [], ["source", "sailon"]),
-    ("evaluate-no-path", "owl_eval.runner.job.source", ["+source=sailon"], ["source.path"]),
-    ("evaluate-unknown-source", "owl_eval.runner.job.source", ["+source=nope"], ["source", "'nope'"]),
-    ("evaluate-typo-key", "owl_eval.runner.job.source", ["+source=sailon", "source.pth=x"], ["source.pth"]),
-    ("evaluate-seed", "owl_eval.runner.job.source", ["+source=sailon", "source.path=x", "seed=x"], ["seed"]),
+    ("evaluate-no-source", "owl_eval.runner.cli.evaluate", [], ["source", "sailon"]),
+    ("evaluate-no-path", "owl_eval.runner.cli.evaluate", ["+source=sailon"], ["source.path"]),
+    ("evaluate-unknown-source", "owl_eval.runner.cli.evaluate", ["+source=nope"], ["source", "'nope'"]),
+    ("evaluate-typo-key", "owl_eval.runner.cli.evaluate", ["+source=sailon", "source.pth=x"], ["source.pth"]),
+    ("evaluate-seed", "owl_eval.runner.cli.evaluate", ["+source=sailon", "source.path=x", "seed=x"], ["seed"]),
 ]
 
 

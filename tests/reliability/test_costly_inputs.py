@@ -27,7 +27,7 @@ from tests.reliability.test_record_errors import ond_record
 from tests.reliability.test_sailon_errors import A, cli_args, cls, gt, inputs
 
 SECONDS = 10  # each refusal comes within this (they take well under a second; a machine may be busy)
-EVALUATE = "owl_eval.runner.job.source"
+EVALUATE = "owl_eval.runner.cli.evaluate"
 TERA = (10**6, 10**6)  # float64: 8 * 10**12 bytes declared
 DATASET = [
     "+experiment=ond_system_detection",

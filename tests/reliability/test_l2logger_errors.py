@@ -171,7 +171,7 @@ def test_broken_log_is_one_clear_error(workspace, edit, extra, mentions):
     edit(root, workspace)
     # a link loop must fail fast (it used to fill the disk): a short timeout is part of the check
     result = run_cli(
-        "owl_eval.runner.job.source",
+        "owl_eval.runner.cli.evaluate",
         ["+source=l2logger", f"source.path={root}", "figures=false", *extra],
         workspace,
         timeout=60,
@@ -188,7 +188,7 @@ def test_traversal_task_name_in_an_ste_log_writes_nothing_outside(workspace):
         path = ste / rel
         path.write_text(path.read_text().replace("\ttask_a\t", f"\t{hostile}\t"))
     result = run_cli(
-        "owl_eval.runner.job.source",
+        "owl_eval.runner.cli.evaluate",
         ["+source=l2logger", f"source.path={root}", f"source.ste_paths=[{ste}]"],
         workspace,
         timeout=60,
@@ -200,7 +200,7 @@ def test_traversal_task_name_in_an_ste_log_writes_nothing_outside(workspace):
 def test_link_to_a_file_outside_the_log_is_an_error_and_leaks_nowhere(workspace):
     root = write_log(workspace.root / "inputs")
     link_outside(root, workspace)
-    result = run_cli("owl_eval.runner.job.source", ["+source=l2logger", f"source.path={root}"], workspace, timeout=60)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=l2logger", f"source.path={root}"], workspace, timeout=60)
     assert_clean_failure(result, str(root / "notes.txt"), "symbolic link")
     assert SECRET not in result.stdout + result.stderr
     for folder, _, files in os.walk(workspace.store):

@@ -145,7 +145,7 @@ def test_evaluate_with_a_read_only_artifact_folder(workspace):
         "experiment_name=read_only_artifacts",
         *hydra_dirs(workspace),
     ]
-    result = run_read_only("owl_eval.runner.job.source", args, workspace, artifacts, db=workspace.db)
+    result = run_read_only("owl_eval.runner.cli.evaluate", args, workspace, artifacts, db=workspace.db)
     assert_clean_failure(result, "tracking.artifact_location", f"{artifacts}/sub", "not writable")
 
 

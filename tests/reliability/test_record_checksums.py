@@ -20,7 +20,7 @@ import pytest
 from tests.reliability.harness import assert_clean_failure, run_cli
 from tests.reliability.test_record_errors import continual_record, ond_record
 
-EVALUATE = "owl_eval.runner.job.source"
+EVALUATE = "owl_eval.runner.cli.evaluate"
 K = "metrics.k_values=[2]"  # the trajectories fixture has 2 predictions per agent
 
 

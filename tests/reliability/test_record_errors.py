@@ -352,5 +352,5 @@ def test_record_error_is_one_line_and_creates_no_run(workspace, build, args, men
     inputs = workspace.root / "inputs"
     inputs.mkdir()
     path = build(inputs)
-    result = run_cli("owl_eval.runner.job.source", ["+source=record", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=record", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)

@@ -237,7 +237,7 @@ def test_bad_sailon_results_fail_cleanly(workspace, change, extra, mentions):
     root = inputs(workspace)
     if change is not None:
         change(root)
-    assert_clean_failure(run_cli("owl_eval.runner.job.source", cli_args(root, *extra), workspace), *mentions)
+    assert_clean_failure(run_cli("owl_eval.runner.cli.evaluate", cli_args(root, *extra), workspace), *mentions)
 
 
 def test_ground_truth_that_is_a_symlink_loop_is_an_error(workspace):
@@ -247,7 +247,7 @@ def test_ground_truth_that_is_a_symlink_loop_is_an_error(workspace):
     loop.unlink()
     os.symlink(loop.name, loop)  # points at itself
     assert_clean_failure(
-        run_cli("owl_eval.runner.job.source", cli_args(root), workspace), f"{A}_single_df.csv", "symbolic link"
+        run_cli("owl_eval.runner.cli.evaluate", cli_args(root), workspace), f"{A}_single_df.csv", "symbolic link"
     )
 
 
@@ -259,13 +259,13 @@ def test_result_file_linking_outside_the_folder_is_an_error(workspace):
     (root / cls(A)).unlink()
     os.symlink(outside, root / cls(A))
     assert_clean_failure(
-        run_cli("owl_eval.runner.job.source", cli_args(root), workspace), f"{A}_classification.csv", "symbolic link"
+        run_cli("owl_eval.runner.cli.evaluate", cli_args(root), workspace), f"{A}_classification.csv", "symbolic link"
     )
 
 
 def test_the_unbroken_fixture_runs(workspace):
     """The control: the same command line on the fixture as shipped succeeds and creates one run."""
     root = inputs(workspace)
-    result = run_cli("owl_eval.runner.job.source", cli_args(root), workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", cli_args(root), workspace)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.runs_after == result.runs_before + 1

@@ -211,5 +211,5 @@ def test_trajectories_error_is_one_line_and_creates_no_run(workspace, write, arg
     inputs.mkdir()
     path = inputs / "preds.npz"
     write(path)
-    result = run_cli("owl_eval.runner.job.source", ["+source=trajectories", f"source.path={path}", *args], workspace)
+    result = run_cli("owl_eval.runner.cli.evaluate", ["+source=trajectories", f"source.path={path}", *args], workspace)
     assert_clean_failure(result, *mentions)

@@ -40,7 +40,7 @@ CASES = [
     ),
     (
         "source-override",
-        "owl_eval.runner.job.source",
+        "owl_eval.runner.cli.evaluate",
         ["+source=sailon", "source.pth=x"],
         "source.pth",
         "source.path",
@@ -115,7 +115,7 @@ def test_typo_in_a_users_experiment_file(workspace):
 
 def test_python_api_words_it_the_same(tmp_path):
     from owl_eval.errors import ConfigError
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     with pytest.raises(
         ConfigError, match=r"^protocol\.num_trails: unknown key \(did you mean protocol\.num_trials\?\)"

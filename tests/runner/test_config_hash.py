@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from owl_eval.paths import CONFIG_DIR
-from owl_eval.runner.job.live import config_hash
+from owl_eval.runner.job.config import config_hash
 
 
 def _cfg(overrides):

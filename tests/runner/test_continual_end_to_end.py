@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from owl_eval.runner.job.live import run
+from owl_eval.runner.api import run
 from tests.fixtures.searchpath import TEST_AGENTS
 
 METRICS = (

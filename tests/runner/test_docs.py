@@ -368,8 +368,8 @@ def test_yaml_block_composes_and_prepares_a_job(block, tmp_path, monkeypatch):
     from omegaconf import OmegaConf
 
     from owl_eval.paths import CONFIG_DIR
-    from owl_eval.runner.job.live import prepare_live
     from owl_eval.runner.config.resolvers import register_resolvers
+    from owl_eval.runner.job.live import prepare_live
 
     path = re.match(r"#\s*(?:owl_eval/)?conf/(\S+)\.yaml$", block.first_line)[1]
     group, option = path.split("/", 1)

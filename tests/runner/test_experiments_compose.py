@@ -13,10 +13,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import open_dict
 
 from owl_eval.evaluation.options import options_class, parse
-from owl_eval.paths import CONFIG_DIR
+from owl_eval.paths import CONFIG_DIR, group_options
 from owl_eval.protocols import all_protocols
 from owl_eval.runner.config.build import build_part
-from owl_eval.runner.cli.arguments import group_options
 
 EXTRA = {
     "ond_handwriting": "mlxtend",

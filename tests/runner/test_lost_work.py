@@ -1,5 +1,5 @@
 """Nothing a job completed is lost to an agent that misbehaves towards the launcher, and nothing it started
-outlives it (``owl_eval.runner.process.worker``, ``owl_eval.runner.job.execute.ProgressSaver``):
+outlives it (``owl_eval.runner.process.worker``, ``owl_eval.runner.job.scoring.ProgressSaver``):
 
 - an agent that ignores ``agent_timeout``'s stop request is killed, and its run keeps the trials it completed
   (the job's process saved the record so far after each trial; the launcher scores it);
@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.tracking.liveness import process_alive
 from owl_eval.runner.process.worker import SIGNAL_GRACE_SECONDS
+from owl_eval.tracking.liveness import process_alive
 from tests import forked
 from tests.fixtures.searchpath import TEST_AGENTS
 from tests.runner.test_faults import child_env, runner_cmd, wait_for_marks, wait_for_running
@@ -191,7 +191,7 @@ def test_saving_the_record_so_far_stays_within_its_budget(tmp_path):
     complete record (the latest save)."""
     import pickle
 
-    from owl_eval.runner.job.execute import SAVE_ALLOWANCE_S, SAVE_SHARE, ProgressSaver
+    from owl_eval.runner.job.scoring import SAVE_ALLOWANCE_S, SAVE_SHARE, ProgressSaver
 
     saver = ProgressSaver(tmp_path / "progress.pkl")
     units: list[np.ndarray] = []

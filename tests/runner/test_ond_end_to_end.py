@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from owl_eval.runner.job.live import run
+from owl_eval.runner.api import run
 from tests.fixtures.searchpath import TEST_AGENTS
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -170,7 +170,7 @@ def test_crashing_agent_leaves_failed_run_with_completed_trials(experiment, clie
 
 
 def test_unknown_option_lists_the_valid_ones():
-    from owl_eval.runner.cli.arguments import unknown_option_message, unknown_sweep_choice
+    from owl_eval.runner.config.groups import unknown_option_message, unknown_sweep_choice
 
     args = ["-m", "+experiment=ond_system_detection", "agent=ond/closed_world,ond/nope", "seed=0"]
     message = unknown_option_message("agent/ond/nope", args)
@@ -182,7 +182,7 @@ def test_unknown_option_lists_the_valid_ones():
 
 
 def test_test_only_agents_are_not_user_options_but_the_test_searchpath_adds_them():
-    from owl_eval.runner.cli.arguments import group_options
+    from owl_eval.paths import group_options
 
     assert not [o for o in group_options("agent") if "crashing" in o]
 

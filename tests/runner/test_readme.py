@@ -164,7 +164,7 @@ def _runs_to_compare(ws: Path, line: str) -> None:
     """Two small seeds of the experiment a compare line names, unless an earlier line already ran it."""
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     name = re.search(r"experiment=(\w+)", line)[1]
     store = ws / "outputs" / "mlflow.db"
@@ -268,7 +268,7 @@ def _run_with_record(ws: Path) -> str:
     the README downloads a record to re-score it at another threshold."""
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     store = ws / "outputs" / "mlflow.db"
     if store.exists():

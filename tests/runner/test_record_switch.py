@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from owl_eval.runner.job.live import run
+from owl_eval.runner.api import run
 
 
 def test_log_record_false_writes_no_record(experiment, client, tmp_path):

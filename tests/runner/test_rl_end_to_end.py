@@ -12,7 +12,7 @@ pytest.importorskip("gymnasium")
 
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.metrics.keys import MetricKey  # noqa: E402
-from owl_eval.runner.job.live import run  # noqa: E402
+from owl_eval.runner.api import run  # noqa: E402
 from tests.fixtures.searchpath import TEST_AGENTS  # noqa: E402
 
 # 2 cycles (pinned: the default is 3) x 3 variants x (30 train + 3 variants x 3 test) = 234 episodes

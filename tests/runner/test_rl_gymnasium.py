@@ -13,7 +13,7 @@ pytest.importorskip("gymnasium")
 from owl_eval.errors import ConfigError  # noqa: E402
 from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.protocols.lifelong_rl.gym_tasks import GymnasiumDomain  # noqa: E402
-from owl_eval.runner.job.live import run  # noqa: E402
+from owl_eval.runner.api import run  # noqa: E402
 
 TINY = "tests.fixtures.envs.tiny_chain:TinyChainEnv"
 TINY_GRID = "tests.fixtures.envs.tiny_chain:TinyGridEnv"

@@ -1,4 +1,4 @@
-"""SIGTERM to a sweep signals only processes of this host that provably run its jobs (docs: owl_eval.runner.process.termination).
+"""SIGTERM to a sweep signals only processes of this host that provably run its jobs (docs: owl_eval.runner.sweeps.termination).
 
 A sweep's RUNNING child runs name their owner by pid, host and start time. A run of another host (Slurm, Ray, a
 shared server) names a pid that means nothing here, and a pid of this host may since have been given to another

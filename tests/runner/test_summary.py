@@ -93,7 +93,7 @@ def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition,
 
 
 def test_logged_keys_resolve_and_thresholds_are_tables_not_steps(experiment, client, tmp_path, monkeypatch):
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", experiment["uri"])  # MlflowClient.load_table searches the global store
 
@@ -157,7 +157,7 @@ def test_failed_run_prints_what_it_logged_and_its_status(experiment, client, tmp
 
 
 def test_python_api_prints_nothing(experiment, tmp_path, capsys):
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
 
     run(
         ["+experiment=ond_given_detection", *experiment["overrides"], "protocol.num_trials=3", "figures=false"],
@@ -230,7 +230,7 @@ def test_threshold_points_and_series_become_one_table(mlflow_store, tmp_path, mo
 
 
 def test_run_name_carries_the_swept_values():
-    from owl_eval.runner.sweeps.callbacks import job_run_name
+    from owl_eval.runner.job.naming import job_run_name
 
     overrides = [
         "domain=handwriting",
@@ -265,7 +265,7 @@ def test_open_command_for_each_kind_of_store():
 def test_evaluate_cli_prints_the_summary_of_the_run_it_logged(experiment, client, tmp_path):
     fixture = PROJECT_ROOT / "tests" / "fixtures" / "sailon_client"
     proc = _cli(
-        "owl_eval.runner.job.source",
+        "owl_eval.runner.cli.evaluate",
         [
             "+source=sailon",
             f"source.path={fixture / 'data'}",

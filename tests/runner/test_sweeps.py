@@ -238,7 +238,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
 
 def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
-    from owl_eval.runner.job.live import run
+    from owl_eval.runner.api import run
     from owl_eval.tracking.reuse import skip_enabled
     from owl_eval.tracking.runs import TrackingSettings
 

@@ -8,7 +8,7 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.continual.sources.accuracy_matrix import AccuracyMatrixSource
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.runner.api import evaluate
 from owl_eval.sources import SourceFormatError
 
 A = [[0.9, 0.1, 0.2], [0.8, 0.85, 0.3], [0.7, 0.75, 0.95]]

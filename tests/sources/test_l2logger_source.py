@@ -11,7 +11,7 @@ import pytest
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.protocols.lifelong_rl.sources.l2logger import L2LoggerSource
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.runner.api import evaluate
 from owl_eval.sources import SourceFormatError
 
 HEADER = (

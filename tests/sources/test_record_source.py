@@ -17,7 +17,7 @@ from owl_eval.protocols.ond.metrics import OndTrial
 from owl_eval.protocols.ond.record import OndRecord
 from owl_eval.protocols.trajectory.classes import CLASS_NAMES
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.runner.api import evaluate
 from owl_eval.sources import SourceFormatError
 from owl_eval.sources.record import RecordSource
 

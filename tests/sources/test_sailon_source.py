@@ -11,7 +11,7 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.ond.sources.sailon import SailonSource
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.runner.api import evaluate
 from owl_eval.sources import SourceFormatError
 
 GT = """id,detection,classification

@@ -216,7 +216,7 @@ def test_owl_eval_evaluate_cli_logs_the_hand_values(tmp_path, experiment, client
     from tests.inprocess import run_module
 
     proc = run_module(
-        "owl_eval.runner.evaluate",
+        "owl_eval.runner.cli.evaluate",
         [
             "+source=sailon",
             f"source.path={FIXTURE / 'data'}",

@@ -9,7 +9,7 @@ import pytest
 
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.trajectory.sources.trajectories import TrajectoriesSource
-from owl_eval.runner.evaluate import evaluate
+from owl_eval.runner.api import evaluate
 from owl_eval.sources import SourceFormatError
 
 NAN = np.nan

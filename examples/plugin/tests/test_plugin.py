@@ -140,7 +140,7 @@ def run_args(tmp: Path, *extra: str) -> list[str]:
 
 
 def store(tmp: Path) -> MlflowClient:
-    """The SQLite store ``tracking.store_dir=<tmp>`` resolves to (owl_eval.runner.tracking_settings)."""
+    """The SQLite store ``tracking.store_dir=<tmp>`` resolves to (owl_eval.tracking.settings)."""
     return MlflowClient(tracking_uri=f"sqlite:///{tmp.resolve() / 'mlflow.db'}")
 
 
@@ -205,7 +205,7 @@ def test_installed_protocol_is_found_with_its_parts():
     assert p.options_class()().coverages == [0.8, 0.9, 0.95]
     assert (Path(p.config) / "experiment" / "selective_digits.yaml").is_file()
     # every headline name is declared and logged under its plain key; the curve is a detail series
-    from owl_eval.runner.tracking import mlflow_key
+    from owl_eval.tracking.runs import mlflow_key
     from owl_eval_selective.specs import coverage_name
 
     keys = [MetricKey("aurc"), MetricKey("excess_aurc"), *map(coverage_name, (0.8, 0.9, 0.95)), MetricKey("accuracy")]
@@ -255,7 +255,7 @@ def test_saved_record_rescores_to_the_same_numbers_and_other_coverages(digits_ru
     tmp = digits_run["tmp"] / "evaluate"
     tmp.mkdir()
     proc = cli(
-        "owl_eval.runner.evaluate",
+        "owl_eval.runner.cli.evaluate",
         [
             "+source=record",
             f"source.path={digits_run['record_dir']}",

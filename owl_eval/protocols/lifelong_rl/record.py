@@ -6,7 +6,7 @@ Saved as directories, never pickles::
     <dir>/ste/<task_name>/<scenario>-<stamp>/...  each STE reference log used by the metrics
     <dir>/rl_record.json                         syllabus kind, STE status per task, notes
 
-The log folders may be user data (``owl_eval.runner.evaluate +source=l2logger``): nothing is copied wholesale.
+The log folders may be user data (``owl_eval.runner.cli.evaluate +source=l2logger``): nothing is copied wholesale.
 Only the files the reader parsed are copied (``EpisodeLog.files``; a link or any other file in the folder
 never reaches the artifacts), and every name that becomes a path (STE and task names) is checked first.
 """

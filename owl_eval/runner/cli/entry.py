@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from owl_eval.runner.cli.arguments import flags_first, unknown_flag_message
+from owl_eval.runner.cli.flags import flags_first, unknown_flag_message
 from owl_eval.runner.cli.overrides import repeated_argument_message
 
 
@@ -13,7 +13,7 @@ def run_cli(hydra_main, argv: list[str] | None = None, *, config_name: str = "co
     """A console script's whole run, returning its exit code: ``checked_cli(hydra_main)`` on the command line
     ``argv`` (default: this process's ``sys.argv[1:]``). A ``SystemExit`` ends it as the interpreter would end the
     process: ``None`` is 0, a message is printed on stderr and is 1. ``cli()`` of ``owl_eval.runner.cli.main`` and
-    ``owl_eval.runner.job.source`` call it; the tests call it in-process with their own ``argv``."""
+    ``owl_eval.runner.cli.evaluate`` call it; the tests call it in-process with their own ``argv``."""
     import sys
 
     saved_argv = sys.argv
@@ -49,7 +49,7 @@ def checked_cli(hydra_main, *, config_name: str = "config") -> None:
         sys.exit(_help(sys.argv[1:], config_name))
     sys.argv[1:] = flags_first(sys.argv[1:])
     install_one_line_errors()
-    from owl_eval.runner.process.termination import terminate_as_interrupt
+    from owl_eval.runner.sweeps.termination import terminate_as_interrupt
 
     try:
         with terminate_as_interrupt():  # SIGTERM stops the command (and a sweep's jobs) as Ctrl-C does
@@ -95,7 +95,7 @@ def _help(args: list[str], config_name: str) -> int:
     except Exception as exc:  # an override that does not compose: the same one line as a run would print
         from hydra.errors import MissingConfigException
 
-        from owl_eval.runner.cli.arguments import unknown_option_message
+        from owl_eval.runner.config.groups import unknown_option_message
 
         message = None
         if isinstance(exc, MissingConfigException):
@@ -112,8 +112,8 @@ def _close_open_sweep(exc: BaseException) -> None:
     error it carries (``__context__``), e.g. joblib's TerminatedWorkerError for a killed worker."""
     if isinstance(exc, SystemExit) and exc.code in (0, None):
         return
-    from owl_eval.runner.sweeps.callbacks import abort_open_sweep
     from owl_eval.runner.cli.console import USER_ERRORS, one_line
+    from owl_eval.runner.sweeps.callbacks import abort_open_sweep
 
     cause = exc.__context__ if isinstance(exc, SystemExit) and exc.__context__ is not None else exc
     status = "KILLED" if isinstance(cause, KeyboardInterrupt) else "FAILED"

@@ -1,4 +1,4 @@
-"""``python -m owl_eval +experiment=NAME``: one evaluation (or a sweep with ``-m``), logged to MLflow."""
+"""``owl-eval`` (``python -m owl_eval +experiment=NAME``): one evaluation (or a sweep with ``-m``), logged to MLflow."""
 
 from __future__ import annotations
 
@@ -17,15 +17,18 @@ register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 
 @hydra.main(config_path=str(CONFIG_DIR), config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> dict:
+    import functools
+
     import matplotlib
 
     matplotlib.use("Agg")
-    from owl_eval.runner.job.live import run_job
-    from owl_eval.runner.config.hydra_runtime import hydra_runtime
     from owl_eval.runner.cli.summary import with_summary
+    from owl_eval.runner.config.hydra_runtime import hydra_runtime, is_multirun
+    from owl_eval.runner.job.execute import execute
+    from owl_eval.runner.job.live import prepare_live
 
-    hc = hydra_runtime()  # a sweep's job prints one line; the sweep's end prints the comparison
-    return with_summary(run_job, cfg, full=hc is None or str(hc.mode) != "RunMode.MULTIRUN")
+    # a sweep's job prints one line; the sweep's end prints the comparison
+    return with_summary(functools.partial(execute, prepare=prepare_live), cfg, full=not is_multirun(hydra_runtime()))
 
 
 def cli() -> None:

@@ -2,7 +2,7 @@
 exact command that opens it.
 
 Everything printed is read back from the tracking store (a printed number is the logged number), so a FAILED
-or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.job.live.run``) prints nothing.
+or KILLED run shows what it logged before it ended. The Python API (``owl_eval.runner.api.run``) prints nothing.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 
-from owl_eval.tracking.key_index import LoggedKey, download_index
 from owl_eval.stats import significant
+from owl_eval.tracking.key_index import LoggedKey, download_index
 
 TABLE_WIDTH = (60, 100, 160)  # the table's width: at least, when the terminal's is unknown, at most
 
@@ -108,17 +108,16 @@ def print_run_summaries(runs: Sequence, out=None) -> None:
         print(text, file=out, flush=True)
 
 
-def with_summary(job: Callable, cfg, *, full: bool = True):
-    """``console.user_facing(job, cfg)``, then the summary of every run it started (FAILED ones too).
-    In a sweep (``full=False``) a job prints only where its run is; the sweep's end prints the comparison."""
-    from owl_eval.tracking import runs as tracking
+def with_summary(execute_job: Callable, cfg, *, full: bool = True):
+    """``console.user_facing`` of ``execute_job(cfg, started=started)``, then the summary of every run it started
+    (FAILED ones too). In a sweep (``full=False``) a job prints only where its run is; the sweep's end prints the
+    comparison."""
     from owl_eval.runner.cli.console import user_facing
 
-    first = len(tracking.STARTED_RUNS)
+    started: list = []
     try:
-        return user_facing(job, cfg)
+        return user_facing(lambda config: execute_job(config, started=started), cfg)
     finally:
-        started = tracking.STARTED_RUNS[first:]
         if full:
             print_run_summaries(started)
         else:

@@ -12,7 +12,7 @@ follow:
   logs it and ends the run KILLED (exit 130 and 143). A child that has not stopped :data:`SIGNAL_GRACE_SECONDS`
   later (its agent installed handlers of its own, or is stuck in native code) is killed.
 - **A killed child's completed work is kept.** The child saves the record so far after each completed unit
-  (:class:`owl_eval.runner.job.execute.ProgressSaver`); when it is killed (here, or from outside), this process scores and
+  (:class:`owl_eval.runner.job.scoring.ProgressSaver`); when it is killed (here, or from outside), this process scores and
   logs the latest save.
 - **Nothing the agent starts outlives the job.** The child is a subreaper: the processes its agent starts stay
   its descendants, and those still running when its work is over are ended (:func:`end_descendants`).
@@ -24,7 +24,7 @@ follow:
   instead of importing scikit-learn and SciPy again (a sweep's worker runs many jobs). Libraries whose threads or
   devices do not survive a fork (torch, TensorFlow, JAX) are left to each job.
 
-Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.job.live.run`: a
+Where ``os.fork`` is not safe or not there (not Linux), in the Python API (:func:`owl_eval.runner.api.run`: a
 notebook's kernel must not be forked), and with ``OWL_EVAL_JOB_PROCESS=inline`` (to step through an agent in a
 debugger), the work runs in this process. The child writes to the same stdout, stderr and job log file.
 """

@@ -13,12 +13,7 @@ next launch into the store ends it KILLED (``owl_eval.tracking.liveness``).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import os
-import re
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -28,17 +23,10 @@ from omegaconf.errors import OmegaConfBaseException
 from owl_eval.comparison.grouping import swept_keys
 from owl_eval.comparison.sweep_end import compare_sweep, print_sweep_end
 from owl_eval.errors import ConfigError, LaunchAborted
-from owl_eval.tracking.liveness import owner_tags, reap_quietly
 from owl_eval.runner.config.resolvers import register_resolvers
-from owl_eval.tracking.runs import (
-    RUN_KIND_TAG,
-    SWEEP_DIR_TAG,
-    TrackingSettings,
-    delete_run_permanently,
-    filter_literal,
-    get_or_create_experiment,
-    make_client,
-)
+from owl_eval.runner.config.sweep_context import hand_to_jobs, handed_parent, withdraw
+from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.sweep_parent import end_sweep_parent, find_sweep_parent, mark_parent, start_sweep_parent
 
 try:
     from hydra.experimental.callback import Callback
@@ -50,12 +38,6 @@ log = logging.getLogger(__name__)
 # Launchers pickle the Hydra context (holding this callback) into their workers, so importing this module
 # there registers ${owl_eval.unique:} before a worker resolves its job directory.
 register_resolvers()
-
-SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
-REAPED_TAG = "owl_eval.reaped"  # on a sweep parent: runs of dead processes it marked KILLED
-
-SWEPT_KEYS_ENV = "OWL_EVAL_SWEPT_KEYS"  # comma-separated keys the sweep varies: what a job's run name shows
-MAX_NAME_PART = 24
 
 # The sweep parent this process opened (on_multirun_start) and has not closed yet: abort_open_sweep's target.
 _open_sweep: dict[str, Any] = {}
@@ -69,65 +51,6 @@ def _sweep_dir(config: DictConfig) -> str:
     return str(Path(str(config.hydra.sweep.dir)).resolve())
 
 
-def sweep_dir_digest(sweep_dir: str) -> str:
-    """Hex digest of a sweep directory: the tag jobs search their parent by (any character is safe)."""
-    return hashlib.sha256(str(sweep_dir).encode("utf-8", "surrogateescape")).hexdigest()[:32]
-
-
-def start_sweep_parent(
-    settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, experiment: str, overrides: list[str]
-) -> str:
-    """Create the sweep's parent run; first end KILLED the runs dead processes of this host left RUNNING
-    (logged, and listed on the new parent as ``owl_eval.reaped``)."""
-    uri = settings.resolved_uri(launch_dir)
-    client = make_client(uri)
-    experiment_id = get_or_create_experiment(client, settings.experiment_name, settings.resolved_artifact_location(uri))
-    reaped = reap_quietly(client, experiment_id, found_by=f"the launch of sweep {sweep_dir} (process {os.getpid()})")
-    name = f"sweep-{experiment or 'owl-eval'}-{time.strftime('%Y%m%d-%H%M%S')}"
-    tags = {
-        RUN_KIND_TAG: "sweep",
-        SWEEP_DIR_TAG: sweep_dir[:5000],
-        SWEEP_DIR_DIGEST_TAG: sweep_dir_digest(sweep_dir),
-        "experiment": experiment or "",
-    } | owner_tags()
-    if reaped:
-        log.warning("runs left RUNNING by dead processes were marked KILLED: %s", ", ".join(reaped))
-        tags[REAPED_TAG] = ",".join(reaped)[:5000]
-    run = client.create_run(experiment_id, run_name=name, tags=tags)
-    from owl_eval.tracking.redaction import redacted_override
-
-    shown = [redacted_override(o) for o in overrides]  # tracking.uri="postgresql://u:***@h/db", quotes and all
-    client.log_param(run.info.run_id, "sweep.overrides", " ".join(shown)[:6000])
-    return run.info.run_id
-
-
-def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str) -> str | None:
-    uri = settings.resolved_uri(launch_dir)
-    client = make_client(uri)
-    exp = client.get_experiment_by_name(settings.experiment_name)
-    if exp is None:
-        return None
-    digest = filter_literal(sweep_dir_digest(sweep_dir), what="hydra.sweep.dir")
-    runs = client.search_runs(
-        [exp.experiment_id],
-        filter_string=f"tags.`{SWEEP_DIR_DIGEST_TAG}` = {digest}",
-        order_by=["attributes.start_time DESC"],
-        max_results=1,
-    )
-    if runs:
-        log.info("sweep parent run %s found by its sweep-dir tag", runs[0].info.run_id)
-    return runs[0].info.run_id if runs else None
-
-
-def mark_parent(settings: TrackingSettings, launch_dir: str, run_id: str, status: str) -> None:
-    """End the parent with ``status``; FAILED is never overwritten by FINISHED."""
-    client = make_client(settings.resolved_uri(launch_dir))
-    current = client.get_run(run_id).info.status
-    if current == "FAILED" and status != "FAILED":
-        return
-    client.set_terminated(run_id, status=status)
-
-
 def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bool = False) -> None:
     """End the sweep parent this process opened, when the launcher itself crashed (a killed joblib worker
     raises TerminatedWorkerError in the launching process, and Hydra never calls on_multirun_end): tag
@@ -138,8 +61,7 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         return
     sweep = dict(_open_sweep)
     _open_sweep.clear()
-    os.environ.pop(sweep["env_var"], None)
-    os.environ.pop(SWEPT_KEYS_ENV, None)
+    withdraw()
     from owl_eval.runner.cli.console import note_sweep_folder, noted_sweep_folder
 
     launched = noted_sweep_folder()
@@ -149,63 +71,16 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
         scrub_file(Path(launched) / "multirun.yaml")
     note_sweep_folder(None)
     try:
-        client = make_client(sweep["settings"].resolved_uri(sweep["launch_dir"]))
-        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
-        parent = client.get_run(sweep["run_id"])
-        # A job that failed has already marked the parent FAILED (on_job_end): an empty parent goes anyway.
-        if delete_if_empty and not client.search_runs(
-            [parent.info.experiment_id],
-            filter_string=f"tags.`{MLFLOW_PARENT_RUN_ID}` = '{sweep['run_id']}'",
-            max_results=1,
-        ):
-            delete_run_permanently(client, sweep["run_id"])
-            log.info("sweep parent run %s deleted: the sweep stopped before any job ran (%s)", sweep["run_id"], reason)
-            return
-        if parent.info.status != "RUNNING":
-            return
-        from owl_eval.tracking.redaction import scrub
-
-        client.set_tag(sweep["run_id"], "error", scrub(str(reason))[:5000])
-        client.set_terminated(sweep["run_id"], status=status)
-        log.error("sweep parent run %s ended %s: %s", sweep["run_id"], status, reason)
+        end_sweep_parent(
+            sweep["settings"],
+            sweep["launch_dir"],
+            sweep["run_id"],
+            reason,
+            status=status,
+            delete_if_empty=delete_if_empty,
+        )
     except Exception as exc:  # noqa: BLE001 - already failing; the next launch's reaper is the fallback
         log.warning("could not end sweep parent run %s: %s", sweep["run_id"], exc)
-
-
-def _name_part(value: str) -> str:
-    """A value as a short run-name part: the last path element of a config choice (``ond/knn_novelty``),
-    characters other than letters, digits and ``_ . = + -`` replaced."""
-    return re.sub(r"[^0-9A-Za-z_.=+-]", "_", value.rstrip("/").rsplit("/", 1)[-1])[:MAX_NAME_PART]
-
-
-def job_run_name(
-    *,
-    agent: str,
-    seed,
-    condition: str | None = None,
-    job_num=None,
-    task_overrides: Sequence[str] = (),
-    swept: Sequence[str] | None = None,
-) -> str:
-    """``[<job>-]<swept values>-[<condition>-]<agent>-seed<seed>``, e.g. ``3-handwriting-system-knn_novelty-seed1``.
-
-    ``swept``: the keys the sweep varies (default: :data:`SWEPT_KEYS_ENV`, set by the sweep callback); each one's
-    value is read from the job's ``task_overrides``; agent and seed have their own places."""
-    if swept is None:
-        swept = [k for k in os.environ.get(SWEPT_KEYS_ENV, "").split(",") if k]
-    given = {}
-    for override in task_overrides:
-        key, sep, value = str(override).partition("=")
-        if sep:
-            given[key.lstrip("+~")] = value
-    shown = [k for k in swept if k not in ("agent", "seed") and k in given]
-    parts = [str(job_num)] if job_num is not None else []
-    parts += [_name_part(given[k]) for k in shown]
-    if condition and not any(k.rsplit(".", 1)[-1] == "condition" for k in shown):
-        parts.append(_name_part(condition))
-    parts += [_name_part(agent), f"seed{seed}"]
-    return "-".join(p for p in parts if p)
 
 
 def hide_secrets(config: DictConfig, *, files: bool = True) -> None:
@@ -244,13 +119,10 @@ def _hydra_files(config: DictConfig) -> list[Path]:
 
 
 class MlflowSweepCallback(Callback):
-    def __init__(self, env_var: str = "OWL_EVAL_PARENT_RUN_ID"):
-        self.env_var = env_var
-
     def _parent(self, config: DictConfig) -> tuple[TrackingSettings, str, str | None]:
         settings = _settings(config)
         launch_dir = str(config.hydra.runtime.cwd)
-        run_id = os.environ.get(self.env_var) or find_sweep_parent(settings, launch_dir, _sweep_dir(config))
+        run_id = handed_parent() or find_sweep_parent(settings, launch_dir, _sweep_dir(config))
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -263,7 +135,7 @@ class MlflowSweepCallback(Callback):
             settings.check_writable(str(config.hydra.runtime.cwd))  # a read-only store: before the parent run
         except ValueError as exc:  # a bad tracking.* value: stop the sweep with one error, not 2 x N warnings
             raise LaunchAborted(exc) from exc
-        from owl_eval.runner.cli.arguments import unknown_sweep_choice
+        from owl_eval.runner.config.groups import unknown_sweep_choice
 
         searchpath = OmegaConf.select(config, "hydra.searchpath") or []
         problem = unknown_sweep_choice(list(config.hydra.overrides.task), list(searchpath))
@@ -283,20 +155,13 @@ class MlflowSweepCallback(Callback):
             )
         except ValueError as exc:  # e.g. no server answers at the tracking URI: one error, no job started
             raise LaunchAborted(exc) from exc
-        os.environ[self.env_var] = run_id
         params = OmegaConf.select(config, "hydra.sweeper.params")
-        os.environ[SWEPT_KEYS_ENV] = ",".join(
-            swept_keys(
-                list(OmegaConf.select(config, "hydra.overrides.task") or []),
-                cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},  # a DictConfig
-            )
+        swept = swept_keys(
+            list(OmegaConf.select(config, "hydra.overrides.task") or []),
+            cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},  # a DictConfig
         )
-        _open_sweep.update(
-            settings=settings,
-            launch_dir=str(config.hydra.runtime.cwd),
-            run_id=run_id,
-            env_var=self.env_var,
-        )
+        hand_to_jobs(run_id, swept)
+        _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id)
         from owl_eval.runner.cli.console import note_sweep_folder
 
         note_sweep_folder(sweep_dir)  # where a traceback of the launcher's own goes (console.save_traceback)
@@ -324,8 +189,7 @@ class MlflowSweepCallback(Callback):
             if run_id:
                 self._compare_and_end(config, settings, launch_dir, run_id)
         finally:
-            os.environ.pop(self.env_var, None)
-            os.environ.pop(SWEPT_KEYS_ENV, None)
+            withdraw()
             _open_sweep.clear()
             from owl_eval.runner.cli.console import note_sweep_folder
 

@@ -87,24 +87,19 @@ def _stop_sweep_jobs(signum: int, *, settle: float = 0.0) -> None:
         return
     try:
         from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, host_name, own_process
-        from owl_eval.tracking.runs import filter_literal, make_client
-
-        client = make_client(_open_sweep["settings"].resolved_uri(_open_sweep["launch_dir"]))
-        parent = client.get_run(_open_sweep["run_id"])
-        query = f"tags.`mlflow.parentRunId` = {filter_literal(parent.info.run_id, what='run id')} and attributes.status = 'RUNNING'"
+        from owl_eval.tracking.sweep_parent import running_jobs
 
         def running() -> list:
-            return client.search_runs([parent.info.experiment_id], filter_string=query, max_results=1000)
+            return running_jobs(_open_sweep["settings"], _open_sweep["launch_dir"], _open_sweep["run_id"])
 
         def owner_pids() -> set[int | None]:
-            return {own_process(r.data.tags) for r in running()}  # a process that is gone is waited for no more
+            return {own_process(tags) for tags in running()}  # a process that is gone is waited for no more
 
         here = host_name()
         owners: set[int] = set()
         elsewhere: set[str] = set()
         unproven: set[str] = set()
-        for run in running():
-            tags = run.data.tags
+        for tags in running():
             pid = own_process(tags)
             if pid is not None:
                 owners.add(pid)

@@ -1,0 +1,43 @@
+"""``owl-eval-evaluate +source=<kind> source.path=<path>``: metrics from results produced elsewhere, logged exactly
+like a live run (the sources: :mod:`owl_eval.runner.job.source`)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from owl_eval.paths import CONFIG_DIR  # noqa: E402
+from owl_eval.runner.config.resolvers import register_resolvers  # noqa: E402
+
+register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
+
+
+@hydra.main(config_path=str(CONFIG_DIR), config_name="evaluate", version_base="1.3")
+def main(cfg: DictConfig) -> dict:
+    import functools
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from owl_eval.runner.cli.summary import with_summary
+    from owl_eval.runner.job.execute import execute
+    from owl_eval.runner.job.source import prepare_source
+
+    # the headline metrics and the mlflow ui command on stdout
+    return with_summary(functools.partial(execute, prepare=prepare_source), cfg)
+
+
+def cli() -> None:
+    import sys
+
+    from owl_eval.runner.cli.entry import run_cli
+
+    sys.exit(run_cli(main, config_name="evaluate"))
+
+
+if __name__ == "__main__":
+    cli()
