@@ -6,7 +6,7 @@
 
 Prints the headline table, a line per pair of agents and the verdict rows; ``--out DIR`` writes every file a sweep
 writes (:mod:`owl_eval.comparison.outputs`: report.html, comparison.md/.csv, verdict.csv/.json/.tex, figures).
-Reads through ``MlflowClient`` with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
+Reads the store (owl_eval.tracking) with the runner's store resolution (default ``<cwd>/outputs/mlflow.db``).
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from owl_eval.comparison import text
 from owl_eval.comparison.grouping import grouping_keys, with_required
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import write_files
-from owl_eval.comparison.store import experiment_runs, load, sweep_selection
+from owl_eval.comparison.store import load, sweep_selection
 from owl_eval.errors import ConfigError
+from owl_eval.tracking.reading import experiment_runs
 from owl_eval.tracking.runs import TrackingSettings, check_sqlite_store, make_client
 from owl_eval.tracking.settings import sqlite_uri
 

@@ -1,102 +1,22 @@
 """Finding what to compare in an MLflow store: a sweep's finished jobs (its children and the runs a resumed sweep
 reused) or an experiment's finished job runs, the keys that group them, and their comparison (:func:`load`).
-The only module of :mod:`owl_eval.comparison` that reads the store (through ``MlflowClient``).
+The runs are read through :mod:`owl_eval.tracking.reading`.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from owl_eval.comparison.grouping import grouping_keys, swept_keys, with_required
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.table import Row, compare, unindexed
 from owl_eval.comparison.verdict import verdicts
-from owl_eval.errors import ConfigError
 from owl_eval.tracking.key_index import INDEX_ARTIFACT, StoredKeys
-from owl_eval.tracking.runs import REUSED_TAG_PREFIX, RUN_KIND_TAG, filter_literal
+from owl_eval.tracking.reading import get_run_or_error, sweep_runs
 
 SWEEP_PARAMS_PARAM = "sweep.params"  # on a sweep parent: hydra.sweeper.params as JSON (experiment files)
-
-
-# -- finding runs ------------------------------------------------------------------------------------------
-def _search(client, experiment_ids, filter_string: str) -> list:
-    from mlflow.entities import ViewType
-
-    out, token = [], None
-    while True:
-        page = client.search_runs(
-            experiment_ids,
-            filter_string=filter_string,
-            run_view_type=ViewType.ACTIVE_ONLY,
-            max_results=1000,
-            page_token=token,
-        )
-        out.extend(page)
-        token = page.token
-        if not token:
-            return out
-
-
-def _get_run(client, run_id: str, what: str):
-    from mlflow.exceptions import MlflowException
-
-    try:
-        return client.get_run(run_id)
-    except MlflowException:
-        raise ConfigError(f"{what}: no run {run_id!r} in this store") from None
-
-
-def sweep_runs(client, parent_run_id: str) -> list:
-    """The FINISHED job runs of a sweep: its children plus the finished runs a resumed sweep reused."""
-    parent = _get_run(client, parent_run_id, "--sweep")
-    parent_id = filter_literal(parent_run_id, what="--sweep")
-    children = [
-        r
-        for r in _search(
-            client,
-            [parent.info.experiment_id],
-            f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'",
-        )
-        if r.data.tags.get(RUN_KIND_TAG) != "reused"  # stands for a reused run, counted below as the original
-    ]
-    return children + [r for r in reused_runs(client, parent) if r.info.status == "FINISHED"]
-
-
-def reused_ids(parent) -> dict[str, str]:
-    """The runs a resumed sweep (its ``parent`` run) reused: run id -> the job's overrides."""
-    tags = parent.data.tags
-    return {k[len(REUSED_TAG_PREFIX) :]: v for k, v in tags.items() if k.startswith(REUSED_TAG_PREFIX)}
-
-
-def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
-    """The runs ``parent``'s sweep reused (or those of ``ids`` among them), read in one search per 100 ids (they
-    are in the parent's experiment); one that is no longer in the store is a ConfigError naming it."""
-    wanted = sorted(reused_ids(parent) if ids is None else ids)
-    found = []
-    for start in range(0, len(wanted), 100):
-        chunk = ", ".join(filter_literal(i, what="run id") for i in wanted[start : start + 100])
-        found += _search(client, [parent.info.experiment_id], f"attributes.run_id IN ({chunk})")
-    missing = sorted(set(wanted) - {r.info.run_id for r in found})
-    if missing:
-        raise ConfigError(
-            f"sweep {parent.info.run_id} tag {REUSED_TAG_PREFIX}{missing[0]}: no run {missing[0]!r} in this store"
-        )
-    return sorted(found, key=lambda r: r.info.run_id)
-
-
-def experiment_runs(client, experiment: str, tags: Mapping[str, str] | None = None) -> list:
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        names = [e.name for e in client.search_experiments()]
-        raise ConfigError(f"experiment: no MLflow experiment {experiment!r} in this store; experiments: {names}")
-    clauses = [f"tags.`{RUN_KIND_TAG}` = 'job'", "attributes.status = 'FINISHED'"]
-    for key, value in (tags or {}).items():
-        if "`" in key or not key:
-            raise ConfigError(f"--tag: the tag name {key!r} cannot be searched for (empty or holds a backtick)")
-        clauses.append(f"tags.`{key}` = {filter_literal(value, what=f'--tag {key}')}")
-    return _search(client, [exp.experiment_id], " and ".join(clauses))
 
 
 def sweep_selection(
@@ -117,7 +37,7 @@ def sweep_selection(
     ]
     if not runs:
         return [], []
-    params = _get_run(client, parent_run_id, "--sweep").data.params
+    params = get_run_or_error(client, parent_run_id, "--sweep").data.params
     if overrides is None:
         overrides = params.get("sweep.overrides", "").split()
     if sweeper_params is None:

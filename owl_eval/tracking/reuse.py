@@ -90,7 +90,7 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     """A FINISHED run under the resumed sweep's parent standing for the reused run ``found``, so the parent lists
     every job of the sweep in the MLflow UI: its params, tags and final metric values (step 0) copied, kind
     ``reused`` and ``owl_eval.reused_run`` naming the original (where its series and artifacts are). Comparisons
-    count the original once (``owl_eval.comparison.store.sweep_runs`` skips these). Returns its id, or None."""
+    count the original once (``owl_eval.tracking.reading.sweep_runs`` skips these). Returns its id, or None."""
     if not parent_run_id or found.info.status != "FINISHED":
         return None
     from mlflow.entities import Metric, Param

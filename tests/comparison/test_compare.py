@@ -19,6 +19,7 @@ from owl_eval.comparison import cli, grouping, outputs, store, table, text
 from owl_eval.comparison.sweep_end import compare_sweep
 from owl_eval.errors import ConfigError
 from owl_eval.metrics.keys import MetricKey
+from owl_eval.tracking import reading
 from owl_eval.tracking.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
 from owl_eval.tracking.runs import logged_key_entry, mlflow_key
 
@@ -509,7 +510,7 @@ def test_command_line_errors_are_one_line(mlflow_store, capsys):
         cli.cli(["--sweep", "0123abc", "--uri", mlflow_store["uri"]])
     assert str(exited.value.code) == "error: --sweep: no run '0123abc' in this store"
     with pytest.raises(ConfigError, match="--tag team: .* holds both ' and \" quotes"):
-        store.experiment_runs(
+        reading.experiment_runs(
             SimpleNamespace(get_experiment_by_name=lambda n: SimpleNamespace(experiment_id="1")),
             "x",
             {"team": 'it\'s "ours"'},
@@ -569,7 +570,7 @@ def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client
     rows = cli.main([f"experiment={experiment['name']}", "--uri", experiment["uri"]]).rows
     captured = capsys.readouterr()
     assert len(downloads) == 1 and "note:" not in captured.err  # once for the group, every run has an index
-    runs = store.experiment_runs(client, experiment["name"])
+    runs = reading.experiment_runs(client, experiment["name"])
     assert len(runs) == 4
     index = key_index.download_index(client, runs[0].info.run_id)
     metrics = {r.metric for r in rows}
