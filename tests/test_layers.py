@@ -250,3 +250,78 @@ def test_the_circle_check_sees_a_circle_through_a_lazy_import(tmp_path):
     (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import x\n")
     (package / "d.py").write_text("from pkg import a\n")
     assert circles(module_graph(package)) == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+# The runner's sub-packages in their order (owl_eval/runner/__init__.py): each may import those before it only.
+RUNNER_ORDER = ["config", "process", "job", "sweeps", "cli"]
+RUNNER_MODULES = {"api": {"config", "job"}}  # modules at the runner's top level and the sub-packages they use
+
+
+def runner_part(module: str) -> str | None:
+    """``owl_eval.runner.job.execute`` -> ``job``; ``owl_eval.runner.api`` -> ``api``; None outside the runner."""
+    pieces = module.split(".")
+    return pieces[2] if len(pieces) > 2 and pieces[:2] == ["owl_eval", "runner"] else None
+
+
+def runner_violations(package: Path = PACKAGE) -> list[str]:
+    out = []
+    for path in sorted((package / "runner").rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        mine = runner_part(".".join(rel.parts))
+        if mine is None or mine == "__init__":
+            continue
+        if mine in RUNNER_MODULES:
+            allowed = RUNNER_MODULES[mine]
+        else:
+            assert mine in RUNNER_ORDER, f"{rel}: runner part {mine!r} has no place; add it to RUNNER_ORDER"
+            allowed = set(RUNNER_ORDER[: RUNNER_ORDER.index(mine)])
+        for line, name in imports(path):
+            theirs = runner_part(name)
+            if theirs is not None and theirs != mine and theirs not in allowed:
+                out.append(f"{rel}:{line}: runner.{mine} imports {name}")
+    return out
+
+
+def test_runner_sub_packages_import_only_those_before_them():
+    assert runner_violations() == []
+
+
+def test_every_runner_sub_package_says_what_it_owns_and_may_import():
+    import importlib
+
+    for name in RUNNER_ORDER:
+        doc = importlib.import_module(f"owl_eval.runner.{name}").__doc__ or ""
+        assert len(doc) > 150, f"owl_eval/runner/{name}/__init__.py: a paragraph of what it owns"
+        before = RUNNER_ORDER[: RUNNER_ORDER.index(name)]
+        assert ("Imports no other runner sub-package" in doc) == (not before), name
+        for earlier in before if name != "cli" else ():
+            assert f"``runner.{earlier}``" in doc, f"{name} does not say it may import runner.{earlier}"
+
+
+def test_the_runner_check_sees_an_upward_import():
+    path = PACKAGE / "runner" / "config" / "_layer_probe.py"
+    path.write_text("def f():\n    from owl_eval.runner.job import execute\n    from ..cli import main\n")
+    try:
+        found = {v.split(": ", 1)[1] for v in runner_violations() if "_layer_probe" in v}
+    finally:
+        path.unlink()
+    assert found == {"runner.config imports owl_eval.runner.job", "runner.config imports owl_eval.runner.cli"}
+
+
+def test_only_tracking_imports_mlflow():
+    """MLflow is called from one package: every other module hands ``owl_eval.tracking`` values."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "tracking":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [f"{rel}:{node.lineno}: {n}" for n in names if n == "mlflow" or n.startswith("mlflow.")]
+    assert found == []

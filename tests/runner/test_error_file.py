@@ -1,6 +1,6 @@
 """A failed sweep's traceback file is created, never opened: a new file (``O_EXCL``, mode 600) in the sweep's own
 folder, not a predictable name in the shared temporary folder, where another local user could plant a link that
-sends the write to any file of ours (owl_eval.runner.cli.console.save_traceback).
+sends the write to any file of ours (owl_eval.runner.config.error_files.save_traceback).
 
 The sweep runs its job in a joblib worker (the command's process has no job log then, so the traceback needs a file
 of its own); the agent crashes. A link is planted at the old name, ``$TMPDIR/owl-eval-error-<pid>.txt``, pointing at

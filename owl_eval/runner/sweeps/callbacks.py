@@ -62,7 +62,7 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     sweep = dict(_open_sweep)
     _open_sweep.clear()
     withdraw()
-    from owl_eval.runner.cli.console import note_sweep_folder, noted_sweep_folder
+    from owl_eval.runner.config.error_files import note_sweep_folder, noted_sweep_folder
 
     launched = noted_sweep_folder()
     if launched:  # its jobs (which scrub it) may never have run on this file system
@@ -162,9 +162,9 @@ class MlflowSweepCallback(Callback):
         )
         hand_to_jobs(run_id, swept)
         _open_sweep.update(settings=settings, launch_dir=str(config.hydra.runtime.cwd), run_id=run_id)
-        from owl_eval.runner.cli.console import note_sweep_folder
+        from owl_eval.runner.config.error_files import note_sweep_folder
 
-        note_sweep_folder(sweep_dir)  # where a traceback of the launcher's own goes (console.save_traceback)
+        note_sweep_folder(sweep_dir)  # where a traceback of the launcher's own goes (error_files.save_traceback)
         log.info("MLflow sweep parent run %s", run_id)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -191,7 +191,7 @@ class MlflowSweepCallback(Callback):
         finally:
             withdraw()
             _open_sweep.clear()
-            from owl_eval.runner.cli.console import note_sweep_folder
+            from owl_eval.runner.config.error_files import note_sweep_folder
 
             note_sweep_folder(None)
             from owl_eval.runner.process.sweep_processes import stop_sweep_processes
@@ -236,7 +236,7 @@ def _comparison_lost(exc: BaseException, settings: TrackingSettings, launch_dir:
     """The error of a sweep whose end met a full disk (``exc``): which store, the space free, the command that
     makes the comparison again once there is room, and the parent run ended FAILED (or why it could not be). The
     traceback goes to the log files only."""
-    from owl_eval.runner.cli.console import log_to_files
+    from owl_eval.runner.config.error_files import log_to_files
     from owl_eval.tracking.faults import StoreFull, full_disk_message
     from owl_eval.tracking.runs import store_name
     from owl_eval.tracking.settings import sqlite_path
