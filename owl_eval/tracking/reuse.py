@@ -57,15 +57,6 @@ def _live(run) -> bool:
     return run.info.status == "FINISHED" or owner_alive(run.data.tags)
 
 
-def find_finished_run(client, experiment_name: str, config_hash: str):
-    """The latest FINISHED job run of this config in the experiment, or None."""
-    exp = client.get_experiment_by_name(experiment_name)
-    if exp is None:
-        return None
-    finished = [r for r in _claims(client, exp.experiment_id, config_hash) if r.info.status == "FINISHED"]
-    return finished[-1] if finished else None
-
-
 def find_claim(client, experiment_id: str, config_hash: str):
     """The run that has this config: the latest FINISHED one, else the earliest RUNNING one whose process
     is alive, else None."""

@@ -14,7 +14,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.evaluation import evaluation_for
 from owl_eval.protocols.base import AgentOutputError, partial_record
 from owl_eval.protocols.continual.domains import ContinualTask, SplitDigits
-from owl_eval.protocols.continual.driver import ContinualProtocol
+from owl_eval.protocols.continual.driver import ContinualDriver
 from owl_eval.protocols.continual.metrics import SPECS
 from owl_eval.protocols.continual.record import ContinualRecord
 
@@ -86,7 +86,7 @@ class SpyLearner:
 
 
 def run(spy, scenario="class_incremental", seed=0, domain=None):
-    proto = ContinualProtocol(scenario=scenario)
+    proto = ContinualDriver(scenario=scenario)
     return proto, proto.run(domain=domain or TaggedDomain(), agent=spy, rng=np.random.default_rng(seed), progress=False)
 
 
@@ -232,9 +232,9 @@ def test_bad_config():
     with pytest.raises(
         ConfigError, match=r"protocol.scenario: expected one of \['class_incremental', 'task_incremental'\]"
     ):
-        ContinualProtocol(scenario="domain_incremental")
+        ContinualDriver(scenario="domain_incremental")
     with pytest.raises(ValueError, match="no baseline agent"):
-        ContinualProtocol().run(
+        ContinualDriver().run(
             domain=TaggedDomain(),
             agent=SpyLearner(),
             baseline=SpyLearner(),
@@ -273,9 +273,9 @@ class OndLikeAgent:
 def test_check_rejects_a_baseline_and_parts_of_other_protocols_before_any_run(kw, message):
     parts = dict(domain=TaggedDomain(), agent=SpyLearner(), baseline=None) | kw
     with pytest.raises(ConfigError) as err:
-        ContinualProtocol().check(**parts)
+        ContinualDriver().check(**parts)
     assert str(err.value) == message
-    ContinualProtocol().check(domain=SplitDigits(), agent=SpyLearner())  # the right parts pass
+    ContinualDriver().check(domain=SplitDigits(), agent=SpyLearner())  # the right parts pass
 
 
 # ------------------------------------------------------------------------------------ interrupted runs
@@ -306,7 +306,7 @@ def plain_renate(A, b, n, t):
 def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
     full_spy = SpyLearner()
     _, full = run(full_spy)
-    proto = ContinualProtocol()
+    proto = ContinualDriver()
     with pytest.raises(RuntimeError, match="spy crash at learn 2") as err:
         proto.run(
             domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=2), rng=np.random.default_rng(0), progress=False
@@ -328,7 +328,7 @@ def test_crash_mid_sequence_keeps_the_completed_rows_and_their_metrics():
 
 
 def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
-    proto = ContinualProtocol()
+    proto = ContinualDriver()
     with pytest.raises(RuntimeError, match="spy crash in predict") as err:
         # after learning 2 tasks, while evaluating task 1: row 1 is incomplete
         proto.run(
@@ -338,7 +338,7 @@ def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
             progress=False,
         )
     assert partial_record(err.value).num_completed == 1
-    proto = ContinualProtocol()
+    proto = ContinualDriver()
     with pytest.raises(RuntimeError) as err:
         proto.run(
             domain=TaggedDomain(),
@@ -347,7 +347,7 @@ def test_crash_inside_a_row_drops_that_row_and_before_init_leaves_nothing():
             progress=False,
         )
     assert partial_record(err.value) is None
-    proto = ContinualProtocol()
+    proto = ContinualDriver()
     with pytest.raises(RuntimeError) as err:
         proto.run(
             domain=TaggedDomain(), agent=SpyLearner(crash_at_learn=0), rng=np.random.default_rng(0), progress=False

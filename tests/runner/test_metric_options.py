@@ -285,9 +285,9 @@ def test_every_field_has_a_check():
 
 
 def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record():
-    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 
-    protocol = TrajectoryProtocol(num_preds=20)
+    protocol = TrajectoryDriver(num_preds=20)
     assert hook(protocol).options({"k_values": [1, 20]}).k_values == [1, 20]
     with pytest.raises(ConfigError) as err:
         hook(protocol).options({"k_values": [1000]})
@@ -310,10 +310,10 @@ def test_trajectory_k_values_must_fit_the_predictions_of_the_run_or_the_record()
 
 
 def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
-    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 
     with pytest.raises(ConfigError) as err:
-        hook(TrajectoryProtocol()).options({"tnr_pr_positive": "forward"})
+        hook(TrajectoryDriver()).options({"tnr_pr_positive": "forward"})
     assert str(err.value) == (
         "metrics.tnr_pr_positive: expected one of the classes ['straight', 'left', 'right', 'stop'], got 'forward'"
     )
@@ -321,9 +321,9 @@ def test_trajectory_positive_class_must_be_a_behaviour_class_of_a_live_run():
 
 def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
     pytest.importorskip("gymnasium")
-    from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol
+    from owl_eval.protocols.lifelong_rl.driver import RLSyllabusDriver
 
-    protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
+    protocol = RLSyllabusDriver({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     assert hook(protocol).options({"perf_measure": "episode_step_count"}).perf_measure == "episode_step_count"
     with pytest.raises(
         ConfigError,
@@ -337,17 +337,17 @@ def test_lifelong_rl_perf_measure_must_be_a_column_of_the_log():
 
 @pytest.mark.parametrize("protocol_name", PROTOCOLS)
 def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
-    from owl_eval.protocols.continual.driver import ContinualProtocol
-    from owl_eval.protocols.ond.driver import OndProtocol
-    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+    from owl_eval.protocols.continual.driver import ContinualDriver
+    from owl_eval.protocols.ond.driver import OndDriver
+    from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 
     if protocol_name == "lifelong_rl":
         pytest.importorskip("gymnasium")
-        from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol
+        from owl_eval.protocols.lifelong_rl.driver import RLSyllabusDriver
 
-        protocol = RLSyllabusProtocol({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
+        protocol = RLSyllabusDriver({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     else:
-        protocol = {"ond": OndProtocol, "continual": ContinualProtocol, "trajectory": TrajectoryProtocol}[
+        protocol = {"ond": OndDriver, "continual": ContinualDriver, "trajectory": TrajectoryDriver}[
             protocol_name
         ]()
     node = node_settings(protocol_name)
@@ -363,10 +363,10 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 def test_typed_options_give_the_numbers_of_the_raw_node():
     """The same OND record scored with the node's values as given and with their typed form: identical values."""
     from owl_eval.datasets.classification import DigitsDomain
-    from owl_eval.protocols.ond.driver import OndProtocol
+    from owl_eval.protocols.ond.driver import OndDriver
     from tests.runner.test_ond_protocol import SpyAgent
 
-    protocol = OndProtocol(
+    protocol = OndDriver(
         known_classes=6, num_trials=3, trials_without_novelty=1, pre_novelty=20, post_novelty=30, batch_size=10
     )
     record = protocol.run(domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False)

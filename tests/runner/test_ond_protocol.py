@@ -9,7 +9,7 @@ from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.errors import ConfigError
 from owl_eval.paths import group_options
 from owl_eval.protocols.base import AgentOutputError
-from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.ond.driver import OndDriver
 from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
 
 
@@ -44,7 +44,7 @@ def small_protocol(**kw):
         batch_size=7,
     )
     opts.update(kw)
-    return OndProtocol(**opts)
+    return OndDriver(**opts)
 
 
 def batches_of(spy):
@@ -156,7 +156,7 @@ def test_normalize_rescales_rows_instead_of_failing():
 
 def test_bad_protocol_config_names_the_key():
     with pytest.raises(ValueError, match="protocol.condition"):
-        OndProtocol(condition="maybe")
+        OndDriver(condition="maybe")
     with pytest.raises(ValueError, match="protocol.known_classes"):
         small_protocol(known_classes=10).run(
             domain=DigitsDomain(), agent=SpyAgent(), rng=np.random.default_rng(0), progress=False
@@ -187,12 +187,12 @@ def test_bad_protocol_config_names_the_key():
 )
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ConfigError) as err:
-        OndProtocol(**setting)
+        OndDriver(**setting)
     assert str(err.value) == message
 
 
 def test_integers_given_as_text_or_whole_floats_run_as_integers():
-    text = OndProtocol(
+    text = OndDriver(
         batch_size="7",
         num_trials=4.0,
         known_classes="6",

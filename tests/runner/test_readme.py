@@ -38,7 +38,7 @@ import pytest
 
 from owl_eval.datasets.classification import DigitsDomain
 from owl_eval.paths import config_file
-from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.ond.driver import OndDriver
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 README = PROJECT_ROOT / "README.md"
@@ -406,7 +406,7 @@ def test_readme_agent_example_runs_and_beats_chance():
     namespace: dict = {}
     exec(compile(code, "README-agent", "exec"), namespace)
     agent = namespace["NearestMeanAgent"]()
-    record = OndProtocol(num_trials=3, condition="given").run(
+    record = OndDriver(num_trials=3, condition="given").run(
         domain=DigitsDomain(), agent=agent, rng=np.random.default_rng(0), progress=False
     )
     known = np.concatenate([t.gt_class[t.gt_class > 0] for t in record.trials])

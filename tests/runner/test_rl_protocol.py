@@ -12,7 +12,7 @@ from owl_eval.formats.l2logger import read_log  # noqa: E402
 from owl_eval.protocols.base import AgentOutputError, partial_record  # noqa: E402
 from owl_eval.protocols.lifelong_rl.agents import AgentHooks, QLearningAgent  # noqa: E402
 from owl_eval.protocols.lifelong_rl.domains import RLDomain  # noqa: E402
-from owl_eval.protocols.lifelong_rl.driver import RLSyllabusProtocol  # noqa: E402
+from owl_eval.protocols.lifelong_rl.driver import RLSyllabusDriver  # noqa: E402
 from owl_eval.protocols.lifelong_rl.record import RLRecord  # noqa: E402
 from tests.fixtures.agents.lifelong_rl.crashing import AgentCrash, CrashingAgent  # noqa: E402
 
@@ -52,7 +52,7 @@ class PushRight(AgentHooks):
 
 def protocol(tmp_path, syllabus, **kw):
     ste = {"dir": str(tmp_path / "ste"), "episodes": 5, "seed": 0, "agent": AGENT_CFG} | kw.pop("ste", {})
-    return RLSyllabusProtocol(syllabus=syllabus, log_dir=str(tmp_path / "log"), scenario_name="t", ste=ste, **kw)
+    return RLSyllabusDriver(syllabus=syllabus, log_dir=str(tmp_path / "log"), scenario_name="t", ste=ste, **kw)
 
 
 ANT_A = {
@@ -219,7 +219,7 @@ CL = {
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(tmp_path, setting, message):
     kw = {"scenario_name": "t"} | setting
     with pytest.raises(ValueError) as err:
-        RLSyllabusProtocol(syllabus=CL, log_dir=str(tmp_path / "log"), **kw)
+        RLSyllabusDriver(syllabus=CL, log_dir=str(tmp_path / "log"), **kw)
     assert str(err.value).startswith(message)
 
 

@@ -10,9 +10,7 @@ from omegaconf import OmegaConf
 from owl_eval.protocols.lifelong_rl.syllabus import (
     Block,
     SyllabusError,
-    ant_a_template,
-    ant_b_template,
-    cl_template,
+    cycle_template,
     parse_syllabus,
     validate_against,
 )
@@ -25,7 +23,7 @@ def blocks(*rows):
 
 
 def test_cl_template_by_hand():
-    got = cl_template("cartpole", ["a", "b"], cycles=2, train_episodes=7, test_episodes=3)
+    got = cycle_template([("cartpole", "a"), ("cartpole", "b")], cycles=2, train_episodes=7, test_episodes=3)
     tr = lambda v: Block("train", "cartpole", v, 7)  # noqa: E731
     te = lambda v: Block("test", "cartpole", v, 3)  # noqa: E731
     assert got == [
@@ -45,7 +43,9 @@ def test_cl_template_by_hand():
 
 
 def test_ant_templates_evaluate_before_training():
-    a = ant_a_template(["cartpole", "frozenlake"], variant="v", cycles=1, train_episodes=5, test_episodes=2)
+    a = cycle_template(
+        [("cartpole", "v"), ("frozenlake", "v")], cycles=1, train_episodes=5, test_episodes=2, initial_test=True
+    )
     assert [(b.type, b.task) for b in a] == [
         ("test", "cartpole"),
         ("test", "frozenlake"),
@@ -56,7 +56,13 @@ def test_ant_templates_evaluate_before_training():
         ("test", "cartpole"),
         ("test", "frozenlake"),
     ]
-    b = ant_b_template({"cartpole": ["x", "y"], "frozenlake": ["z"]}, cycles=1, train_episodes=5, test_episodes=0)
+    b = cycle_template(
+        [("cartpole", "x"), ("cartpole", "y"), ("frozenlake", "z")],
+        cycles=1,
+        train_episodes=5,
+        test_episodes=0,
+        initial_test=True,
+    )
     assert [b_.task_name for b_ in b] == ["cartpole_x", "cartpole_y", "frozenlake_z"]
 
 

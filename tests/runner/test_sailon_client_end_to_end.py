@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from owl_eval.datasets.classification import DigitsDomain
-from owl_eval.protocols.ond.driver import OndProtocol
+from owl_eval.protocols.ond.driver import OndDriver
 from owl_eval.protocols.ond.record import OndRecord
 from tests.agents.test_sailon_client_adapter import NativeNearestMean
 
@@ -50,7 +50,7 @@ def test_a_sailon_client_detector_runs_from_the_command_line(experiment, client,
     assert run.data.params["agent.detector._target_"] == DETECTOR
 
     # The same rule, written as a native OND agent, on the same trials (same seed and sizes): same numbers.
-    native = OndProtocol(condition="given", **SIZES).run(
+    native = OndDriver(condition="given", **SIZES).run(
         domain=DigitsDomain(), agent=NativeNearestMean(), rng=np.random.default_rng(5), progress=False
     )
     saved = OndRecord.load(client.download_artifacts(run.info.run_id, "record/ond_record.npz", str(tmp_path)))

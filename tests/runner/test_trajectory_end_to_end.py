@@ -139,12 +139,12 @@ def test_fitted_predictor_beats_constant_velocity_on_eth_ucy(shared_dir):
     from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
     from owl_eval.protocols.trajectory.agents.knn_futures import KnnFuturesPredictor
     from owl_eval.protocols.trajectory.domains.eth_ucy import EthUcyDomain
-    from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+    from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 
     dom = EthUcyDomain(str(shared_dir / "data" / "eth_ucy"), test_group="zara1", stride=2)
     scores = {}
     for name, agent in (("cv", ConstantVelocityPredictor()), ("knn", KnnFuturesPredictor())):
-        record = TrajectoryProtocol(num_preds=20).run(
+        record = TrajectoryDriver(num_preds=20).run(
             domain=dom, agent=agent, rng=np.random.default_rng(0), progress=False
         )
         scores[name] = evaluation_for("trajectory").evaluate(record, {"kde": False}).values["min_ade_20_marginal"]

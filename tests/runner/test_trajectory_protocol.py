@@ -11,7 +11,7 @@ from owl_eval.protocols.base import AgentOutputError, partial_record
 from owl_eval.protocols.trajectory.agents.constant_velocity import ConstantVelocityPredictor
 from owl_eval.protocols.trajectory.domains.crowd_sim import CrowdSimDomain
 from owl_eval.protocols.trajectory.domains.scenes import TrajectoryScenes, TrajectorySplits
-from owl_eval.protocols.trajectory.driver import TrajectoryProtocol
+from owl_eval.protocols.trajectory.driver import TrajectoryDriver
 from owl_eval.protocols.trajectory.record import TrajectoryRecord
 
 
@@ -56,7 +56,7 @@ def _cv(history, pred_len, num_preds):
 
 
 def test_bad_outputs_raise_agent_output_error_naming_the_array():
-    proto = TrajectoryProtocol(num_preds=3)
+    proto = TrajectoryDriver(num_preds=3)
     dom = FixedDomain(_scenes())
     with pytest.raises(AgentOutputError, match=r"shape \(2, 2, 2, 2, 2\), expected .*\(2, 3, 2, 2, 2\)"):
         proto.run(
@@ -79,7 +79,7 @@ def test_bad_outputs_raise_agent_output_error_naming_the_array():
 
 
 def test_turn_classes_and_probabilities_by_hand():
-    proto = TrajectoryProtocol(num_preds=2, class_smoothing=0.5)
+    proto = TrajectoryDriver(num_preds=2, class_smoothing=0.5)
     record = proto.run(domain=FixedDomain(_scenes()), agent=Returns(_cv), rng=np.random.default_rng(0), progress=False)
     names = [str(n) for n in record.class_names]
     assert names == ["straight", "left", "right", "stop"]
@@ -100,7 +100,7 @@ def test_turn_classes_and_probabilities_by_hand():
 
 def test_record_round_trip_in_general_framework_shapes(tmp_path):
     dom = CrowdSimDomain(num_train_scenes=2, num_test_scenes=7, max_agents=5)
-    proto = TrajectoryProtocol(num_preds=4, batch_size=3)
+    proto = TrajectoryDriver(num_preds=4, batch_size=3)
     record = proto.run(domain=dom, agent=ConstantVelocityPredictor(), rng=np.random.default_rng(1), progress=False)
     record.save(tmp_path)
     with np.load(tmp_path / "trajectory_record.npz", allow_pickle=False) as d:
@@ -128,7 +128,7 @@ def test_predictor_log_probs_are_used_and_checked():
             s, k, a = futures.shape[:3]
             return -np.arange(k, dtype=float)[None, :, None] * np.ones((s, k, a))  # truth (last) least likely
 
-    proto = TrajectoryProtocol(num_preds=2)
+    proto = TrajectoryDriver(num_preds=2)
     record = proto.run(
         domain=FixedDomain(_scenes()), agent=WithLogProb(_cv), rng=np.random.default_rng(0), progress=False
     )
@@ -149,7 +149,7 @@ def test_same_seed_same_record_and_partial_record_on_crash():
     from owl_eval.protocols.trajectory.agents.cv_noise import ConstantVelocityNoisePredictor
 
     runs = [
-        TrajectoryProtocol(num_preds=3).run(
+        TrajectoryDriver(num_preds=3).run(
             domain=dom, agent=ConstantVelocityNoisePredictor(), rng=np.random.default_rng(9), progress=False
         )
         for _ in range(2)
@@ -163,7 +163,7 @@ def test_same_seed_same_record_and_partial_record_on_crash():
             raise RuntimeError("boom")
         return _cv(h, n_o, n_p)
 
-    proto = TrajectoryProtocol(num_preds=3, batch_size=4)
+    proto = TrajectoryDriver(num_preds=3, batch_size=4)
     with pytest.raises(RuntimeError, match="boom") as err:
         proto.run(domain=dom, agent=Returns(crash_second), rng=np.random.default_rng(0), progress=False)
     assert partial_record(err.value).num_scenes == 4
@@ -185,7 +185,7 @@ def test_same_seed_same_record_and_partial_record_on_crash():
 )
 def test_each_bad_protocol_setting_is_one_error_naming_its_key(setting, message):
     with pytest.raises(ConfigError) as err:
-        TrajectoryProtocol(**setting)
+        TrajectoryDriver(**setting)
     assert str(err.value) == message
 
 
@@ -226,7 +226,7 @@ class PositionalPredictor(Returns):
 def test_check_rejects_a_baseline_and_agents_of_other_protocols(kw, message):
     parts = dict(domain=FixedDomain(_scenes()), agent=Returns(_cv), baseline=None) | kw
     with pytest.raises(ConfigError) as err:
-        TrajectoryProtocol().check(**parts)
+        TrajectoryDriver().check(**parts)
     assert str(err.value).startswith(message)
 
 
@@ -234,5 +234,5 @@ def test_check_reads_the_domains_data_through_its_check_hook():
     from owl_eval.protocols.trajectory.domains.eth_ucy import DataPathError, EthUcyDomain
 
     with pytest.raises(DataPathError, match=r"^domain.path is not set"):
-        TrajectoryProtocol().check(domain=EthUcyDomain(None), agent=Returns(_cv))
-    TrajectoryProtocol().check(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=2), agent=Returns(_cv))
+        TrajectoryDriver().check(domain=EthUcyDomain(None), agent=Returns(_cv))
+    TrajectoryDriver().check(domain=CrowdSimDomain(num_train_scenes=2, num_test_scenes=2), agent=Returns(_cv))

@@ -143,7 +143,7 @@ def open_run(job: JobConfig, header: JobHeader, started: list[StartedRun] | None
     settings, launch_dir = job.settings, job.launch_dir
     parent_run_id = parent_run(job)
     skip = header.resumable and skip_enabled(settings, multirun=job.sweep is not None)
-    digest = job.config_hash(header.inputs)
+    digest = header.config_hash
     if skip:
         reused = reuse_finished(
             settings, launch_dir, digest, parent_run_id=parent_run_id, job_label=job.label, run_name=header.run_name

@@ -75,6 +75,7 @@ class JobHeader:
 
     kind: str
     protocol: str
+    config_hash: str  # the job's identity with the data it read (owl_eval.config_hash)
     tags: dict[str, str]
     run_name: str
     setup_key: MetricKey
@@ -88,6 +89,7 @@ def job_header(job: PreparedJob, *, scorer: bool = False) -> JobHeader:
     return JobHeader(
         job.kind,
         job.evaluation.name,
+        job.config.config_hash(job.inputs),
         job.tags,
         job.run_name,
         job.setup_key,
