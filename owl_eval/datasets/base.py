@@ -32,7 +32,6 @@ from owl_eval.formats.names import distinct_names
 CHUNK_BYTES = 1 << 20  # bytes per read while hashing
 CHECK_ROWS = 65536  # rows per finite check (fewer when rows are large: at most CHECK_ELEMENTS values a chunk)
 CHECK_ELEMENTS = 1 << 21
-FORMATS = ("npz", "npy", "parquet", "csv", "image_folder", "hf_saved")
 
 
 def fail(message: str) -> ConfigError:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
-from owl_eval.evaluation.options import MetricOptions, build, options_class, parse
+from owl_eval.evaluation.options import MetricOptions, build, parse
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults
 
@@ -74,8 +74,3 @@ class Evaluation(ABC, Generic[OptionsT]):
         checked against the data, so a setting the data cannot meet scores as the metric functions do (N/A)."""
         options = settings if isinstance(settings, MetricOptions) else parse(self.name, settings)
         return self.score(record, cast(OptionsT, options), figures=False).results
-
-
-def default_options(name: str) -> MetricOptions:
-    """The documented defaults of ``name``'s metrics node."""
-    return options_class(name)()

@@ -187,12 +187,6 @@ def _check_text_size(path: Path, fields: list[list[str]], lines: list[int]) -> N
     )
 
 
-def read_table(path: Path, *, skip_header: bool, min_width: int = 1) -> tuple[list[str] | None, np.ndarray]:
-    """``(header, fields)``: fields a ``[rows, width]`` array of strings (see :func:`read_rows`)."""
-    table = read_rows(path, skip_header=skip_header, min_width=min_width)
-    return table.header, table.fields
-
-
 @dataclass
 class NumericTable:
     """A headerless file of rows ``id,v_1,...,v_m``: ``ids[rows]`` (stripped strings) and ``values[rows, m]``.

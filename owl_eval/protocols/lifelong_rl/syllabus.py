@@ -115,23 +115,6 @@ def _typed(check, value, key, **bounds):
         raise SyllabusError(str(exc)) from None
 
 
-def cl_template(task: str, variants: Sequence[str], **kw) -> list[Block]:
-    """CL: one task, its variants trained in turn, every variant evaluated after each training block."""
-    return cycle_template([(task, v) for v in variants], **kw)
-
-
-def ant_a_template(tasks: Sequence[str], variant: str = "default", **kw) -> list[Block]:
-    """ANT_A: several tasks (one variant each); everything evaluated before training and after each block."""
-    kw.setdefault("initial_test", True)
-    return cycle_template([(t, variant) for t in tasks], **kw)
-
-
-def ant_b_template(task_variants: Mapping[str, Sequence[str]], **kw) -> list[Block]:
-    """ANT_B: several tasks with their variants (``{task: [variants]}``), evaluated as in ANT_A."""
-    kw.setdefault("initial_test", True)
-    return cycle_template([(t, v) for t, vs in task_variants.items() for v in vs], **kw)
-
-
 # ----------------------------------------------------------------------------------------- parsing
 
 

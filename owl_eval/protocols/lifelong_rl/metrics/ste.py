@@ -49,10 +49,6 @@ def curve_saturations(curves, *, fraction: float = 0.2, max_window: int = 100) -
     return [(float(sat[i]), int(tts[i]), sm[starts[i] : starts[i] + lengths[i]]) for i in range(len(means))]
 
 
-def _curve_saturation(values, exp_num, fraction, max_window):
-    return curve_saturations([(values, exp_num)], fraction=fraction, max_window=max_window)[0]
-
-
 def sample_efficiency(
     task_values, task_exp_num, ste_runs, *, fraction: float = 0.2, max_window: int = 100, curves: list | None = None
 ) -> dict:

@@ -112,10 +112,6 @@ class OndTrial:
     def n_samples(self) -> int:
         return int(self.gt_class.size)
 
-    @property
-    def n_known_classes(self) -> int:
-        return int(self.p_class.shape[1] - 1)
-
 
 def _check_probabilities(name: str, values: np.ndarray, where) -> None:
     nan = np.isnan(values)
