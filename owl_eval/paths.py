@@ -35,8 +35,8 @@ def register_configs() -> None:
     ``options`` modules only.
 
     A protocol whose ``options`` do not import (a plugin built for another owl-eval) gets a node holding its
-    ``_target_`` alone: every other protocol works, and a run of that one fails where it failed before the nodes
-    were stored, on loading its parts, with the import error."""
+    ``_target_`` alone: every other protocol works, and a run of that one fails when its parts are loaded, with the
+    import error."""
     from hydra.core.config_store import ConfigStore
 
     from owl_eval.protocols import all_protocols

@@ -4,7 +4,7 @@ with ``train/`` and ``test/`` (also ``val/``, ``validation/``) sub-folders each 
 Classes are the sorted folder names (as torchvision); files with other extensions and hidden files are left out,
 as torchvision does. Images are decoded with Pillow, converted to RGB, resized to ``image_size`` (``int`` or
 ``[h, w]``; required when the images differ in size) and kept as ``[N, H, W, 3]`` uint8, or ``[N, H*W*3]`` with
-``flatten=True``. Also used to decode the image column of a Hugging Face data set.
+``flatten=True``. Also decodes the image column of a Hugging Face data set.
 
 An image declaring more pixels than Pillow's decompression-bomb limit (``PIL.Image.MAX_IMAGE_PIXELS``, 89,478,485
 by default; that default holds even where a library switched the check off) is one error naming the file and its

@@ -6,8 +6,7 @@ every file of the record folder (``ond_record.npz``; an RL record's ``rl_record.
 read back (``owl-eval-evaluate +source=record``), :func:`verify` compares the folder with them: a file
 that was rewritten, removed or added since the run saved it is one error naming the file, the recorded and
 the current SHA-256 and what to do, so new numbers are never reported as the re-score of the old run. A
-record saved before checksums existed (no ``record_checksums.json``) is read as before, and said to be
-unverified.
+record folder without ``record_checksums.json`` is read and said to be unverified (nothing vouches for its files).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``np.load(path, mmap_mode="r")`` reads every member of an .npz fully into memory, so uncompressed
 (stored) members are mapped here directly from the zip file, and chunks of scenes are read from the
-maps. A map bypasses zipfile's CRC check, so a flipped byte inside a member would be scored as if it
-were data (an ADE of 0.84 became 47.96): :func:`verify_npz` first reads every member once through
+maps. A map bypasses zipfile's CRC check, so a flipped byte inside a member would be scored as
+data (one flipped byte can turn an ADE of 0.84 into 47.96): :func:`verify_npz` first reads every member once through
 zipfile, which checks its CRC-32, and a bad member is one error naming the file and the member. The
 check is a sequential read of the file (measured: 0.07 s for a 210 MB file in the page cache).
 

@@ -16,21 +16,21 @@ fields, never from a string::
     MetricKey("total_s", timing=True)                   time/total_s
 
 Design: a ``MetricKey`` is a ``str`` whose text is the name as reported (the right column above, exactly the
-names printed, written to ``metrics_na.json`` and logged before keys were values), carrying read-only fields.
-So a key hashes and compares equal to its rendered name, and every lookup by the plain reported name keeps
-working without parsing (``results["top1"]``, ``results.values["min_ade_20_marginal"]``); dictionaries of
-keys serialise to JSON as they did; printed lists show the same text (``repr`` is ``str``'s). The text is
-made from the fields, once, in the constructor; nothing builds a key from a string other than a plain name
+names printed, written to ``metrics_na.json`` and logged), carrying read-only fields. So a key hashes and
+compares equal to its rendered name, and every lookup by the plain reported name keeps working without parsing
+(``results["top1"]``, ``results.values["min_ade_20_marginal"]``); dictionaries of keys serialise to JSON as
+dictionaries of names do; printed lists show the same text (``repr`` is ``str``'s). The text is made from the
+fields, once, in the constructor; nothing builds a key from a string other than a plain name
 (:meth:`MetricKey.of`, which refuses text in one of the qualified forms above), so nothing reads fields back
 out of text. Code that needs a field reads the field (``key.agent``, ``key.threshold``), never the text.
 A string operation on a key (``key + "_x"``) gives a plain ``str``, no key: make a new key with
 :meth:`MetricKey.with_fields` instead. Two keys whose fields render alike (``MetricKey("a_batch")`` and
-``MetricKey("a", axis="batch")``) are one name, as they were as text; protocols make only the second.
+``MetricKey("a", axis="batch")``) are one name (the text is the name); protocols make only the second.
 
 Why a ``str`` subclass rather than a frozen dataclass: a dataclass would need the same equality and hash with its
 text to keep lookups by name, plus its own JSON, sorting and printing, and every consumer that only passes names
-along (figures, ``metrics_na.json``, logs, the ~144 lookups of the tests) would change; as a ``str`` they stay as
-they were, and the fields are what the code that needs them (tracking, the registry, selection, thresholds) reads.
+along (figures, ``metrics_na.json``, logs, the ~144 lookups of the tests) would change; as a ``str`` they need no
+change, and the fields are what the code that needs them (tracking, the registry, selection, thresholds) reads.
 
 The MLflow key of a metric key is made in one place, ``owl_eval.tracking.runs.mlflow_key``.
 """

@@ -73,7 +73,7 @@ class TorchStream:
     torch runs ops on ``threads`` threads (None: torch's own setting); on leaving, the state is saved and the
     process's own generator state and thread count are put back. One thread is the adapters' default: a small
     network gains nothing from more, and torch's thread pool on a busy machine (parallel test workers, a sweep's
-    jobs) was 60 times slower than one thread here (200 Adam steps of a 64-64-10 MLP: 29 s against 0.5 s)."""
+    jobs) is up to 60 times slower than one thread (measured: 200 Adam steps of a 64-64-10 MLP, 29 s against 0.5 s)."""
 
     def __init__(self, seed: int, device, threads: int | None = 1):
         self.torch = require_torch("agent")

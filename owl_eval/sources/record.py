@@ -16,8 +16,8 @@ know is named as such. Anything wrong is one error naming the file (and array, i
 A record is also checked against the checksums its run saved (``record_checksums.json``,
 :mod:`owl_eval.formats.checksums`): a file rewritten, removed or added since is one error naming the file
 and both SHA-256s, so new numbers are never reported as the re-score of the old run; the run is tagged
-``owl_eval.record_sha256`` (the checksums file's own SHA-256). A record saved before checksums were kept is
-read as before, with a warning and the tag ``owl_eval.record_unverified=true``.
+``owl_eval.record_sha256`` (the checksums file's own SHA-256). A record without checksums is
+read with a warning and the tag ``owl_eval.record_unverified=true`` (nothing vouches for its files).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ file, line and column of the first bad row.
 lone ``\\r``): the caller then reads those files through the ``csv`` module, which names the bad line.
 When a value does not convert column-wise (spaces around a number, ``1_000``, a missing-value token
 with spaces), that column alone goes through the per-value parsers of :mod:`.fields`, which accept or
-name it exactly as before.
+name it exactly as the row-by-row reading does.
 """
 
 from __future__ import annotations

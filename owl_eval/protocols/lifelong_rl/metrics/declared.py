@@ -23,9 +23,9 @@ Conventions of this set, on top of :mod:`owl_eval.metrics.declare`:
   reason of an input) is the task's name: ``no STE log for task {task}`` reads ``no STE log for task cartpole``.
 - A family may return, besides its declared names, per-task lists that are not metrics (``recovery_times``,
   ``maintenance_val_mrlep``, ``sample_efficiency_vals``): they stay in the task's values and are not aggregated.
-- ``task_order=<int>`` (an extra of the decorator): where the metric's values come among a task's values; the
-  built-in metrics keep the per-task order they were always reported in, and a metric without one comes after
-  them, in declaration order.
+- ``task_order=<int>`` (an extra of the decorator): where the metric's values come among a task's values; each
+  built-in metric sets one, which fixes the order of a task's values in reports and logs, and a metric without
+  one comes after them, in declaration order.
 - ``lifetime=<function>`` (an extra): the lifetime values of a metric that is not aggregated over tasks,
   ``lifetime(transfer=..., aggregate=np.mean or np.median) -> {name: value}`` (the transfer metrics: over task
   pairs, as l2metrics does).

@@ -15,7 +15,8 @@ per batch  ``FeatureExtraction``  {``dataset``: path of a file listing the round
            CSV ``id,P(world changed)``, one row per id of the round;
            ``NoveltyClassification``  {``features_dict``, ``logit_dict``, ``round_id``} -> path of a CSV
            ``id,p_0,...,p_K`` (K+1 scores);
-           ``agent.adaptation_step`` (``NoveltyAdaptation``, or the older spelling ``NoveltyAdaption``)
+           ``agent.adaptation_step`` (``NoveltyAdaptation``, or ``NoveltyAdaption``, as sail-on-client's mock
+           agent spells it)
            {``round_id``}, when set;
 after the  ``NoveltyCharacterization``  {``dataset_ids``: every id of the trial}, when ``agent.characterization``
 last batch (its result is not scored: owl-eval has no characterization metric).

@@ -13,7 +13,7 @@
   ``unknown_quantile`` of those scores is the threshold ``t``, their standard deviation the scale ``s``. Those
   fits are the agent's models (split conformal: the threshold holds for the scores it is applied to);
   ``refit: true`` refits both on the whole split instead, which shifts the scale of scores that depend on the
-  training set's size (IsolationForest's path lengths, OneClassSVM's offset), so the threshold no longer holds.
+  training set's size (IsolationForest's path lengths, OneClassSVM's offset), so the threshold does not hold for them.
   ``p_unknown = sigmoid(temperature * (score - t) / s)``; the known-class scores are the classifier's
   probabilities times ``1 - p_unknown`` (column 0 of ``p_class`` is "unknown").
 - ``P(world changed)``: knn_novelty's test. Within a trial, the count of samples whose score is above the

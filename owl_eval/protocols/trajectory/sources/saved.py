@@ -67,7 +67,7 @@ def read_source_summary(file: Path, *, settings: Mapping[str, Any], chunk_size: 
 
 def _check_named_file(file: Path, path: Path, recorded: object) -> bool:
     """The predictions file a summary names, compared with the SHA-256 the run recorded: rewritten since, one error
-    naming it and both checksums. Returns whether it went unchecked (a summary saved before checksums were kept)."""
+    naming it and both checksums. Returns whether it went unchecked (a summary that records no checksum)."""
     if recorded is None:
         log.warning(
             "%s: no sha256 of %s (saved before owl-eval kept checksums): the file cannot be checked against the "
