@@ -60,7 +60,7 @@ def reused_ids(parent) -> dict[str, str]:
 
 def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
     """The runs ``parent``'s sweep reused (or those of ``ids`` among them), read in one search per 100 ids (they
-    are in the parent's experiment); one that is no longer in the store is a ConfigError naming it."""
+    are in the parent's experiment); one missing from the store (deleted since) is a ConfigError naming it."""
     wanted = sorted(reused_ids(parent) if ids is None else ids)
     found = []
     for start in range(0, len(wanted), 100):

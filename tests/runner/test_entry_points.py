@@ -1,5 +1,5 @@
 """The ways a user starts owl-eval: the console scripts named in pyproject.toml, ``python -m owl_eval`` and its
-older spelling ``python -m runner``, and the configs shipped as package data (so a wheel runs outside the checkout)."""
+second name ``python -m runner``, and the configs shipped as package data (so a wheel runs outside the checkout)."""
 
 from __future__ import annotations
 

@@ -347,9 +347,7 @@ def test_every_protocol_hook_returns_the_typed_node_with_names(protocol_name):
 
         protocol = RLSyllabusDriver({"kind": "CL", "generate": {"task_variants": ["cartpole/default"], "cycles": 1}})
     else:
-        protocol = {"ond": OndDriver, "continual": ContinualDriver, "trajectory": TrajectoryDriver}[
-            protocol_name
-        ]()
+        protocol = {"ond": OndDriver, "continual": ContinualDriver, "trajectory": TrajectoryDriver}[protocol_name]()
     node = node_settings(protocol_name)
     assert hook(protocol).options(node).as_dict() == node
     assert (

@@ -90,7 +90,7 @@ def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) ->
     lines.append(open_command(uri, run.info.experiment_id, run_id))
     from owl_eval.tracking.redaction import scrub
 
-    return scrub("\n".join(lines))  # an error tag of an older run may quote a tracking URI
+    return scrub("\n".join(lines))  # an error tag written by any version may quote a tracking URI
 
 
 def print_run_summaries(runs: Sequence, out=None) -> None:

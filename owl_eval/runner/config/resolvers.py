@@ -1,7 +1,7 @@
 """OmegaConf resolvers the packaged configs use.
 
 ``${owl_eval.unique:}``: a short random token (6 hex digits) that makes run and sweep directories unique
-(``owl_eval/conf/hydra/default.yaml``): two sweeps started in the same second no longer share a directory. It is
+(``owl_eval/conf/hydra/default.yaml``): two sweeps started in the same second do not share a directory. It is
 registered with ``use_cache=True``, like Hydra's own ``now``: the first resolution is stored in the
 config, and Hydra copies that cache into every job's config (``load_sweep_config``), so all jobs of one
 sweep resolve the same directory, on every launcher.

@@ -181,7 +181,7 @@ def parent_run(job: JobConfig) -> str | None:
 def log_config(run: TrackedRun, job: JobConfig, header: JobHeader) -> None:
     """The config as the job resolved it, as params and the ``config/config.yaml`` artifact, and the data the
     domain read; every secret of a tracking URI as ``***``."""
-    remember(str(OmegaConf.select(OmegaConf.create(job.resolved), "tracking.uri") or "") or None)
+    remember(str((job.resolved.get("tracking") or {}).get("uri") or "") or None)
     run.log_params({key: scrub(value) for key, value in flatten(job.resolved).items()})
     run.log_text(OmegaConf.to_yaml(OmegaConf.create(scrub_values(job.resolved))), "config/config.yaml")
     run.log_inputs(header.inputs)
