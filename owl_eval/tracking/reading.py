@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from owl_eval.errors import ConfigError
-from owl_eval.tracking.runs import REUSED_TAG_PREFIX, RUN_KIND_TAG, filter_literal
+from owl_eval.tracking.runs import MAX_IDS_PER_SEARCH, REUSED_TAG_PREFIX, RUN_KIND_TAG, chunks, filter_literal
 
 
 def search_all(client, experiment_ids, filter_string: str) -> list:
@@ -63,8 +63,8 @@ def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
     are in the parent's experiment); one missing from the store (deleted since) is a ConfigError naming it."""
     wanted = sorted(reused_ids(parent) if ids is None else ids)
     found = []
-    for start in range(0, len(wanted), 100):
-        chunk = ", ".join(filter_literal(i, what="run id") for i in wanted[start : start + 100])
+    for ids_chunk in chunks(wanted, MAX_IDS_PER_SEARCH):
+        chunk = ", ".join(filter_literal(i, what="run id") for i in ids_chunk)
         found += search_all(client, [parent.info.experiment_id], f"attributes.run_id IN ({chunk})")
     missing = sorted(set(wanted) - {r.info.run_id for r in found})
     if missing:

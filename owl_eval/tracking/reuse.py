@@ -21,9 +21,12 @@ import time
 from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
 from owl_eval.tracking.runs import (
     CONFIG_HASH_TAG,
+    MAX_METRICS_PER_BATCH,
+    MAX_PARAMS_PER_BATCH,
     REUSED_TAG_PREFIX,
     RUN_KIND_TAG,
     TrackingSettings,
+    chunks,
     filter_literal,
     make_client,
 )
@@ -106,10 +109,10 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     now = int(time.time() * 1000)
     params = [Param(k, v) for k, v in found.data.params.items()]
     metrics = [Metric(k, float(v), now, 0) for k, v in found.data.metrics.items()]
-    for start in range(0, len(params), 100):
-        client.log_batch(run_id, params=params[start : start + 100])
-    for start in range(0, len(metrics), 1000):
-        client.log_batch(run_id, metrics=metrics[start : start + 1000])
+    for chunk in chunks(params, MAX_PARAMS_PER_BATCH):
+        client.log_batch(run_id, params=chunk)
+    for chunk in chunks(metrics, MAX_METRICS_PER_BATCH):
+        client.log_batch(run_id, metrics=chunk)
     client.set_terminated(run_id, status="FINISHED")
     return run_id
 

@@ -70,6 +70,7 @@ from owl_eval.tracking.settings import TrackingSettings  # noqa: E402,F401  (re-
 MAX_METRICS_PER_BATCH = 1000
 MAX_PARAMS_PER_BATCH = 100
 MAX_TAGS_PER_BATCH = 100
+MAX_IDS_PER_SEARCH = 100  # run ids in one search filter's IN (...)
 # A param value's limit is MLflow's own, mlflow.utils.validation.MAX_PARAM_VAL_LENGTH (6000 characters in MLflow 3),
 # read in TrackedRun.log_params (importing MLflow here would cost every import of this module ~1.5 s).
 
@@ -456,7 +457,8 @@ def series_csv(series) -> str:
     return "step,value\n" + rows + "\n"
 
 
-def _chunks(items: list, size: int) -> Iterable[list]:
+def chunks(items: list, size: int) -> Iterable[list]:
+    """``items`` in lists of at most ``size``: MLflow's batch limits (the MAX_*_PER_BATCH above) are the only ones."""
     for start in range(0, len(items), size):
         yield items[start : start + size]
 
@@ -570,7 +572,7 @@ class TrackedRun:
                     (folder / path).write_text(full, encoding="utf-8", errors="surrogateescape")
 
             self.log_files(write, None)
-        for chunk in _chunks(items, MAX_PARAMS_PER_BATCH):
+        for chunk in chunks(items, MAX_PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, params=chunk)
         if truncated:
             earlier = self.client.get_run(self.run_id).data.tags.get(TRUNCATED_PARAMS_TAG, "")
@@ -586,7 +588,7 @@ class TrackedRun:
         from mlflow.entities import RunTag
 
         items = [RunTag(k, str(v)) for k, v in tags.items()]
-        for chunk in _chunks(items, MAX_TAGS_PER_BATCH):
+        for chunk in chunks(items, MAX_TAGS_PER_BATCH):
             self.client.log_batch(self.run_id, tags=chunk)
 
     def log_metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
@@ -627,7 +629,7 @@ class TrackedRun:
         self._send_metrics(items)
 
     def _send_metrics(self, items: list) -> None:
-        for chunk in _chunks(items, MAX_METRICS_PER_BATCH):
+        for chunk in chunks(items, MAX_METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=chunk)
 
     def log_results(self, results: MetricResults, protocol: str | None = None) -> None:
