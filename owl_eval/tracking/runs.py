@@ -20,6 +20,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import traceback
 import urllib.error
@@ -91,6 +92,8 @@ DATABASE_SCHEMES = ("postgresql", "mysql", "mssql")  # database stores MLflow re
 MIN_FREE_BYTES = 1024 * 1024
 
 log = logging.getLogger(__name__)
+
+_WARMING: list[threading.Thread] = []  # imports of MLflow's SQL store started by warm_store, not yet joined
 
 
 DETAIL_PREFIX = "detail/"
@@ -188,6 +191,7 @@ def filter_literal(value: str, *, what: str) -> str:
 def make_client(uri: str):
     """An ``MlflowClient`` for ``uri``. For an http(s) URI, the first call of this process checks that a server
     answers there (:func:`check_server`): without one, MLflow would retry every request for minutes in silence."""
+    _warmed()
     from mlflow.tracking import MlflowClient
 
     from owl_eval.tracking.settings import no_stray_folders, sqlite_creation_lock
@@ -382,10 +386,25 @@ def check_database(uri: str) -> None:
 
 
 def warm_store(uri: str) -> None:
-    """Import MLflow's SQL store (~0.9 s) if ``uri`` needs it, so that it loads while the job's process works."""
+    """Start importing MLflow's SQL store (~1 s) in a thread if ``uri`` needs it, so that it loads while the job's
+    process builds the agents, and a job that fails to build (a bad config value) is reported at once, not after the
+    import. Whatever talks to the store first waits for it (:func:`_warmed`): two threads never import MLflow at
+    once."""
     if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql", "mssql"):
-        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
-        import mlflow.tracking  # noqa: F401
+        thread = threading.Thread(target=_import_sql_store, name="owl-eval-warm-store", daemon=True)
+        thread.start()
+        _WARMING.append(thread)
+
+
+def _import_sql_store() -> None:
+    import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+    import mlflow.tracking  # noqa: F401
+
+
+def _warmed() -> None:
+    """Wait for a :func:`warm_store` import still running."""
+    while _WARMING:
+        _WARMING.pop().join()
 
 
 def get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
@@ -511,6 +530,7 @@ class TrackedRun:
         parent_run_id: str | None = None,
         launch_dir=None,
     ) -> TrackedRun:
+        _warmed()
         from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
         from owl_eval.tracking.liveness import owner_tags, reap_quietly

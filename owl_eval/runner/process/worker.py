@@ -436,6 +436,10 @@ def _child(conn, prepare, finish, header, carried, wait_for_go: bool, timeout: f
     prepared = None
     try:
         prepared = prepare()
+        # what building imported, handed over now: a job a resumed sweep finds done stops here, and the next job's
+        # process still inherits scikit-learn and SciPy instead of importing them again
+        _send_modules(conn, already)
+        already = set(sys.modules)
         conn.send(("prepared", header(prepared)))
         if wait_for_go and conn.recv() != "go":
             return 0
