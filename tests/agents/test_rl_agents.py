@@ -137,6 +137,7 @@ def test_q_learning_drops_and_recovers_when_the_map_changes(lake):
     assert before > 0.8 and first < 0.2 and last > 0.8
 
 
+@pytest.mark.slow
 def test_linear_q_learns_cartpole_then_drops_and_recovers_when_the_force_reverses(cart):
     agent = LinearQAgent()
     agent.seed(np.random.default_rng(0))

@@ -335,6 +335,7 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
     client.set_terminated(run.info.run_id)
 
 
+@pytest.mark.slow
 def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, capsys):
     """+experiment=ond_all_domains shape: 2 domains x 2 conditions x 2 agents x 3 seeds, swept in the experiment
     file (hydra.sweeper.params), nothing swept on the command line: 8 groups of n = 3 seeds."""
@@ -540,6 +541,7 @@ def test_best_is_chosen_among_agents_of_one_setting_only():
 
 
 # -- stored runs read through their metric_keys.json ---------------------------------------------------------
+@pytest.mark.slow
 def test_compare_reads_directions_from_the_index_of_real_runs(experiment, client, capsys, monkeypatch):
     """Real in-process OND jobs (two agents x two seeds) into a SQLite store, compared from MlflowClient: every
     direction, series and headline place comes from the runs' metric_keys.json, read once for the four runs

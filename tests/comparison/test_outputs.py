@@ -58,6 +58,7 @@ def _store_sweep(client, store: dict, agents: dict[str, str]) -> tuple[str, dict
 
 
 @pytest.mark.parametrize("agents", [{"ond/alpha": "A", "ond/beta": "B"}, {"ond/zulu": "A", "ond/beta": "B"}])
+@pytest.mark.slow
 def test_winners_parent_metrics_labels_and_files_on_a_real_store(mlflow_store, client, tmp_path, capsys, agents):
     from owl_eval.tracking.runs import TrackedRun, TrackingSettings
 

@@ -87,6 +87,7 @@ def run_ond(experiment, tmp_path, *overrides: str):
     return proc
 
 
+@pytest.mark.slow
 def test_the_same_samples_in_four_formats_give_the_same_numbers(experiment, client, tmp_path, images):
     pixels, y = images
     runs = {}
@@ -142,6 +143,7 @@ def test_named_known_classes_and_the_data_sets_own_split(tmp_path, images):
         OndDriver(known_classes=["ant", "ant"])
 
 
+@pytest.mark.slow
 def test_a_changed_byte_is_a_new_run_for_a_resumed_sweep(experiment, client, tmp_path, images):
     pixels, y = images
     path = write("npz", tmp_path, pixels, y)

@@ -93,7 +93,7 @@ def test_one_data_set_per_task(tmp_path):
         DatasetSequence(paths="day0.npz")
 
 
-@pytest.mark.parametrize("kind", ["split_dataset", "dataset_sequence"])
+@pytest.mark.parametrize("kind", [pytest.param("split_dataset", marks=pytest.mark.slow), "dataset_sequence"])
 def test_a_continual_run_on_files_names_its_data(kind, experiment, client, tmp_path):
     from tests.inprocess import run_module
 

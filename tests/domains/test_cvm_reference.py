@@ -78,6 +78,7 @@ def _errors(scenes, pred):
     return ade, fde, valid
 
 
+@pytest.mark.slow
 def test_scored_pedestrians_and_constant_velocity_errors_equal_the_reference(test_scenes):
     averages = []
     for group, (count, ade_ref, fde_ref) in CVM_REFERENCE.items():
@@ -102,6 +103,7 @@ def test_scored_pedestrians_and_constant_velocity_errors_equal_the_reference(tes
     assert np.floor(fde_avg * 100) / 100 == PUBLISHED_AVERAGE["cvm"][1]
 
 
+@pytest.mark.slow
 def test_sampled_constant_velocity_over_five_seeds_equals_the_reference_cvm_s(test_scenes):
     averages = []
     for group, (ade_ref, fde_ref) in CVM_S_REFERENCE.items():

@@ -75,6 +75,7 @@ def assert_same_scenes(a, b):
 
 @pytest.mark.parametrize("kind", LAYOUTS)
 @pytest.mark.parametrize("test_group, windows", [("hotel", "cvm"), ("univ", "social_gan")])
+@pytest.mark.slow
 def test_eth_ucy_in_each_layout_gives_exactly_its_windows(shared_dir, converted, kind, test_group, windows):
     reference = EthUcyDomain(str(_eth_ucy(shared_dir)), test_group=test_group, windows=windows).load()
     files = TrajectoryFilesDomain(
@@ -85,6 +86,7 @@ def test_eth_ucy_in_each_layout_gives_exactly_its_windows(shared_dir, converted,
     assert reference.test.num_scenes > 100
 
 
+@pytest.mark.slow
 def test_the_original_eth_ucy_folder_reads_as_track_files(shared_dir):
     """The shipped folder itself (its licence file is ignored by ``domain.ignore``); a file name as test_group."""
     reference = EthUcyDomain(str(_eth_ucy(shared_dir)), test_group="eth").load()
@@ -121,6 +123,7 @@ def _metrics_and_na(client, name: str) -> tuple[dict, dict]:
     return data.metrics, {k: v for k, v in data.tags.items() if k.startswith("na.")}
 
 
+@pytest.mark.slow
 def test_eth_ucy_in_each_layout_logs_the_same_metrics(shared_dir, converted, experiment, client):
     """A constant-velocity run on the converted files logs every metric of the run on the original files."""
     groups = "{" + ",".join(f"{g}:[{','.join(names)}]" for g, names in DEFAULT_GROUPS.items()) + "}"

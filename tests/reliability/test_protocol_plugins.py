@@ -43,6 +43,7 @@ def site(workspace: Workspace) -> Path:
     return folder
 
 
+@pytest.mark.slow
 def test_a_plugin_that_fails_to_import_is_one_warning_and_the_other_protocols_run(workspace, site):
     install(
         site,

@@ -16,6 +16,7 @@ from tests.fixtures.searchpath import TEST_AGENTS
 from tests.inprocess import run_module
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow  # a run per adapter; tests/agents/test_adapters.py checks the adapters in the fast set
 
 
 def _cli(args: list[str], tmp_path: Path):

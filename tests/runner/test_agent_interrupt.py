@@ -21,6 +21,7 @@ def _runs(experiment) -> list:
 
 
 @pytest.mark.parametrize("job_process", ["fork", "inline"])
+@pytest.mark.slow
 def test_an_agents_keyboard_interrupt_fails_its_run_and_the_sweep_goes_on(experiment, tmp_path, job_process):
     args = ["-m", "+experiment=ond_given_detection", *INTERRUPTING, "seed=0,1", "protocol.num_trials=3"]
     proc = run_module(

@@ -11,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.fixtures.searchpath import TEST_AGENTS
@@ -40,6 +41,7 @@ def _wait_for(condition, what: str, timeout: float = 300) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_a_sweep_waits_for_its_job_running_in_another_launch(experiment, tmp_path):
     """Launch B runs seed 1 and holds it (the gated agent); launch A sweeps seeds 0 and 1, runs seed 0 and finds
     seed 1 running in B. A's end waits for it; once B's job finishes, A's comparison counts both seeds."""

@@ -143,6 +143,7 @@ def test_task_incremental_scenario_and_every_learner_config(experiment, client, 
         assert r.data.metrics["average_accuracy"] > 0.9
 
 
+@pytest.mark.slow
 def test_same_config_and_seed_give_identical_numbers(experiment, tmp_path):
     args = [
         "+experiment=continual_split_digits",

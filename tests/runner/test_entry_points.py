@@ -48,6 +48,7 @@ def test_python_m_lists_the_packaged_experiments(module):
     assert set(shipped) <= set(listed)  # and those of an installed plugin protocol
 
 
+@pytest.mark.slow
 def test_a_users_config_dir_adds_agents_and_experiments(tmp_path):
     """``--config-dir ./conf``: the user's agent and experiment YAML sit beside the shipped options; a typo in a
     group lists the user's options too, and a sweep with a typo stops before any run exists."""

@@ -67,6 +67,7 @@ def test_agent_that_ends_its_process_leaves_a_failed_run_with_the_reason(experim
     assert run.data.params["agent.how"] == how  # what was logged before the death is all there
 
 
+@pytest.mark.slow
 def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experiment, client):
     result = run_dying(experiment, "sys_exit", "agent.exit_code=0", "agent.at_trial=2")
     assert result.returncode == 1, result.stderr[-3000:]
@@ -109,6 +110,7 @@ def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client,
         assert not Path(f"/proc/{children[0]}").exists(), "the job's process outlived the command"
 
 
+@pytest.mark.slow
 def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client, start_command, tmp_path):
     """``kill -INT <pid>`` (not a terminal's Ctrl-C, which reaches the whole process group): passed on."""
     proc, run_id = running_job(experiment, start_command, tmp_path)
@@ -118,6 +120,7 @@ def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client,
     assert run.info.status == "KILLED" and run.data.tags["partial_record"] == "true"
 
 
+@pytest.mark.slow
 def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experiment, client):
     """The same numbers either way; ``OWL_EVAL_JOB_PROCESS=inline`` runs the agent in the command's process."""
     base = [sys.executable, "-m", "owl_eval", "+experiment=ond_given_detection", "protocol.num_trials=3"]
@@ -143,6 +146,7 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
     assert wrong.returncode == 1 and "OWL_EVAL_JOB_PROCESS='threads': expected 'fork'" in wrong.stderr
 
 
+@pytest.mark.slow
 def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experiment, client):
     """Two jobs: one agent hangs at trial 2, the other never does; ``agent_timeout=3``. The hung one ends FAILED
     with the reason and its two completed trials; the other finishes; the command exits 1 (a job failed)."""

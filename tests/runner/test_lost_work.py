@@ -32,7 +32,7 @@ from tests.fixtures.searchpath import TEST_AGENTS
 from tests.runner.test_faults import child_env, runner_cmd, wait_for_marks, wait_for_running
 from tests.runner.test_job_process import error_line, only_run
 
-pytestmark = pytest.mark.subprocess
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def stubborn(marks: Path, how: str, *extra: str) -> list[str]:

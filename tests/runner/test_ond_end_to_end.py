@@ -106,6 +106,7 @@ def test_experiment_logs_everything(experiment_file, condition, nrp, experiment,
     assert metrics["top1"] == pytest.approx(np.mean(per_trial), abs=1e-12)
 
 
+@pytest.mark.slow
 def test_same_config_and_seed_give_identical_numbers(experiment, client, tmp_path):
     first = run(
         [

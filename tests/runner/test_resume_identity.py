@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from tests.runner.test_sweeps import SMALL, sweep
+
+pytestmark = pytest.mark.slow  # sweeps run twice each
 
 NT = "OWL_EVAL_TEST_NUM_TRIALS"
 

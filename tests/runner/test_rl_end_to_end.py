@@ -107,6 +107,7 @@ def test_frozenlake_syllabus_logs_metrics_series_figures_and_the_log(experiment,
     }
 
 
+@pytest.mark.slow
 def test_ste_experiment_then_syllabus_reuses_without_recomputing(experiment, client, tmp_path):
     ste_dir = tmp_path / "ste"
     common = [*experiment["overrides"], *CART_SMALL, f"protocol.ste.dir={ste_dir}"]
@@ -188,6 +189,7 @@ def test_crashing_agent_leaves_a_failed_run_with_the_logged_episodes(experiment,
 
 
 @pytest.mark.parametrize("name, kind", [("lifelong_rl_ant_a", "ANT_A"), ("lifelong_rl_ant_b", "ANT_B")])
+@pytest.mark.slow
 def test_ant_experiments_interleave_two_task_families(name, kind, experiment, client, tmp_path):
     small = ["protocol.ste.episodes=10", "figures=false"]
     if name == "lifelong_rl_ant_b":

@@ -74,6 +74,7 @@ def tella_loop(config_file: str) -> tuple[list[str], list[float]]:
     return types, returns
 
 
+@pytest.mark.slow
 def test_a_tella_agent_runs_the_frozenlake_syllabus_from_the_command_line(experiment, client, tmp_path):
     from tests.inprocess import run_module
 

@@ -57,6 +57,7 @@ JOBLIB = ["-m", "seed=0,1", "hydra/launcher=joblib"]
         pytest.param(JOBLIB, False, id="joblib-sweep-launcher-only", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_completed_trials(experiment, tmp_path, launch, group):
     """``group``: the terminal's way (every process of the group); else ``kill -INT`` of the launcher alone."""
     marks = tmp_path / "marks"

@@ -114,6 +114,7 @@ def test_ond_torch_mlp_on_digits_equals_a_hand_written_loop(experiment, client, 
     assert run.data.metrics["detail/top1_pre"] > 0.8
 
 
+@pytest.mark.slow
 def test_ond_torch_wrong_output_width_is_one_line(experiment, client, tmp_path):
     proc = run_module(
         "owl_eval",
