@@ -4,6 +4,7 @@ error one ``error:`` line, a sweep that dies with its parent run closed."""
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
 
 from owl_eval.runner.cli.flags import flags_first, unknown_flag_message
 from owl_eval.runner.cli.overrides import repeated_argument_message
@@ -29,6 +30,29 @@ def run_cli(hydra_main, argv: list[str] | None = None, *, config_name: str = "co
     finally:
         sys.argv = saved_argv
     return 0
+
+
+def exit_without_teardown(code: int) -> NoReturn:
+    """End the command with ``code`` as a normal exit would, less the interpreter's teardown of every module
+    (0.3-1.8 s for MLflow's, SciPy's and scikit-learn's, on every command): threads that are not daemons are waited
+    for, exit handlers run (logging flushed and closed, temporary folders removed, multiprocessing's children joined),
+    the output streams are flushed, then the process ends."""
+    import atexit
+    import os
+    import threading
+
+    try:
+        shutdown = getattr(threading, "_shutdown", None)  # what the interpreter calls first at exit
+        if shutdown is not None:
+            shutdown()
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can be said
+                pass
+        os._exit(code)
 
 
 def checked_cli(hydra_main, *, config_name: str = "config") -> None:

@@ -20,9 +20,7 @@ register_resolvers()  # ${owl_eval.unique:} in the run and sweep directories
 def main(cfg: DictConfig) -> dict:
     import functools
 
-    import matplotlib
-
-    matplotlib.use("Agg")
+    os.environ["MPLBACKEND"] = "Agg"  # figures are files: no display (set, not imported: pyplot loads when it draws)
     from owl_eval.runner.cli.summary import with_summary
     from owl_eval.runner.job.execute import execute
     from owl_eval.runner.job.source import prepare_source
@@ -32,11 +30,9 @@ def main(cfg: DictConfig) -> dict:
 
 
 def cli() -> None:
-    import sys
+    from owl_eval.runner.cli.entry import exit_without_teardown, run_cli
 
-    from owl_eval.runner.cli.entry import run_cli
-
-    sys.exit(run_cli(main, config_name="evaluate"))
+    exit_without_teardown(run_cli(main, config_name="evaluate"))
 
 
 if __name__ == "__main__":
