@@ -1,6 +1,7 @@
-"""The only module that talks to MLflow.
+"""A job's MLflow run (:class:`TrackedRun`), the store's client and its checks (:func:`make_client`), and the MLflow
+key of every reported metric (:func:`mlflow_key`).
 
-One MLflow run per job; in a multirun, a parent run for the sweep (see ``owl_eval.runner.sweeps.callbacks``) and a
+One MLflow run per job; in a multirun, a parent run for the sweep (:mod:`owl_eval.tracking.sweep_parent`) and a
 nested child per job. Everything is sent in batches through ``MlflowClient.log_batch`` (SQLite costs
 10-30 ms per call), figures as PNG artifacts, the resolved config as YAML.
 
