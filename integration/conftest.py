@@ -177,9 +177,21 @@ def pytest_terminal_summary(terminalreporter):
 ONE_AT_A_TIME = "one-at-a-time"
 
 
+# pyproject's addopts make `python -m pytest` the fast set (-m "not slow"); every test here takes minutes, so here
+# that default selects nothing and the whole suite runs. A -m given on the command line still applies.
+DEFAULT_MARKEXPR = "not slow"
+
+
+def marker_expression_given(args: list[str]) -> bool:
+    """Whether the command line itself has a ``-m`` (``-m EXPR`` or ``-mEXPR``)."""
+    return any(arg == "-m" or (arg.startswith("-m") and not arg.startswith("--")) for arg in args)
+
+
 def pytest_configure(config):
     if getattr(config.option, "dist", "no") == "load":  # -n N with the default distribution: keep the group together
         config.option.dist = "loadgroup"
+    if config.option.markexpr == DEFAULT_MARKEXPR and not marker_expression_given(list(config.invocation_params.args)):
+        config.option.markexpr = ""
 
 
 def pytest_collection_modifyitems(config, items):

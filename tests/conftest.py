@@ -191,7 +191,7 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-# -- the fast set (`python -m pytest -m "not slow"`) -------------------------------------------------------
+# -- the fast set (`python -m pytest`: pyproject's addopts hold -m "not slow") ---------------------------------
 # The reliability catalogue runs the CLI once per case (in-process, tests/inprocess.py: ~0.5 s; a case marked
 # `subprocess` starts a new interpreter: ~5 s). Its first case in each file stays in the
 # fast set (one CLI failure of every kind: config, command line, each source format), and so does the crashing
