@@ -28,7 +28,7 @@ from tests.runner.test_faults import (
 
 DYING = ["+experiment=ond_given_detection", TEST_AGENTS, "agent=ond/dying", "protocol.num_trials=4", "figures=false"]
 
-pytestmark = pytest.mark.subprocess
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 
 def run_dying(experiment, how: str, *extra: str) -> subprocess.CompletedProcess:
@@ -67,7 +67,6 @@ def test_agent_that_ends_its_process_leaves_a_failed_run_with_the_reason(experim
     assert run.data.params["agent.how"] == how  # what was logged before the death is all there
 
 
-@pytest.mark.slow
 def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experiment, client):
     result = run_dying(experiment, "sys_exit", "agent.exit_code=0", "agent.at_trial=2")
     assert result.returncode == 1, result.stderr[-3000:]
@@ -79,7 +78,6 @@ def test_sys_exit_in_an_agent_is_its_crash_and_keeps_the_completed_trials(experi
     assert run.data.metrics["top1"] >= 0 and client.get_metric_history(run.info.run_id, "detail/top1_batch")
 
 
-@pytest.mark.slow
 def test_sigterm_mid_run_ends_killed_with_the_completed_trials_and_exit_143(
     experiment, client, start_command, tmp_path
 ):
@@ -93,7 +91,6 @@ def test_sigterm_mid_run_ends_killed_with_the_completed_trials_and_exit_143(
     assert "error: terminated (SIGTERM)" in (tmp_path / "job.log").read_text()
 
 
-@pytest.mark.slow
 def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client, start_command, tmp_path):
     proc, run_id = running_job(experiment, start_command, tmp_path)
     children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
@@ -110,7 +107,6 @@ def test_kill_9_of_the_command_takes_the_job_process_with_it(experiment, client,
         assert not Path(f"/proc/{children[0]}").exists(), "the job's process outlived the command"
 
 
-@pytest.mark.slow
 def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client, start_command, tmp_path):
     """``kill -INT <pid>`` (not a terminal's Ctrl-C, which reaches the whole process group): passed on."""
     proc, run_id = running_job(experiment, start_command, tmp_path)
@@ -120,7 +116,6 @@ def test_sigint_to_the_command_alone_reaches_the_job_process(experiment, client,
     assert run.info.status == "KILLED" and run.data.tags["partial_record"] == "true"
 
 
-@pytest.mark.slow
 def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experiment, client):
     """The same numbers either way; ``OWL_EVAL_JOB_PROCESS=inline`` runs the agent in the command's process."""
     base = [sys.executable, "-m", "owl_eval", "+experiment=ond_given_detection", "protocol.num_trials=3"]
@@ -146,7 +141,6 @@ def test_the_job_process_is_a_fork_and_inline_mode_runs_in_the_command(experimen
     assert wrong.returncode == 1 and "OWL_EVAL_JOB_PROCESS='threads': expected 'fork'" in wrong.stderr
 
 
-@pytest.mark.slow
 def test_a_hung_agent_is_stopped_at_agent_timeout_and_the_sweep_goes_on(experiment, client):
     """Two jobs: one agent hangs at trial 2, the other never does; ``agent_timeout=3``. The hung one ends FAILED
     with the reason and its two completed trials; the other finishes; the command exits 1 (a job failed)."""

@@ -45,7 +45,11 @@ def _only_run(client, experiment_name):
 
 @pytest.mark.parametrize(
     "experiment_file, condition, nrp",
-    [("ond_given_detection", "given", "m4"), ("ond_system_detection", "system", "m3")],
+    [
+        # the given condition's run from the command line: test_summary.py
+        pytest.param("ond_given_detection", "given", "m4", marks=pytest.mark.slow),
+        ("ond_system_detection", "system", "m3"),
+    ],
 )
 def test_experiment_logs_everything(experiment_file, condition, nrp, experiment, client, tmp_path):
     returned = run(

@@ -60,7 +60,8 @@ def _only_run(client, name):
     return run
 
 
-@pytest.mark.parametrize("condition", ["system", "given"])
+# the system condition's run: test_ond_end_to_end.py
+@pytest.mark.parametrize("condition", [pytest.param("system", marks=pytest.mark.slow), "given"])
 def test_cli_prints_headline_table_and_the_command_that_opens_the_run(condition, experiment, client, tmp_path):
     proc = _cli(
         "owl_eval",

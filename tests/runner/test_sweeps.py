@@ -236,6 +236,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     assert f"marked KILLED: {interrupted['id']}" in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
     from owl_eval.runner.api import run

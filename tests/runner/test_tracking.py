@@ -426,6 +426,7 @@ def test_any_http_answer_counts_and_is_checked_once_per_process():
     assert paths == ["/"]
 
 
+@pytest.mark.slow
 def test_the_command_line_with_no_server_at_its_uri_exits_with_one_error_line(free_port, tmp_path):
     import os
     import sys
