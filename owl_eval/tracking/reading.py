@@ -6,7 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from owl_eval.errors import ConfigError
-from owl_eval.tracking.runs import MAX_IDS_PER_SEARCH, REUSED_TAG_PREFIX, RUN_KIND_TAG, chunks, filter_literal
+from owl_eval.tracking.runs import (
+    MAX_IDS_PER_SEARCH,
+    PARENT_TAG,
+    REUSED_TAG_PREFIX,
+    RUN_KIND_TAG,
+    chunks,
+    filter_literal,
+)
 
 
 def search_all(client, experiment_ids, filter_string: str) -> list:
@@ -45,7 +52,7 @@ def sweep_runs(client, parent_run_id: str) -> list:
         for r in search_all(
             client,
             [parent.info.experiment_id],
-            f"tags.`mlflow.parentRunId` = {parent_id} and attributes.status = 'FINISHED'",
+            f"tags.`{PARENT_TAG}` = {parent_id} and attributes.status = 'FINISHED'",
         )
         if r.data.tags.get(RUN_KIND_TAG) != "reused"  # stands for a reused run, counted below as the original
     ]

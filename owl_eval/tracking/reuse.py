@@ -23,6 +23,7 @@ from owl_eval.tracking.runs import (
     CONFIG_HASH_TAG,
     MAX_METRICS_PER_BATCH,
     MAX_PARAMS_PER_BATCH,
+    PARENT_TAG,
     REUSED_TAG_PREFIX,
     RUN_KIND_TAG,
     TrackingSettings,
@@ -32,8 +33,6 @@ from owl_eval.tracking.runs import (
 )
 
 log = logging.getLogger(__name__)
-
-PARENT_TAG = "mlflow.parentRunId"
 
 
 def skip_enabled(settings: TrackingSettings, multirun: bool) -> bool:
@@ -88,7 +87,6 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     if not parent_run_id or found.info.status != "FINISHED":
         return None
     from mlflow.entities import Metric, Param
-    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
     kept = {k: v for k, v in found.data.tags.items() if not k.startswith("mlflow.") and k != RUN_KIND_TAG}
     # Owned by this process, not the original's (long gone): while it is being filled it is RUNNING, and a launch
@@ -99,7 +97,7 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
         | {
             RUN_KIND_TAG: REUSED_KIND,
             REUSED_RUN_TAG: found.info.run_id,
-            MLFLOW_PARENT_RUN_ID: parent_run_id,
+            PARENT_TAG: parent_run_id,
             "mlflow.note.content": f"Reused: this config had finished in run {found.info.run_id}; its series and "
             "artifacts are there.",
         }

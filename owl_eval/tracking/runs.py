@@ -79,6 +79,8 @@ MAX_IDS_PER_SEARCH = 100  # run ids in one search filter's IN (...)
 SWEEP_DIR_TAG = "owl_eval.sweep_dir"
 CONFIG_HASH_TAG = "owl_eval.config_hash"
 RUN_KIND_TAG = "owl_eval.kind"
+# MLflow's own tag naming a run's parent (mlflow.utils.mlflow_tags.MLFLOW_PARENT_RUN_ID), spelled here: no import
+PARENT_TAG = "mlflow.parentRunId"
 SHARED_VIEW_TAG_PREFIX = "mlflow.sharedViewState."  # an experiment tag the MLflow UI reads as a saved runs-table view
 REUSED_TAG_PREFIX = "owl_eval.reused."  # on a sweep parent: a finished run a resumed sweep reused (+ its id)
 TRUNCATED_PARAMS_TAG = "owl_eval.truncated_params"
@@ -391,7 +393,7 @@ def warm_store(uri: str) -> None:
     process builds the agents, and a job that fails to build (a bad config value) is reported at once, not after the
     import. Whatever talks to the store first waits for it (:func:`_warmed`): two threads never import MLflow at
     once."""
-    if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", "postgresql", "mysql", "mssql"):
+    if uri.split(":", 1)[0].split("+", 1)[0] in ("sqlite", *DATABASE_SCHEMES):
         thread = threading.Thread(target=_import_sql_store, name="owl-eval-warm-store", daemon=True)
         thread.start()
         _WARMING.append(thread)
@@ -532,8 +534,6 @@ class TrackedRun:
         launch_dir=None,
     ) -> TrackedRun:
         _warmed()
-        from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
-
         from owl_eval.tracking.liveness import owner_tags, reap_quietly
 
         uri = settings.resolved_uri(launch_dir)
@@ -546,7 +546,7 @@ class TrackedRun:
         reap_quietly(client, experiment_id, found_by=f"the start of run {run_name!r} (process {os.getpid()})")
         all_tags = {k: str(v) for k, v in (tags or {}).items()} | owner_tags()
         if parent_run_id:
-            all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+            all_tags[PARENT_TAG] = parent_run_id
         run = client.create_run(experiment_id, run_name=run_name, tags=all_tags)
         tracked = cls(
             client,

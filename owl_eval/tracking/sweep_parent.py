@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from owl_eval.tracking.liveness import owner_tags, reap_quietly
 from owl_eval.tracking.redaction import redacted_override, scrub
 from owl_eval.tracking.runs import (
+    PARENT_TAG,
     RUN_KIND_TAG,
     SWEEP_DIR_TAG,
     delete_run_permanently,
@@ -25,7 +26,6 @@ log = logging.getLogger(__name__)
 
 SWEEP_DIR_DIGEST_TAG = "owl_eval.sweep_dir_sha256"  # searched instead of the dir: no quoting in filters
 REAPED_TAG = "owl_eval.reaped"  # on a sweep parent: runs of dead processes it marked KILLED
-PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag naming a run's parent (mlflow.utils.mlflow_tags)
 
 
 def sweep_dir_digest(sweep_dir: str) -> str:

@@ -458,3 +458,12 @@ def test_the_command_line_with_no_server_at_its_uri_exits_with_one_error_line(fr
     assert len(errors) == 1, done.stderr
     assert uri in errors[0] and "no MLflow server answers" in errors[0], errors[0]
     assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_the_parent_tag_is_mlflows_own():
+    """tracking.runs spells MLflow's parent-run tag to stay free of MLflow's import: the two must agree."""
+    from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
+
+    from owl_eval.tracking.runs import PARENT_TAG
+
+    assert PARENT_TAG == MLFLOW_PARENT_RUN_ID

@@ -104,7 +104,7 @@ def job_process(
     matrix product, so pinning it keeps the numbers identical on every launcher."""
     scratch = Path(tempfile.mkdtemp(prefix="owl-eval-job-"))
     build = functools.partial(no_exit, prepare, cfg, job)
-    carried = functools.partial(_carried, scratch=scratch / "partial")
+    carried = functools.partial(scored_partial, scratch=scratch / "partial")
     process: JobProcess
     if fork_wanted(in_process=in_process):
         process = ForkedWorker(
@@ -131,10 +131,6 @@ def job_process(
     finally:
         process.close()
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _carried(job: PreparedJob, exc: BaseException, *, scratch: Path) -> Outcome | None:
-    return scored_partial(job, exc, scratch)
 
 
 def open_run(job: JobConfig, header: JobHeader, started: list[StartedRun] | None) -> TrackedRun | dict[str, float]:
