@@ -173,8 +173,13 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # The long and service-backed tests (everything outside integration/commands) run one at a time, in one worker,
-# first: beside them the other workers run the command lines, whose tests each have their own workspace and store.
+# first: beside them the other workers run the command lines, whose tests each have their own workspace and store,
+# and the modules of BESIDE_THE_GROUP.
 ONE_AT_A_TIME = "one-at-a-time"
+# Long tests that need no group: each keeps one core busy (one process: no launcher workers, no server), asserts no
+# time bound, and has its own store and folders (mypy; the default syllabi's in-process runs; the 1,000-task
+# sequence, whose memory bound is of its own command's process). On the critical path they would add ~2 minutes.
+BESIDE_THE_GROUP = frozenset({"test_typecheck.py", "test_default_syllabi.py", "test_large_sequences.py"})
 
 
 # pyproject's addopts make `python -m pytest` the fast set (-m "not slow"); every test here takes minutes, so here
@@ -194,10 +199,15 @@ def pytest_configure(config):
         config.option.markexpr = ""
 
 
+def runs_beside_the_group(item) -> bool:
+    """Whether ``item`` runs on any worker: a command line's test (integration/commands) or a BESIDE_THE_GROUP module."""
+    path = Path(item.path)
+    return PROJECT_ROOT / "integration" / "commands" in path.parents or path.name in BESIDE_THE_GROUP
+
+
 def pytest_collection_modifyitems(config, items):
-    commands = PROJECT_ROOT / "integration" / "commands"
-    beside = [item for item in items if commands in Path(item.path).parents]
-    alone = [item for item in items if commands not in Path(item.path).parents]
+    beside = [item for item in items if runs_beside_the_group(item)]
+    alone = [item for item in items if not runs_beside_the_group(item)]
     for item in alone:
         item.add_marker(pytest.mark.xdist_group(ONE_AT_A_TIME))
     items[:] = alone + beside
