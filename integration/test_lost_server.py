@@ -26,8 +26,15 @@ BOUND_S = 90  # from the server's death to the command's end (MLflow's retries b
 SIGTERM_BOUND_S = 45
 
 
+# MLflow's job execution (a job runner and seven huey consumers, each importing MLflow: ~40 CPU-s on 2 cores, and
+# /health ~14 s later) serves its GenAI scorers, which no owl-eval run calls; this test is about the tracking API
+# dying. The documented server lines run with it on (test_team_store.py, test_docs_server.py, browser/).
+NO_JOB_EXECUTION = {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+
+
 def _server(tmp_path: Path, port: int) -> subprocess.Popen:
-    """``mlflow server`` on ``port`` (its own process group), once it answers ``/health``."""
+    """``mlflow server`` on ``port`` (its own process group, tracking only: ``NO_JOB_EXECUTION``), once it answers
+    ``/health``."""
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "mlflow", "server"),
@@ -36,6 +43,7 @@ def _server(tmp_path: Path, port: int) -> subprocess.Popen:
             *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
         ],
         cwd=tmp_path,
+        env=os.environ | NO_JOB_EXECUTION,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
