@@ -15,14 +15,19 @@ itself. Order of claims: start time, then run id.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
 from owl_eval.tracking.runs import (
     CONFIG_HASH_TAG,
     MAX_METRICS_PER_BATCH,
     MAX_PARAMS_PER_BATCH,
+    MAX_TAGS_PER_BATCH,
     PARENT_TAG,
     REUSED_TAG_PREFIX,
     RUN_KIND_TAG,
@@ -107,10 +112,11 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     now = int(time.time() * 1000)
     params = [Param(k, v) for k, v in found.data.params.items()]
     metrics = [Metric(k, float(v), now, 0) for k, v in found.data.metrics.items()]
-    for chunk in chunks(params, MAX_PARAMS_PER_BATCH):
-        client.log_batch(run_id, params=chunk)
-    for chunk in chunks(metrics, MAX_METRICS_PER_BATCH):
-        client.log_batch(run_id, metrics=chunk)
+    # one batch holds both, within MLflow's limit of 1000 entries of which at most 100 params
+    param_batches = chunks(params, MAX_PARAMS_PER_BATCH)
+    metric_batches = chunks(metrics, MAX_METRICS_PER_BATCH - MAX_PARAMS_PER_BATCH)
+    for param_batch, metric_batch in itertools.zip_longest(param_batches, metric_batches, fillvalue=[]):
+        client.log_batch(run_id, params=param_batch, metrics=metric_batch)
     client.set_terminated(run_id, status="FINISHED")
     return run_id
 
@@ -132,30 +138,72 @@ def reuse_finished(
     found = find_claim(client, exp.experiment_id, config_hash) if exp is not None else None
     if found is None:
         return None
+    log.info("%s", skipped_line(found, config_hash, job_label))
+    return reuse_run(client, found, parent_run_id=parent_run_id, job_label=job_label, run_name=run_name)
+
+
+def finished_by_hash(settings: TrackingSettings, launch_dir: str, config_hashes: Collection[str]) -> dict[str, Any]:
+    """The latest FINISHED job run of each config hash in ``config_hashes`` that has one, in one search of the
+    experiment's finished job runs (a resumed sweep's sweeper, before it launches anything)."""
+    from owl_eval.tracking.reading import search_all
+
+    wanted = set(config_hashes)
+    client = make_client(settings.resolved_uri(launch_dir))
+    exp = client.get_experiment_by_name(settings.experiment_name)
+    if exp is None or not wanted:
+        return {}
+    query = f"tags.`{RUN_KIND_TAG}` = 'job' and attributes.status = 'FINISHED'"
+    found: dict[str, Any] = {}
+    for run in sorted(search_all(client, [exp.experiment_id], query), key=_order):
+        digest = run.data.tags.get(CONFIG_HASH_TAG)
+        if digest in wanted:
+            found[digest] = run  # the latest wins, as in find_claim
+    return found
+
+
+def reuse_run(client, found, *, parent_run_id: str | None, job_label: str, run_name: str | None) -> dict[str, float]:
+    """Take ``found`` (the run that has this job's config) for the job: noted on the sweep's parent and, FINISHED
+    and ``run_name`` given, shown under it (:func:`show_under_parent`); its metrics."""
+    return reuse_runs(client, [Reuse(found, job_label, run_name)], parent_run_id=parent_run_id)[0]
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """A job taken by a run that already has its config: ``found``, for the job named ``job_label`` (its overrides),
+    shown under the sweep's parent as ``run_name`` (None: not shown)."""
+
+    found: Any
+    job_label: str
+    run_name: str | None
+
+
+def reuse_runs(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -> list[dict[str, float]]:
+    """:func:`reuse_run` for several jobs of one sweep: the notes on the parent in as few batches as MLflow allows,
+    then a stand-in for each; their metrics, in order."""
+    if parent_run_id and reuses:
+        from mlflow.entities import RunTag
+
+        tags = [RunTag(f"{REUSED_TAG_PREFIX}{r.found.info.run_id}", r.job_label) for r in reuses]
+        for chunk in chunks(tags, MAX_TAGS_PER_BATCH):
+            client.log_batch(parent_run_id, tags=chunk)
+    for reuse in reuses:
+        if reuse.run_name is not None:
+            show_under_parent(client, reuse.found, parent_run_id, reuse.run_name)
+    return [dict(r.found.data.metrics) for r in reuses]
+
+
+def skipped_line(found, config_hash: str, job_label: str) -> str:
+    """What the log says of a job skipped because ``found`` has its config."""
     if found.info.status == "FINISHED":
-        log.info(
-            "skipped %s: config %s already FINISHED in MLflow run %s (%s); tracking.skip_finished=false re-runs it",
-            job_label,
-            config_hash,
-            found.info.run_id,
-            found.info.run_name,
+        return (
+            f"skipped {job_label}: config {config_hash} already FINISHED in MLflow run {found.info.run_id} "
+            f"({found.info.run_name}); tracking.skip_finished=false re-runs it"
         )
-    else:
-        tags = found.data.tags
-        log.info(
-            "skipped %s: config %s is running in run %s (%s, process %s on %s); tracking.skip_finished=false "
-            "runs it anyway",
-            job_label,
-            config_hash,
-            found.info.run_id,
-            found.info.run_name,
-            tags.get(PID_TAG, "?"),
-            tags.get(HOST_TAG, "?"),
-        )
-    _record_on_parent(client, parent_run_id, found.info.run_id, job_label)
-    if run_name is not None:
-        show_under_parent(client, found, parent_run_id, run_name)
-    return dict(found.data.metrics)
+    tags = found.data.tags
+    return (
+        f"skipped {job_label}: config {config_hash} is running in run {found.info.run_id} ({found.info.run_name}, "
+        f"process {tags.get(PID_TAG, '?')} on {tags.get(HOST_TAG, '?')}); tracking.skip_finished=false runs it anyway"
+    )
 
 
 def yield_to_earlier_claim(

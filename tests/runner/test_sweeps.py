@@ -200,7 +200,7 @@ def test_sweep_parent_gets_comparison_and_rerun_skips_finished(mlflow_store, cli
     client.update_run(interrupted["id"], status="RUNNING")
     client.set_tag(interrupted["id"], "owl_eval.pid", str(ended.pid))
     proc = sweep(mlflow_store, name, tmp_path / "second", f"agent={','.join(AGENTS)}", "seed=0,1,2,3", *SMALL)
-    assert (proc.stdout + proc.stderr).count("] - skipped ") == 5, proc.stderr[-3000:]
+    assert (proc.stdout + proc.stderr).count(" already FINISHED in MLflow run ") == 5, proc.stderr[-3000:]
     second = snapshot(mlflow_store, name)
     new_runs = {k: r for k, r in second.items() if k not in first}
     new_parent_id, new_parent = only_parent(new_runs)

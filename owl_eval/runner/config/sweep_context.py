@@ -14,6 +14,9 @@ from typing import Any
 
 PARENT_RUN_ENV = "OWL_EVAL_PARENT_RUN_ID"
 SWEPT_KEYS_ENV = "OWL_EVAL_SWEPT_KEYS"  # comma-separated
+# A job's number in its sweep where the launcher numbers it otherwise: a resumed sweep launches only the jobs left
+# (owl_eval.runner.sweeps.reuse_first), each with ``hydra.job.env_set.OWL_EVAL_JOB_NUM=<its number>``.
+JOB_NUM_ENV = "OWL_EVAL_JOB_NUM"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,17 @@ def handed_parent() -> str | None:
     return os.environ.get(PARENT_RUN_ENV) or None
 
 
+def handed_swept_keys() -> tuple[str, ...]:
+    """The keys the sweep varies, as its start handed them on."""
+    return tuple(k for k in os.environ.get(SWEPT_KEYS_ENV, "").split(",") if k)
+
+
+def job_number(hc: Any) -> int:
+    """The job's number in its sweep: the one the sweeper gave it (:data:`JOB_NUM_ENV`), else the launcher's."""
+    given = (hc.job.get("env_set") or {}).get(JOB_NUM_ENV)
+    return int(given) if given is not None else int(hc.job.num)
+
+
 def sweep_context(hc: Any) -> SweepContext | None:
     """The sweep of the job Hydra is running (``hc``: its runtime config, None outside Hydra), or None for a single
     run."""
@@ -56,9 +70,9 @@ def sweep_context(hc: Any) -> SweepContext | None:
     if not is_multirun(hc):
         return None
     return SweepContext(
-        job_num=int(hc.job.num),
+        job_num=job_number(hc),
         task_overrides=tuple(str(o) for o in hc.overrides.task),
         sweep_dir=str(Path(str(hc.sweep.dir)).resolve()),
         parent_run_id=handed_parent(),
-        swept_keys=tuple(k for k in os.environ.get(SWEPT_KEYS_ENV, "").split(",") if k),
+        swept_keys=handed_swept_keys(),
     )

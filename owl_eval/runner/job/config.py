@@ -85,15 +85,25 @@ def resolve_once(cfg: DictConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     ``${hydra:...}`` text are then resolved alone. Where the escaping cannot be resolved (an ``${hydra:...}`` nested
     inside another resolver's argument), the identity is the fully resolved config: the job is then re-run rather
     than ever taken for another. A missing mandatory value or a broken interpolation names its key."""
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        masked = OmegaConf.create(_escape_hydra(OmegaConf.to_container(cfg, resolve=False)))
-        identity = cast(dict[str, Any], OmegaConf.to_container(masked, resolve=True))
-    except OmegaConfBaseException:
+    identity = identity_of(cfg)
+    if identity is None:
         resolved = _resolved(cfg)
         return resolved, resolved
     return _with_hydra_values(identity), identity
+
+
+def identity_of(cfg: DictConfig | dict[str, Any]) -> dict[str, Any] | None:
+    """The identity of :func:`resolve_once` alone, which needs no Hydra runtime (a sweeper computes it before
+    launching the job, from the job's config as plain dicts: its interpolations unresolved): None where the escaping
+    cannot be resolved, or any value fails to resolve."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    plain = OmegaConf.to_container(cfg, resolve=False) if isinstance(cfg, DictConfig) else cfg
+    try:
+        masked = OmegaConf.create(_escape_hydra(plain))
+        return cast(dict[str, Any], OmegaConf.to_container(masked, resolve=True))
+    except OmegaConfBaseException:
+        return None
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:

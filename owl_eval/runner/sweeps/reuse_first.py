@@ -1,0 +1,140 @@
+"""A resumed sweep launches only the jobs left: owl-eval's sweeper (``hydra/sweeper=owl_eval``, the default of
+owl-eval's config: :mod:`hydra_plugins.owl_eval_sweeper`) is Hydra's basic sweeper whose launcher is wrapped in
+:class:`LaunchLeft`.
+
+Before a batch is launched, each job's config hash is computed from the config Hydra composed to validate it and
+the data its domain reads (each distinct domain built once: :func:`owl_eval.runner.job.planned.plan_job`);
+one search of the store finds the jobs already FINISHED (:func:`owl_eval.tracking.reuse.finished_by_hash`). Those
+are taken as a job would take them (logged, noted on the sweep's parent, a stand-in run under it:
+:func:`owl_eval.tracking.reuse.reuse_run`), without starting a worker; the others are launched together, in one
+call of the launcher, each keeping its number in the sweep (its folder and run name) through
+``hydra.job.env_set.OWL_EVAL_JOB_NUM``. A job whose hash cannot be known before it runs, a run still in flight
+elsewhere and the race of two launches are left to the job itself (:mod:`owl_eval.tracking.reuse`), as under any
+other sweeper.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig
+
+from owl_eval.runner.config.sweep_context import JOB_NUM_ENV, handed_parent, handed_swept_keys
+from owl_eval.runner.job.naming import job_run_name
+from owl_eval.runner.job.planned import DomainInputs, plan_job
+from owl_eval.tracking.redaction import redacted_override
+from owl_eval.tracking.reuse import Reuse, finished_by_hash, reuse_runs, skip_enabled, skipped_line
+from owl_eval.tracking.runs import make_client
+from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.sweep_parent import find_sweep_parent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KnownJob:
+    """A job of the batch whose config hash is known before launching."""
+
+    position: int  # in the batch
+    overrides: tuple[str, ...]
+    settings: TrackingSettings
+    config_hash: str
+
+
+class LaunchLeft:
+    """Hydra's launcher, launching only the jobs of a batch that have no FINISHED run yet (see the module)."""
+
+    def __init__(self, launcher: Any, config: DictConfig) -> None:
+        self.launcher = launcher
+        self.config = config  # the sweep's config
+        # the batch's task configs, as the sweeper composed them to validate it (owl_eval.runner.sweeps.compose)
+        self.composed: list[dict[str, Any]] = []
+        self.domains: DomainInputs = {}
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[Any]:
+        reused = self._reused(job_overrides, initial_job_idx)
+        if not reused:
+            return self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
+        left = [i for i in range(len(job_overrides)) if i not in reused]
+        launched: Sequence[Any] = []
+        if left:
+            numbered = [[*job_overrides[i], f"++hydra.job.env_set.{JOB_NUM_ENV}={initial_job_idx + i}"] for i in left]
+            launched = self.launcher.launch(numbered, initial_job_idx=initial_job_idx + left[0])
+        results = dict(zip(left, launched, strict=True)) | reused
+        return [results[i] for i in range(len(job_overrides))]
+
+    def _reused(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> dict[int, Any]:
+        """The job returns of the batch's jobs already FINISHED, by position; {} when none is, or when that cannot
+        be told here (then every job checks for itself)."""
+        composed, self.composed = self.composed, []
+        if len(composed) != len(job_overrides):
+            return {}
+        try:
+            return self._take_finished(self._known(job_overrides, composed), initial_job_idx)
+        except Exception as exc:  # noqa: BLE001 - the jobs are launched and each looks for its finished run
+            log.warning(
+                "finished jobs not looked up before launching (%s: %s): each job checks", type(exc).__name__, exc
+            )
+            return {}
+
+    def _known(self, job_overrides: Sequence[Sequence[str]], composed: list[dict[str, Any]]) -> list[KnownJob]:
+        known = []
+        for position, (overrides, task) in enumerate(zip(job_overrides, composed, strict=True)):
+            planned = plan_job(task, self.domains)
+            if planned is None:
+                continue
+            settings = TrackingSettings.from_config(planned.tracking)
+            if skip_enabled(settings, multirun=True):
+                known.append(KnownJob(position, tuple(str(o) for o in overrides), settings, planned.config_hash))
+        return known
+
+    def _take_finished(self, known: list[KnownJob], initial_job_idx: int) -> dict[int, Any]:
+        launch_dir = str(self.config.hydra.runtime.cwd)
+        stores: dict[tuple[str, str], list[KnownJob]] = {}
+        for job in known:
+            stores.setdefault((job.settings.resolved_uri(launch_dir), job.settings.experiment_name), []).append(job)
+        swept = handed_swept_keys()
+        reused: dict[int, Any] = {}
+        for jobs in stores.values():
+            settings = jobs[0].settings
+            found = finished_by_hash(settings, launch_dir, [job.config_hash for job in jobs])
+            taken = [job for job in jobs if job.config_hash in found]
+            if not taken:
+                continue
+            reuses = []
+            for job in taken:
+                run = found[job.config_hash]
+                label = " ".join(redacted_override(o) for o in job.overrides)
+                tags = run.data.tags
+                number = initial_job_idx + job.position
+                name = job_run_name(
+                    agent=tags.get("agent", "agent"),
+                    seed=tags.get("seed", "?"),
+                    condition=tags.get("condition"),
+                    job_num=number,
+                    task_overrides=job.overrides,
+                    swept=swept,
+                )
+                log.info("\t#%d : %s", number, skipped_line(run, job.config_hash, label))
+                reuses.append(Reuse(run, label, name))
+            client = make_client(settings.resolved_uri(launch_dir))
+            parent = handed_parent() or find_sweep_parent(settings, launch_dir, self._sweep_dir())
+            metrics = reuse_runs(client, reuses, parent_run_id=parent)
+            for job, values in zip(taken, metrics, strict=True):
+                reused[job.position] = _completed(job.overrides, values)
+        return reused
+
+    def _sweep_dir(self) -> str:
+        from pathlib import Path
+
+        return str(Path(str(self.config.hydra.sweep.dir)).resolve())
+
+
+def _completed(overrides: Sequence[str], metrics: dict[str, float]) -> Any:
+    """What a launcher returns for a job that completed with ``metrics``."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    return JobReturn(overrides=list(overrides), status=JobStatus.COMPLETED, _return_value=metrics)
