@@ -19,6 +19,7 @@ Run: ``.ci/team-store`` (installs the ``team`` extra first), or ``python -m pyte
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import math
 import os
@@ -29,7 +30,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -142,12 +143,19 @@ def peak_connections(uri: str) -> Iterator[dict]:
 
 # -- what the store must hold --------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def reference(tmp_path_factory) -> dict:
+def reference(tmp_path_factory) -> Iterator[Callable[[], dict]]:
+    """A function that returns the reference run's ``{"metrics": seed -> metrics, "seconds"}`` (``reference_run``).
+    The run starts in a thread when the fixture is set up: the basic launcher keeps one core busy for about a minute,
+    while the test starts the MLflow server (one process waiting for ``/health``); the function waits for it."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        yield pool.submit(reference_run, tmp_path_factory.mktemp("sqlite_reference")).result
+
+
+def reference_run(cwd: Path) -> dict:
     """Every seed of ``SEEDS`` run once into the default store (SQLite, ``<cwd>/outputs/mlflow.db``) with the basic
     launcher: seed -> metrics, the values the PostgreSQL runs must hold."""
     from mlflow.tracking import MlflowClient
 
-    cwd = tmp_path_factory.mktemp("sqlite_reference")
     words = owl_eval_command(["python", "-m", "owl_eval", "-m", EXPERIMENT, f"seed={seeds(SEEDS)}"])
     seconds = run_sweep(words, cwd, environment())
     client = MlflowClient(tracking_uri=f"sqlite:///{cwd / 'outputs' / 'mlflow.db'}")
@@ -216,7 +224,7 @@ def wait_for_health(proc: subprocess.Popen, url: str, log: Path, timeout: float 
 # -- the tests -------------------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_sweep_through_an_mlflow_server_on_postgresql(
-    postgres, reference, start_background, free_port, tmp_path, timings
+    reference, postgres, start_background, free_port, tmp_path, timings
 ):
     from mlflow.tracking import MlflowClient
 
@@ -230,6 +238,7 @@ def test_sweep_through_an_mlflow_server_on_postgresql(
     )
     proc = start_background([*server, "--workers", "1"], log_name="server.log", env=environment(), cwd=tmp_path)
     timings("server up (/health)", wait_for_health(proc, url, tmp_path / "server.log"))
+    expected = reference()  # before the sweep: its timing is of the sweep alone
 
     export, sweep = team_block("export MLFLOW_TRACKING_URI=")
     assert export[0] == "export" and export[1].startswith("MLFLOW_TRACKING_URI=http://"), export
@@ -239,11 +248,11 @@ def test_sweep_through_an_mlflow_server_on_postgresql(
     with peak_connections(postgres["uri"]) as connections:
         seconds = run_sweep(words, cwd, environment(MLFLOW_TRACKING_URI=url))
     timings(f"{len(SEEDS)}-job joblib sweep via the server", seconds)
-    timings(f"the same {len(SEEDS)} jobs, basic launcher, default SQLite store (the reference)", reference["seconds"])
+    timings(f"the same {len(SEEDS)} jobs, basic launcher, default SQLite store (the reference)", expected["seconds"])
     timings("peak database connections (the server's)", connections["peak"], unit="")
 
     client = MlflowClient(tracking_uri=url)
-    jobs = check_sweep(client, experiment_of(words), SEEDS, reference)
+    jobs = check_sweep(client, experiment_of(words), SEEDS, expected)
     # each job's log went to the server (uploaded over HTTP); nothing went to a store of the launch folder
     for job in jobs:
         logs = [a.path for a in client.list_artifacts(job.info.run_id, "logs")]
@@ -253,7 +262,7 @@ def test_sweep_through_an_mlflow_server_on_postgresql(
 
 
 @pytest.mark.slow
-def test_sweep_straight_to_postgresql_without_a_server(postgres, reference, tmp_path, timings):
+def test_sweep_straight_to_postgresql_without_a_server(reference, postgres, tmp_path, timings):
     from mlflow.tracking import MlflowClient
 
     artifacts = tmp_path / "artifacts"
@@ -273,7 +282,7 @@ def test_sweep_straight_to_postgresql_without_a_server(postgres, reference, tmp_
     timings("peak database connections (launcher and workers)", connections["peak"], unit="")
 
     client = MlflowClient(tracking_uri=postgres["uri"])
-    jobs = check_sweep(client, experiment_of(words), SEEDS_DIRECT, reference)
+    jobs = check_sweep(client, experiment_of(words), SEEDS_DIRECT, reference())
     for job in jobs:
         (log,) = (artifacts / job.info.run_id / "artifacts" / "logs").glob("*.log")
         assert f"MLflow run {job.info.run_id}" in log.read_text()
