@@ -178,18 +178,30 @@ class Reuse:
 
 
 def reuse_runs(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -> list[dict[str, float]]:
-    """:func:`reuse_run` for several jobs of one sweep: the notes on the parent in as few batches as MLflow allows,
-    then a stand-in for each; their metrics, in order."""
-    if parent_run_id and reuses:
-        from mlflow.entities import RunTag
+    """:func:`reuse_run` for several jobs of one sweep (:func:`note_reused`, then :func:`show_stand_ins`); their
+    metrics, in order."""
+    note_reused(client, reuses, parent_run_id=parent_run_id)
+    show_stand_ins(client, reuses, parent_run_id=parent_run_id)
+    return [dict(r.found.data.metrics) for r in reuses]
 
-        tags = [RunTag(f"{REUSED_TAG_PREFIX}{r.found.info.run_id}", r.job_label) for r in reuses]
-        for chunk in chunks(tags, MAX_TAGS_PER_BATCH):
-            client.log_batch(parent_run_id, tags=chunk)
+
+def note_reused(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -> None:
+    """The runs taken for the jobs, noted on the sweep's parent (what its comparison counts), in as few batches as
+    MLflow allows."""
+    if not parent_run_id or not reuses:
+        return
+    from mlflow.entities import RunTag
+
+    tags = [RunTag(f"{REUSED_TAG_PREFIX}{r.found.info.run_id}", r.job_label) for r in reuses]
+    for chunk in chunks(tags, MAX_TAGS_PER_BATCH):
+        client.log_batch(parent_run_id, tags=chunk)
+
+
+def show_stand_ins(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -> None:
+    """A stand-in under the sweep's parent for each reused run that has a run name (:func:`show_under_parent`)."""
     for reuse in reuses:
         if reuse.run_name is not None:
             show_under_parent(client, reuse.found, parent_run_id, reuse.run_name)
-    return [dict(r.found.data.metrics) for r in reuses]
 
 
 def skipped_line(found, config_hash: str, job_label: str) -> str:

@@ -62,6 +62,7 @@ def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bo
     sweep = dict(_open_sweep)
     _open_sweep.clear()
     withdraw()
+    _finish_stand_ins()
     from owl_eval.runner.config.error_files import note_sweep_folder, noted_sweep_folder
 
     launched = noted_sweep_folder()
@@ -116,6 +117,13 @@ def _hydra_files(config: DictConfig) -> list[Path]:
         if subdir is not None and output_dir:
             found += Path(str(output_dir), str(subdir)).glob("*.yaml")
     return found
+
+
+def _finish_stand_ins() -> None:
+    """Wait for the stand-ins of the jobs owl-eval's sweeper reused (:mod:`owl_eval.runner.sweeps.reuse_first`)."""
+    from owl_eval.runner.sweeps.reuse_first import finish_stand_ins
+
+    finish_stand_ins()
 
 
 class MlflowSweepCallback(Callback):
@@ -189,6 +197,7 @@ class MlflowSweepCallback(Callback):
             if run_id:
                 self._compare_and_end(config, settings, launch_dir, run_id)
         finally:
+            _finish_stand_ins()
             withdraw()
             _open_sweep.clear()
             from owl_eval.runner.config.error_files import note_sweep_folder
@@ -225,6 +234,7 @@ class MlflowSweepCallback(Callback):
                     run_id,
                     run_id,
                 )
+            _finish_stand_ins()
             mark_parent(settings, launch_dir, run_id, "FINISHED")
         except Exception as exc:
             if not disk_full(exc):

@@ -5,8 +5,8 @@ owl-eval's config: :mod:`hydra_plugins.owl_eval_sweeper`) is Hydra's basic sweep
 Before a batch is launched, each job's config hash is computed from the config Hydra composed to validate it and
 the data its domain reads (each distinct domain built once: :func:`owl_eval.runner.job.planned.plan_job`);
 one search of the store finds the jobs already FINISHED (:func:`owl_eval.tracking.reuse.finished_by_hash`). Those
-are taken as a job would take them (logged, noted on the sweep's parent, a stand-in run under it:
-:func:`owl_eval.tracking.reuse.reuse_run`), without starting a worker; the others are launched together, in one
+are taken as a job would take them (logged, noted on the sweep's parent, a stand-in run under it, created while
+the sweep goes on: :func:`finish_stand_ins` waits for them at its end), without starting a worker; the others are launched together, in one
 call of the launcher, each keeping its number in the sweep (its folder and run name) through
 ``hydra.job.env_set.OWL_EVAL_JOB_NUM``. A job whose hash cannot be known before it runs, a run still in flight
 elsewhere and the race of two launches are left to the job itself (:mod:`owl_eval.tracking.reuse`), as under any
@@ -16,6 +16,7 @@ other sweeper.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,14 @@ from owl_eval.runner.config.sweep_context import JOB_NUM_ENV, handed_parent, han
 from owl_eval.runner.job.naming import job_run_name
 from owl_eval.runner.job.planned import DomainInputs, plan_job
 from owl_eval.tracking.redaction import redacted_override
-from owl_eval.tracking.reuse import Reuse, finished_by_hash, reuse_runs, skip_enabled, skipped_line
+from owl_eval.tracking.reuse import (
+    Reuse,
+    finished_by_hash,
+    note_reused,
+    show_stand_ins,
+    skip_enabled,
+    skipped_line,
+)
 from owl_eval.tracking.runs import make_client
 from owl_eval.tracking.settings import TrackingSettings
 from owl_eval.tracking.sweep_parent import find_sweep_parent
@@ -122,15 +130,43 @@ class LaunchLeft:
                 reuses.append(Reuse(run, label, name))
             client = make_client(settings.resolved_uri(launch_dir))
             parent = handed_parent() or find_sweep_parent(settings, launch_dir, self._sweep_dir())
-            metrics = reuse_runs(client, reuses, parent_run_id=parent)
-            for job, values in zip(taken, metrics, strict=True):
-                reused[job.position] = _completed(job.overrides, values)
+            note_reused(client, reuses, parent_run_id=parent)
+            _stand_ins_meanwhile(client, reuses, parent)
+            for job in taken:
+                reused[job.position] = _completed(job.overrides, dict(found[job.config_hash].data.metrics))
         return reused
 
     def _sweep_dir(self) -> str:
         from pathlib import Path
 
         return str(Path(str(self.config.hydra.sweep.dir)).resolve())
+
+
+# The threads creating the stand-in runs of a sweep's reused jobs, while the sweep goes on (its left jobs, its
+# comparison, which counts the reused runs by the parent's notes, not by their stand-ins).
+_stand_ins: list[threading.Thread] = []
+
+
+def _stand_ins_meanwhile(client: Any, reuses: list[Reuse], parent_run_id: str | None) -> None:
+    """Create the stand-ins in a thread: each costs a few store transactions, mostly waiting for the disk."""
+
+    def create() -> None:
+        try:
+            show_stand_ins(client, reuses, parent_run_id=parent_run_id)
+        except Exception as exc:  # noqa: BLE001 - the comparison counts the reused runs anyway
+            log.warning(
+                "the reused runs are not all shown under the sweep's parent run: %s: %s", type(exc).__name__, exc
+            )
+
+    thread = threading.Thread(target=create, name="owl-eval-stand-ins")
+    thread.start()
+    _stand_ins.append(thread)
+
+
+def finish_stand_ins() -> None:
+    """Wait for the stand-in runs still being created (the sweep's end, before its parent run is ended)."""
+    while _stand_ins:
+        _stand_ins.pop().join()
 
 
 def _completed(overrides: Sequence[str], metrics: dict[str, float]) -> Any:
