@@ -11,6 +11,7 @@ import shutil
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,27 +73,32 @@ def readme_ui_command(backend_uri: str, port: int) -> list[str]:
 @pytest.fixture()
 def mlflow_server_factory(tmp_path, start_background, free_port):
     """Starts the MLflow UI with the README's own ``mlflow ui`` line (bound to 127.0.0.1, one worker) on a free
-    port; returns its base URL once /health answers."""
+    port; returns a function that returns its base URL once /health answers (the UI takes about 30 s to start: the
+    test does its own work meanwhile)."""
 
-    def start(backend_uri: str, timeout: float = 120) -> str:
+    def start(backend_uri: str, timeout: float = 120) -> Callable[[], str]:
         env = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}
         proc = start_background(
             readme_ui_command(backend_uri, free_port), log_name="mlflow-server.log", env=env, cwd=tmp_path
         )
         url = f"http://127.0.0.1:{free_port}"
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-                    if response.status == 200:
-                        return url
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(
-                    f"mlflow ui did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}"
-                )
-            time.sleep(1)
+
+        def ready() -> str:
+            while True:
+                try:
+                    with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                        if response.status == 200:
+                            return url
+                except OSError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(
+                        f"mlflow ui did not answer /health:\n{(tmp_path / 'mlflow-server.log').read_text()[-3000:]}"
+                    )
+                time.sleep(1)
+
+        return ready
 
     return start
 

@@ -63,6 +63,7 @@ def test_runs_table_nesting_and_compare_page(
     mlflow_store, client, mlflow_server_factory, browser_page, save_screenshot, tmp_path
 ):
     name = f"ui-{uuid.uuid4().hex[:8]}"
+    ui_ready = mlflow_server_factory(mlflow_store["uri"])  # starts while the sweep runs (one core each)
     small_sweep(mlflow_store, name, tmp_path / "sweep")
     exp = client.get_experiment_by_name(name)
     runs = client.search_runs([exp.experiment_id])
@@ -70,7 +71,7 @@ def test_runs_table_nesting_and_compare_page(
     children = sorted((r for r in runs if r.data.tags["owl_eval.kind"] == "job"), key=lambda r: r.info.run_name)
     assert len(children) == 4
 
-    url = mlflow_server_factory(mlflow_store["uri"])
+    url = ui_ready()
     page = browser_page
     page.set_default_timeout(TIMEOUT_MS)
 
