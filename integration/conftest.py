@@ -178,8 +178,11 @@ def pytest_terminal_summary(terminalreporter):
 ONE_AT_A_TIME = "one-at-a-time"
 # Long tests that need no group: each keeps one core busy (one process: no launcher workers, no server), asserts no
 # time bound, and has its own store and folders (mypy; the default syllabi's in-process runs; the 1,000-task
-# sequence, whose memory bound is of its own command's process). On the critical path they would add ~2 minutes.
-BESIDE_THE_GROUP = frozenset({"test_typecheck.py", "test_default_syllabi.py", "test_large_sequences.py"})
+# sequence, whose memory bound is of its own command's process; the password sweeps, basic launcher, each in its own
+# experiment or database of the worker's PostgreSQL cluster). On the critical path they would add ~4 minutes.
+BESIDE_THE_GROUP = frozenset(
+    {"test_typecheck.py", "test_default_syllabi.py", "test_large_sequences.py", "test_team_secrets.py"}
+)
 
 
 # pyproject's addopts make `python -m pytest` the fast set (-m "not slow"); every test here takes minutes, so here
