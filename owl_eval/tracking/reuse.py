@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,9 +113,10 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
     params = [Param(k, v) for k, v in found.data.params.items()]
     metrics = [Metric(k, float(v), now, 0) for k, v in found.data.metrics.items()]
     # one batch holds both, within MLflow's limit of 1000 entries of which at most 100 params
-    param_batches = chunks(params, MAX_PARAMS_PER_BATCH)
-    metric_batches = chunks(metrics, MAX_METRICS_PER_BATCH - MAX_PARAMS_PER_BATCH)
-    for param_batch, metric_batch in itertools.zip_longest(param_batches, metric_batches, fillvalue=[]):
+    param_batches: Iterable[list[Param]] = chunks(params, MAX_PARAMS_PER_BATCH)
+    metric_batches: Iterable[list[Metric]] = chunks(metrics, MAX_METRICS_PER_BATCH - MAX_PARAMS_PER_BATCH)
+    no_batch: list = []
+    for param_batch, metric_batch in itertools.zip_longest(param_batches, metric_batches, fillvalue=no_batch):
         client.log_batch(run_id, params=param_batch, metrics=metric_batch)
     client.set_terminated(run_id, status="FINISHED")
     return run_id

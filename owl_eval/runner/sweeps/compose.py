@@ -47,11 +47,11 @@ def task_container(cfg: DictConfig) -> dict[str, Any]:
     """A composed job config's task part as plain dicts and lists, interpolations unresolved."""
     from omegaconf import OmegaConf
 
-    task = {}
+    task: dict[str, Any] = {}
     for key in cfg:
         if key == "hydra":
             continue
-        node = cfg._get_node(key)  # the node, not its value: an interpolation stays as written
+        node: Any = cfg._get_node(key)  # the node, not its value: an interpolation stays as written
         task[str(key)] = OmegaConf.to_container(node, resolve=False) if OmegaConf.is_config(node) else node._value()
     return task
 
