@@ -58,9 +58,13 @@ def start_sweep_parent(
     return run.info.run_id
 
 
-def find_sweep_parent(settings: TrackingSettings, launch_dir: str, sweep_dir: str) -> str | None:
-    """The parent run of the sweep writing to ``sweep_dir``, found by its tag (for a job the sweep's start could not
-    hand its id to), or None."""
+def find_sweep_parent(
+    settings: TrackingSettings, launch_dir: str, sweep_dir: str, *, handed: str | None = None
+) -> str | None:
+    """The parent run of the sweep writing to ``sweep_dir``: ``handed``, the id the sweep's start handed on, else
+    found by its sweep-folder tag (where the start could not hand it on: a job on a remote launcher), or None."""
+    if handed:
+        return handed
     uri = settings.resolved_uri(launch_dir)
     client = make_client(uri)
     exp = client.get_experiment_by_name(settings.experiment_name)

@@ -171,7 +171,7 @@ def parent_run(job: JobConfig) -> str | None:
     """The sweep's parent run: the one its start handed on, else found by the sweep-folder tag; None outside a sweep."""
     if job.sweep is None:
         return None
-    return job.sweep.parent_run_id or find_sweep_parent(job.settings, job.launch_dir, job.sweep.sweep_dir)
+    return find_sweep_parent(job.settings, job.launch_dir, job.sweep.sweep_dir, handed=job.sweep.parent_run_id)
 
 
 def log_config(run: TrackedRun, job: JobConfig, header: JobHeader) -> None:

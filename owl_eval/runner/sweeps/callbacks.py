@@ -130,7 +130,7 @@ class MlflowSweepCallback(Callback):
     def _parent(self, config: DictConfig) -> tuple[TrackingSettings, str, str | None]:
         settings = _settings(config)
         launch_dir = str(config.hydra.runtime.cwd)
-        run_id = handed_parent() or find_sweep_parent(settings, launch_dir, _sweep_dir(config))
+        run_id = find_sweep_parent(settings, launch_dir, _sweep_dir(config), handed=handed_parent())
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:

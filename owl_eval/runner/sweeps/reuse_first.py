@@ -129,7 +129,7 @@ class LaunchLeft:
                 log.info("\t#%d : %s", number, skipped_line(run, job.config_hash, label))
                 reuses.append(Reuse(run, label, name))
             client = make_client(settings.resolved_uri(launch_dir))
-            parent = handed_parent() or find_sweep_parent(settings, launch_dir, self._sweep_dir())
+            parent = find_sweep_parent(settings, launch_dir, self._sweep_dir(), handed=handed_parent())
             note_reused(client, reuses, parent_run_id=parent)
             _stand_ins_meanwhile(client, reuses, parent)
             for job in taken:
