@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,21 +143,20 @@ def reuse_finished(
     return reuse_run(client, found, parent_run_id=parent_run_id, job_label=job_label, run_name=run_name)
 
 
-def finished_by_hash(settings: TrackingSettings, launch_dir: str, config_hashes: Collection[str]) -> dict[str, Any]:
-    """The latest FINISHED job run of each config hash in ``config_hashes`` that has one, in one search of the
-    experiment's finished job runs (a resumed sweep's sweeper, before it launches anything)."""
+def finished_by_hash(settings: TrackingSettings, launch_dir: str) -> dict[str, Any]:
+    """The experiment's latest FINISHED job run of each config hash, in one search of its finished job runs (a
+    resumed sweep's sweeper, before it launches anything); {} when the experiment does not exist yet."""
     from owl_eval.tracking.reading import search_all
 
-    wanted = set(config_hashes)
     client = make_client(settings.resolved_uri(launch_dir))
     exp = client.get_experiment_by_name(settings.experiment_name)
-    if exp is None or not wanted:
+    if exp is None:
         return {}
     query = f"tags.`{RUN_KIND_TAG}` = 'job' and attributes.status = 'FINISHED'"
     found: dict[str, Any] = {}
     for run in sorted(search_all(client, [exp.experiment_id], query), key=_order):
         digest = run.data.tags.get(CONFIG_HASH_TAG)
-        if digest in wanted:
+        if digest:
             found[digest] = run  # the latest wins, as in find_claim
     return found
 

@@ -26,20 +26,19 @@ DomainInputs = dict[str, tuple[DataInput, ...] | None]  # a domain node (JSON) -
 
 
 @dataclass(frozen=True)
-class PlannedJob:
-    """A job whose identity is known before it is launched: its config hash and its ``tracking`` node (resolved)."""
+class JobIdentity:
+    """A job's identity known before it is launched (:func:`job_identity`): what its hash is made of but the data,
+    its ``tracking`` node (resolved: where its run would be), and its task config (to build its domain from)."""
 
-    config_hash: str
+    identity: dict[str, Any]
     tracking: dict[str, Any]
+    task: dict[str, Any]
 
 
-def plan_job(task: dict[str, Any], domains: DomainInputs) -> PlannedJob | None:
-    """The config hash the job of ``task`` (a composed job's task config as plain dicts, interpolations unresolved:
-    :func:`owl_eval.runner.sweeps.compose.task_container`) will compute, and its tracking node; or None: a source
-    read (``owl-eval-evaluate``'s jobs are never reused), an identity that needs the job's Hydra runtime, a domain or
-    tracking node that holds a Hydra value, or a domain that fails to build (the job reports why).
-
-    ``domains`` caches the data each distinct domain node reads: a sweep over seeds builds its domain once."""
+def job_identity(task: dict[str, Any]) -> JobIdentity | None:
+    """The identity of the job of ``task`` (a composed job's task config as plain dicts, interpolations unresolved:
+    :func:`owl_eval.runner.sweeps.compose.task_container`), or None: a source read (``owl-eval-evaluate``'s jobs are
+    never reused), an identity that needs the job's Hydra runtime, or a tracking node that holds a Hydra value."""
     if task.get("source") is not None or task.get("domain") is None:
         return None
     identity = identity_of(task)
@@ -48,11 +47,18 @@ def plan_job(task: dict[str, Any], domains: DomainInputs) -> PlannedJob | None:
     tracking = identity.get("tracking") or {}
     if HYDRA_TEXT in json.dumps(tracking, default=str):
         return None
-    key = json.dumps(identity.get("domain"), sort_keys=True, default=str)
+    return JobIdentity(identity, tracking, task)
+
+
+def planned_hash(job: JobIdentity, domains: DomainInputs) -> str | None:
+    """The config hash the job will compute (its identity with the data its domain reads), or None: a domain node
+    that holds a Hydra value, or a domain that fails to build (the job reports why). ``domains`` caches the data
+    each distinct domain node reads: a sweep over seeds builds its domain once."""
+    key = json.dumps(job.identity.get("domain"), sort_keys=True, default=str)
     if key not in domains:
-        domains[key] = None if HYDRA_TEXT in key else _domain_inputs(task)
+        domains[key] = None if HYDRA_TEXT in key else _domain_inputs(job.task)
     inputs = domains[key]
-    return None if inputs is None else PlannedJob(identity_hash(identity, inputs), tracking)
+    return None if inputs is None else identity_hash(job.identity, inputs)
 
 
 def _domain_inputs(task: dict[str, Any]) -> tuple[DataInput, ...] | None:

@@ -3,7 +3,7 @@ owl-eval's config: :mod:`hydra_plugins.owl_eval_sweeper`) is Hydra's basic sweep
 :class:`LaunchLeft`.
 
 Before a batch is launched, each job's config hash is computed from the config Hydra composed to validate it and
-the data its domain reads (each distinct domain built once: :func:`owl_eval.runner.job.planned.plan_job`);
+the data its domain reads (each distinct domain built once: :func:`owl_eval.runner.job.planned.planned_hash`);
 one search of the store finds the jobs already FINISHED (:func:`owl_eval.tracking.reuse.finished_by_hash`). Those
 are taken as a job would take them (logged, noted on the sweep's parent, a stand-in run under it, created while
 the sweep goes on: :func:`finish_stand_ins` waits for them at its end), without starting a worker; the others are launched together, in one
@@ -25,7 +25,7 @@ from omegaconf import DictConfig
 
 from owl_eval.runner.config.sweep_context import JOB_NUM_ENV, handed_parent, handed_swept_keys
 from owl_eval.runner.job.naming import job_run_name
-from owl_eval.runner.job.planned import DomainInputs, plan_job
+from owl_eval.runner.job.planned import DomainInputs, JobIdentity, job_identity, planned_hash
 from owl_eval.tracking.redaction import redacted_override
 from owl_eval.tracking.reuse import (
     Reuse,
@@ -44,12 +44,12 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class KnownJob:
-    """A job of the batch whose config hash is known before launching."""
+    """A job of the batch whose identity is known before launching."""
 
     position: int  # in the batch
     overrides: tuple[str, ...]
     settings: TrackingSettings
-    config_hash: str
+    identity: JobIdentity
 
 
 class LaunchLeft:
@@ -91,50 +91,64 @@ class LaunchLeft:
     def _known(self, job_overrides: Sequence[Sequence[str]], composed: list[dict[str, Any]]) -> list[KnownJob]:
         known = []
         for position, (overrides, task) in enumerate(zip(job_overrides, composed, strict=True)):
-            planned = plan_job(task, self.domains)
-            if planned is None:
+            identity = job_identity(task)
+            if identity is None:
                 continue
-            settings = TrackingSettings.from_config(planned.tracking)
+            settings = TrackingSettings.from_config(identity.tracking)
             if skip_enabled(settings, multirun=True):
-                known.append(KnownJob(position, tuple(str(o) for o in overrides), settings, planned.config_hash))
+                known.append(KnownJob(position, tuple(str(o) for o in overrides), settings, identity))
         return known
 
     def _take_finished(self, known: list[KnownJob], initial_job_idx: int) -> dict[int, Any]:
+        """Per store: its finished job runs (one search); only where there are any, the jobs' hashes (their domains
+        built) and the reuse of those found."""
         launch_dir = str(self.config.hydra.runtime.cwd)
         stores: dict[tuple[str, str], list[KnownJob]] = {}
         for job in known:
             stores.setdefault((job.settings.resolved_uri(launch_dir), job.settings.experiment_name), []).append(job)
-        swept = handed_swept_keys()
         reused: dict[int, Any] = {}
         for jobs in stores.values():
             settings = jobs[0].settings
-            found = finished_by_hash(settings, launch_dir, [job.config_hash for job in jobs])
-            taken = [job for job in jobs if job.config_hash in found]
-            if not taken:
+            found = finished_by_hash(settings, launch_dir)
+            if not found:
                 continue
-            reuses = []
-            for job in taken:
-                run = found[job.config_hash]
-                label = " ".join(redacted_override(o) for o in job.overrides)
-                tags = run.data.tags
-                number = initial_job_idx + job.position
-                name = job_run_name(
-                    agent=tags.get("agent", "agent"),
-                    seed=tags.get("seed", "?"),
-                    condition=tags.get("condition"),
-                    job_num=number,
-                    task_overrides=job.overrides,
-                    swept=swept,
-                )
-                log.info("\t#%d : %s", number, skipped_line(run, job.config_hash, label))
-                reuses.append(Reuse(run, label, name))
-            client = make_client(settings.resolved_uri(launch_dir))
-            parent = find_sweep_parent(settings, launch_dir, self._sweep_dir(), handed=handed_parent())
-            note_reused(client, reuses, parent_run_id=parent)
-            _stand_ins_meanwhile(client, reuses, parent)
-            for job in taken:
-                reused[job.position] = _completed(job.overrides, dict(found[job.config_hash].data.metrics))
+            taken = []
+            for job in jobs:
+                digest = planned_hash(job.identity, self.domains)
+                if digest is not None and digest in found:
+                    taken.append((job, digest, found[digest]))
+            reused |= self._reuse(settings, taken, initial_job_idx)
         return reused
+
+    def _reuse(
+        self, settings: TrackingSettings, taken: list[tuple[KnownJob, str, Any]], initial_job_idx: int
+    ) -> dict[int, Any]:
+        """The jobs of ``taken`` (job, its hash, the run that has it) taken by their runs: logged, noted on the sweep's
+        parent, their stand-ins created meanwhile; their job returns by position."""
+        if not taken:
+            return {}
+        launch_dir = str(self.config.hydra.runtime.cwd)
+        swept = handed_swept_keys()
+        reuses = []
+        for job, digest, run in taken:
+            label = " ".join(redacted_override(o) for o in job.overrides)
+            tags = run.data.tags
+            number = initial_job_idx + job.position
+            name = job_run_name(
+                agent=tags.get("agent", "agent"),
+                seed=tags.get("seed", "?"),
+                condition=tags.get("condition"),
+                job_num=number,
+                task_overrides=job.overrides,
+                swept=swept,
+            )
+            log.info("\t#%d : %s", number, skipped_line(run, digest, label))
+            reuses.append(Reuse(run, label, name))
+        client = make_client(settings.resolved_uri(launch_dir))
+        parent = find_sweep_parent(settings, launch_dir, self._sweep_dir(), handed=handed_parent())
+        note_reused(client, reuses, parent_run_id=parent)
+        _stand_ins_meanwhile(client, reuses, parent)
+        return {job.position: _completed(job.overrides, dict(run.data.metrics)) for job, _, run in taken}
 
     def _sweep_dir(self) -> str:
         from pathlib import Path
