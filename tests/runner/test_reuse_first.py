@@ -165,8 +165,16 @@ def _shape(runs: dict) -> list[tuple[str, str, str]]:
     return sorted((r["tags"]["mlflow.runName"], r["tags"]["owl_eval.kind"], r["status"]) for r in under)
 
 
+SWEEPERS = {
+    "owl_eval": ["hydra/sweeper=owl_eval"],
+    "basic": ["hydra/sweeper=basic"],
+    # batches [0 1] [2 3] [4]: one reused and one launched in each of the first two, the last launched whole
+    "owl_eval_batches_of_2": ["hydra/sweeper=owl_eval", "hydra.sweeper.max_batch_size=2"],
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("sweeper", ["owl_eval", "basic"])
+@pytest.mark.parametrize("sweeper", list(SWEEPERS))
 def test_a_resumed_sweep_launches_only_the_jobs_left_keeping_their_numbers(sweeper, mlflow_store, client, tmp_path):
     """Three seeds finish; seed 1's run is deleted; the sweep is re-run over five seeds. owl-eval's sweeper launches
     jobs 1, 3 and 4 only (their folders and run names keep those numbers) and shows 0 and 2 as reused stand-ins;
@@ -176,7 +184,7 @@ def test_a_resumed_sweep_launches_only_the_jobs_left_keeping_their_numbers(sweep
     first = snapshot(mlflow_store, name)
     seed1 = next(r for r in first.values() if r["tags"].get("owl_eval.kind") == "job" and r["tags"]["seed"] == "1")
     client.delete_run(seed1["id"])
-    proc = sweep(mlflow_store, name, tmp_path / "second", "seed=0,1,2,3,4", f"hydra/sweeper={sweeper}", *SMALL)
+    proc = sweep(mlflow_store, name, tmp_path / "second", "seed=0,1,2,3,4", *SWEEPERS[sweeper], *SMALL)
     second = {k: r for k, r in snapshot(mlflow_store, name).items() if k not in first}
     parent, _ = _under_parent(second)
     assert _shape(second) == [
@@ -193,10 +201,10 @@ def test_a_resumed_sweep_launches_only_the_jobs_left_keeping_their_numbers(sweep
     )
     assert parent["metrics"]["knn_novelty/n_seeds"][0][1] == 5
     launched = sorted(p.name for p in (tmp_path / "second").iterdir() if p.is_dir() and p.name.isdigit())
-    assert launched == (["1", "3", "4"] if sweeper == "owl_eval" else ["0", "1", "2", "3", "4"])
+    assert launched == (["0", "1", "2", "3", "4"] if sweeper == "basic" else ["1", "3", "4"])
     for job in launched:  # each launched job's log is in its own numbered folder and names its own seed
         assert "seed=" + job in (tmp_path / "second" / job / ".hydra" / "overrides.yaml").read_text()
-    if sweeper == "owl_eval":
+    if sweeper != "basic":
         out = proc.stdout + proc.stderr
         assert out.count(" already FINISHED in MLflow run ") == 2 and "OWL_EVAL_JOB_NUM=1" in out
 
