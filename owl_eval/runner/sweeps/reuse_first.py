@@ -2,15 +2,15 @@
 owl-eval's config: :mod:`hydra_plugins.owl_eval_sweeper`) is Hydra's basic sweeper whose launcher is wrapped in
 :class:`LaunchLeft`.
 
-Before a batch is launched, each job's config hash is computed from the config Hydra composed to validate it and
-the data its domain reads (each distinct domain built once: :func:`owl_eval.runner.job.planned.planned_hash`);
-one search of the store finds the jobs already FINISHED (:func:`owl_eval.tracking.reuse.finished_by_hash`). Those
-are taken as a job would take them (logged, noted on the sweep's parent, a stand-in run under it, created while
-the sweep goes on: :func:`finish_stand_ins` waits for them at its end), without starting a worker; the others are launched together, in one
-call of the launcher, each keeping its number in the sweep (its folder and run name) through
-``hydra.job.env_set.OWL_EVAL_JOB_NUM``. A job whose hash cannot be known before it runs, a run still in flight
-elsewhere and the race of two launches are left to the job itself (:mod:`owl_eval.tracking.reuse`), as under any
-other sweeper.
+Before a batch is launched, one search of the store finds its FINISHED job runs
+(:func:`owl_eval.tracking.reuse.finished_by_hash`), and each job's config hash is computed from the config Hydra
+composed to validate it and the data its domain reads (each distinct domain built once:
+:func:`owl_eval.runner.job.planned.planned_hash`). The jobs found are taken as a job would take them (logged, noted
+on the sweep's parent, a stand-in run under it, created while the sweep goes on: :func:`finish_stand_ins` waits for
+them at its end), without starting a worker; the others are launched together, in one call of the launcher, each
+keeping its number in the sweep (its folder and run name) through ``hydra.job.env_set.OWL_EVAL_JOB_NUM``. A job
+whose hash cannot be known before it runs, a run still in flight elsewhere and the race of two launches are left to
+the job itself (:mod:`owl_eval.tracking.reuse`), as under any other sweeper.
 """
 
 from __future__ import annotations
