@@ -17,7 +17,7 @@ def test_the_default_run_logs_every_readme_metric(shipped, experiment, client, t
         pytest.importorskip("minigrid", reason='the minigrid extra: pip install -e ".[minigrid]"')
     from owl_eval.metrics.keys import MetricKey
     from owl_eval.runner.api import run
-    from owl_eval.tracking.runs import mlflow_key
+    from owl_eval.tracking.keys import mlflow_key
 
     run(
         [f"+experiment={shipped}", *experiment["overrides"], f"protocol.ste.dir={tmp_path / 'ste'}", "figures=false"],

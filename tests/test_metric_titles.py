@@ -11,7 +11,7 @@ from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricSpec
 from owl_eval.protocols import get_protocol
 from owl_eval.tracking.key_index import LoggedKey
-from owl_eval.tracking.runs import logged_key_entry
+from owl_eval.tracking.keys import logged_key_entry
 
 BUILT_IN = ("ond", "continual", "trajectory", "lifelong_rl")
 

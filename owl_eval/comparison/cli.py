@@ -23,8 +23,8 @@ from owl_eval.comparison.outputs import write_files
 from owl_eval.comparison.store import load, sweep_selection
 from owl_eval.errors import ConfigError
 from owl_eval.tracking.reading import experiment_runs
-from owl_eval.tracking.runs import TrackingSettings, check_sqlite_store, make_client
-from owl_eval.tracking.settings import sqlite_uri
+from owl_eval.tracking.settings import TrackingSettings, sqlite_uri
+from owl_eval.tracking.store import check_sqlite_store, make_client
 
 USAGE = __doc__.split("::", 1)[1].split("Prints", 1)[0].strip("\n")
 VALUED_FLAGS = ("--tag", "--metrics", "--sweep", "--group", "--uri", "--store-dir", "--out")

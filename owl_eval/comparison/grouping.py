@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from owl_eval.tracking.runs import CONFIG_HASH_TAG
+from owl_eval.tracking.keys import CONFIG_HASH_TAG
 
 NOT_GROUPED = {"seed"}  # what varies between the runs averaged together
 # Tags that name what a run evaluated: group keys with readable labels, tried before the params behind them.

@@ -29,7 +29,7 @@ VIEW_COLUMNS = 40
 
 
 def _key_part(r: Row, keys: Sequence[str]) -> str:
-    from owl_eval.tracking.runs import metric_key
+    from owl_eval.tracking.keys import metric_key
 
     setting = "__".join(f"{name.replace('=', '-')}" for name in setting_label(r.setting, keys).split(", ") if name)
     return metric_key(r.agent + (f"/{setting}" if setting else ""))

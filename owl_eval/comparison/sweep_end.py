@@ -15,8 +15,11 @@ from owl_eval.comparison import text
 from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
+from owl_eval.tracking.keys import shared_view_path
 from owl_eval.tracking.reading import reused_ids, reused_runs
-from owl_eval.tracking.runs import TrackedRun, TrackingSettings, make_client, shared_view_path
+from owl_eval.tracking.runs import TrackedRun
+from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.store import make_client
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from owl_eval.comparison.grouping import (
 )
 from owl_eval.errors import ConfigError
 from owl_eval.tracking.key_index import LoggedKey, StoredKeys
-from owl_eval.tracking.runs import metric_key
+from owl_eval.tracking.keys import metric_key
 
 DIRECTION_WORDS = {"maximize": "higher is better", "minimize": "lower is better", "none": ""}
 ROLES = ("headline", "detail", "baseline", "timing")

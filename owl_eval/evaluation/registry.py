@@ -15,7 +15,7 @@ of a key is found from its fields alone (:func:`spec_for`), never from text::
 
 A key whose name the protocol does not declare has no declaration (None), never a neighbour's.
 
-The MLflow key of a metric key is made in one function, ``owl_eval.tracking.runs.mlflow_key`` (the headline
+The MLflow key of a metric key is made in one function, ``owl_eval.tracking.keys.mlflow_key`` (the headline
 under plain keys, the rest ``detail/``, ``baseline/``, ``time/``, threshold sweeps as tables ``threshold/``); a
 run's ``metric_keys.json`` maps each of its MLflow keys back to these fields and declarations, so nothing reads
 an MLflow key's text either.

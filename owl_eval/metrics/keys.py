@@ -32,7 +32,7 @@ text to keep lookups by name, plus its own JSON, sorting and printing, and every
 along (figures, ``metrics_na.json``, logs, the ~144 lookups of the tests) would change; as a ``str`` they need no
 change, and the fields are what the code that needs them (tracking, the registry, selection, thresholds) reads.
 
-The MLflow key of a metric key is made in one place, ``owl_eval.tracking.runs.mlflow_key``.
+The MLflow key of a metric key is made in one place, ``owl_eval.tracking.keys.mlflow_key``.
 """
 
 from __future__ import annotations

@@ -20,13 +20,14 @@ import socket
 import time
 from collections.abc import Mapping
 
+from owl_eval.tracking.keys import RUN_KIND_TAG
+
 log = logging.getLogger(__name__)
 
 PID_TAG = "owl_eval.pid"
 HOST_TAG = "owl_eval.host"
 PID_START_TAG = "owl_eval.pid_start"
 KILLED_REASON_TAG = "owl_eval.killed_reason"
-KIND_TAG = "owl_eval.kind"  # == owl_eval.tracking.runs.RUN_KIND_TAG (not imported: tracking imports this module)
 UNKNOWN = "unknown"
 
 
@@ -155,7 +156,7 @@ def mark_dead_runs(client, experiment_id: str, *, found_by: str = "") -> list[st
     dead: list[str] = []
     for run in found:
         tags = run.data.tags
-        if KIND_TAG not in tags or tags.get(HOST_TAG) != host or owner_alive(tags):
+        if RUN_KIND_TAG not in tags or tags.get(HOST_TAG) != host or owner_alive(tags):
             continue
         reason = (
             f"process {tags.get(PID_TAG)} on host {host} is gone (found at {when} by "

@@ -6,14 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from owl_eval.errors import ConfigError
-from owl_eval.tracking.runs import (
-    MAX_IDS_PER_SEARCH,
-    PARENT_TAG,
-    REUSED_TAG_PREFIX,
-    RUN_KIND_TAG,
-    chunks,
-    filter_literal,
-)
+from owl_eval.tracking.keys import PARENT_TAG, REUSED_TAG_PREFIX, RUN_KIND_TAG
+from owl_eval.tracking.store import MAX_IDS_PER_SEARCH, chunks, filter_literal
 
 
 def search_all(client, experiment_ids, filter_string: str) -> list:

@@ -22,16 +22,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from owl_eval.tracking.keys import CONFIG_HASH_TAG, PARENT_TAG, REUSED_TAG_PREFIX, RUN_KIND_TAG
 from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
-from owl_eval.tracking.runs import (
-    CONFIG_HASH_TAG,
+from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.store import (
     MAX_METRICS_PER_BATCH,
     MAX_PARAMS_PER_BATCH,
     MAX_TAGS_PER_BATCH,
-    PARENT_TAG,
-    REUSED_TAG_PREFIX,
-    RUN_KIND_TAG,
-    TrackingSettings,
     chunks,
     filter_literal,
     make_client,

@@ -9,18 +9,11 @@ import os
 import time
 from collections.abc import Mapping
 
+from owl_eval.tracking.keys import PARENT_TAG, RUN_KIND_TAG, SWEEP_DIR_TAG
 from owl_eval.tracking.liveness import owner_tags, reap_quietly
 from owl_eval.tracking.redaction import redacted_override, scrub
-from owl_eval.tracking.runs import (
-    PARENT_TAG,
-    RUN_KIND_TAG,
-    SWEEP_DIR_TAG,
-    delete_run_permanently,
-    filter_literal,
-    get_or_create_experiment,
-    make_client,
-)
 from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.store import delete_run_permanently, filter_literal, get_or_create_experiment, make_client
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from owl_eval.errors import ConfigError
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.tracking import reading
 from owl_eval.tracking.key_index import INDEX_ARTIFACT, LoggedKey, StoredKeys, index_json
-from owl_eval.tracking.runs import logged_key_entry, mlflow_key
+from owl_eval.tracking.keys import logged_key_entry, mlflow_key
 
 
 def index_of(protocol: str, *keys: MetricKey, series: tuple[MetricKey, ...] = ()) -> dict[str, LoggedKey]:
@@ -339,7 +339,7 @@ def log_job(client, exp_id, parent_id, agent, domain, condition, seed, job_num, 
 def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, capsys):
     """+experiment=ond_all_domains shape: 2 domains x 2 conditions x 2 agents x 3 seeds, swept in the experiment
     file (hydra.sweeper.params), nothing swept on the command line: 8 groups of n = 3 seeds."""
-    from owl_eval.tracking.runs import TrackingSettings
+    from owl_eval.tracking.settings import TrackingSettings
 
     name = f"all-domains-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -410,7 +410,8 @@ def test_all_domains_sweep_groups_by_every_swept_value(mlflow_store, client, cap
 
 def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, capsys):
     from owl_eval.metrics.results import MetricResults
-    from owl_eval.tracking.runs import TrackedRun, TrackingSettings
+    from owl_eval.tracking.runs import TrackedRun
+    from owl_eval.tracking.settings import TrackingSettings
 
     name = f"compare-{uuid.uuid4().hex[:8]}"
     exp_id = client.create_experiment(name, artifact_location=mlflow_store["artifacts"])
@@ -444,7 +445,7 @@ def test_parent_logging_and_command_line_on_a_real_store(mlflow_store, client, c
     assert (knn.mean, knn.std, knn.ci95_low) == pytest.approx((0.91, 0.04, 0.91 - half), rel=1e-9)
     only = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "agent=ond/closed_world"])
     assert {r.label for r in only.rows} == {"closed_world"}
-    # a tag value with a quote goes into the search filter quoted (owl_eval.tracking.runs.filter_literal)
+    # a tag value with a quote goes into the search filter quoted (owl_eval.tracking.store.filter_literal)
     quoted = cli.main([f"experiment={name}", "--uri", mlflow_store["uri"], "--tag", "team=it's ours"])
     assert {r.label for r in quoted.rows} == {"closed_world", "knn_novelty"}
     capsys.readouterr()

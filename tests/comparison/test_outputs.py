@@ -21,7 +21,7 @@ from owl_eval.comparison.grouping import agent_labels
 from owl_eval.comparison.verdict import verdicts
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.tracking.key_index import StoredKeys
-from owl_eval.tracking.runs import logged_key_entry, mlflow_key
+from owl_eval.tracking.keys import logged_key_entry, mlflow_key
 from tests.comparison.test_compare import fake_run
 
 SEEDS = 10
@@ -60,7 +60,8 @@ def _store_sweep(client, store: dict, agents: dict[str, str]) -> tuple[str, dict
 @pytest.mark.parametrize("agents", [{"ond/alpha": "A", "ond/beta": "B"}, {"ond/zulu": "A", "ond/beta": "B"}])
 @pytest.mark.slow
 def test_winners_parent_metrics_labels_and_files_on_a_real_store(mlflow_store, client, tmp_path, capsys, agents):
-    from owl_eval.tracking.runs import TrackedRun, TrackingSettings
+    from owl_eval.tracking.runs import TrackedRun
+    from owl_eval.tracking.settings import TrackingSettings
 
     name, values = _store_sweep(client, mlflow_store, agents)
     out = tmp_path / "out"

@@ -18,7 +18,7 @@ from owl_eval.evaluation.registry import spec_for
 from owl_eval.protocols import all_protocols
 from owl_eval.runner.api import run
 from owl_eval.tracking.key_index import download_index
-from owl_eval.tracking.runs import mlflow_key
+from owl_eval.tracking.keys import mlflow_key
 
 NA_TAG = "na."
 # One small job per protocol: (overrides, names the settings must have generated).

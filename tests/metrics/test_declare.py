@@ -27,7 +27,7 @@ from owl_eval.protocols.lifelong_rl.metrics import LIFELONG_RL, evaluate_log
 from owl_eval.protocols.lifelong_rl.record import RLRecord
 from owl_eval.protocols.ond.metrics import OND, SPECS, OndTrial, program_metrics
 from owl_eval.protocols.ond.record import OndRecord
-from owl_eval.tracking.runs import mlflow_key
+from owl_eval.tracking.keys import mlflow_key
 
 ADDED = "tests.fixtures.added_metrics"
 ADDED_NAMES = {

@@ -20,7 +20,7 @@ from owl_eval.evaluation.registry import declared_key, is_series, spec_for, spec
 from owl_eval.evaluation.selection import check_names, select, selection_base
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.tracking.runs import logged_key_entry, metric_key
+from owl_eval.tracking.keys import logged_key_entry, metric_key
 
 PROTOCOLS = sorted(("ond", "continual", "trajectory", "lifelong_rl"))  # the shipped protocols
 ODD_TASKS = ("cartpole_default", "frozen lake@v1", "3")  # task parts are data: any characters but '/'

@@ -26,7 +26,7 @@ FAST = ["agent.epochs=2"]
 def key(name: str) -> str:
     """The MLflow key of a reported continual metric: headline plain, the rest under detail/."""
     from owl_eval.metrics.keys import MetricKey
-    from owl_eval.tracking.runs import mlflow_key
+    from owl_eval.tracking.keys import mlflow_key
 
     return mlflow_key(MetricKey(name), "continual")
 

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from owl_eval.tracking.runs import TrackedRun, TrackingSettings
+from owl_eval.tracking.runs import TrackedRun
+from owl_eval.tracking.settings import TrackingSettings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 SMALL_SWEEP = ["-m", "+experiment=ond_given_detection", "seed=0,1", "protocol.num_trials=3", "figures=false"]
@@ -268,7 +269,7 @@ def test_dead_sweep_parent_is_killed_and_reported_by_the_next_sweep(experiment, 
 
     settings = settings_of(experiment)
     script = (
-        "import os, signal\nfrom owl_eval.runner.sweeps.callbacks import start_sweep_parent\nfrom owl_eval.tracking.runs import TrackingSettings\n"
+        "import os, signal\nfrom owl_eval.runner.sweeps.callbacks import start_sweep_parent\nfrom owl_eval.tracking.settings import TrackingSettings\n"
         f"s = TrackingSettings(uri={experiment['uri']!r}, experiment_name={experiment['name']!r}, "
         f"artifact_location={experiment['artifacts']!r})\n"
         f"print(start_sweep_parent(s, '.', {str(tmp_path / 'first')!r}, experiment='x', overrides=[]), flush=True)\n"

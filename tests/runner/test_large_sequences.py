@@ -130,7 +130,7 @@ def test_the_cap_changes_which_series_are_logged_and_no_metric_value():
     assert tasks == [0, 3, 6, 10, 13, 16, 19, 23, 26, 29]
     assert sum(k.task is not None for k in every.series) == 30
     options = evaluation.options({})
-    from owl_eval.tracking.runs import logged_as
+    from owl_eval.tracking.keys import logged_as
 
     tag = evaluation.run_tags(record, options, logged_as=logged_as("continual"))[TASK_SERIES_TAG]
     assert tag == (

@@ -34,7 +34,7 @@ CART_SMALL = [
 def key(name) -> str:
     """The MLflow key of a reported lifelong-RL metric (a plain name or a MetricKey): headline plain, timings as they
     are, the rest detail/."""
-    from owl_eval.tracking.runs import mlflow_key
+    from owl_eval.tracking.keys import mlflow_key
 
     return mlflow_key(MetricKey.of(name), "lifelong_rl")
 

@@ -1,5 +1,5 @@
 """How store faults are recognised wherever they surface (owl_eval.tracking.faults), and the bounded retries
-owl-eval sets for MLflow's HTTP requests unless the user set them (owl_eval.tracking.runs.bound_retries). The
+owl-eval sets for MLflow's HTTP requests unless the user set them (owl_eval.tracking.store.bound_retries). The
 end-to-end cases are tests/reliability/test_full_disk.py and integration/test_lost_server.py."""
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def test_an_interruption_hidden_by_a_failed_write_is_found_but_an_agents_own_is_
 def test_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
     import os
 
-    from owl_eval.tracking.runs import HTTP_RETRY_DEFAULTS, bound_retries
+    from owl_eval.tracking.store import HTTP_RETRY_DEFAULTS, bound_retries
 
     monkeypatch.delenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", raising=False)
     monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "600")

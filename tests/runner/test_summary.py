@@ -170,7 +170,7 @@ def test_python_api_prints_nothing(experiment, tmp_path, capsys):
 # -- keys and names, without a run -----------------------------------------------------------------------
 def test_each_kind_of_key_has_an_index_entry_with_its_declaration():
     from owl_eval.tracking.key_index import LoggedKey, index_json, read_index
-    from owl_eval.tracking.runs import logged_key_entry, mlflow_key
+    from owl_eval.tracking.keys import logged_key_entry, mlflow_key
 
     cases = [  # (protocol, key, MLflow key, headline rank, series)
         ("ond", MetricKey("top1"), "top1", 0, False),
@@ -291,7 +291,7 @@ def _stub_client(protocol: str, metrics: dict, tags: dict, tmp_path: Path):
     from types import SimpleNamespace as NS
 
     from owl_eval.tracking.key_index import index_json
-    from owl_eval.tracking.runs import logged_key_entry
+    from owl_eval.tracking.keys import logged_key_entry
 
     run = NS(
         info=NS(experiment_id="7", status="FINISHED", run_name="q-seed0"),

@@ -241,7 +241,7 @@ def test_skip_finished_flag_outside_sweeps(experiment, client, tmp_path):
     """Default (null): single runs always run. ``true``: a config with a FINISHED run is not run again."""
     from owl_eval.runner.api import run
     from owl_eval.tracking.reuse import skip_enabled
-    from owl_eval.tracking.runs import TrackingSettings
+    from owl_eval.tracking.settings import TrackingSettings
 
     assert [
         skip_enabled(TrackingSettings(skip_finished=f), multirun=m) for f in (None, True, False) for m in (True, False)

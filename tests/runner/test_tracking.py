@@ -9,7 +9,9 @@ import pytest
 
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.metrics.results import MetricResults, Series
-from owl_eval.tracking.runs import TrackedRun, TrackingSettings, flatten, metric_key, mlflow_key
+from owl_eval.tracking.keys import metric_key, mlflow_key
+from owl_eval.tracking.runs import TrackedRun, flatten
+from owl_eval.tracking.settings import TrackingSettings
 
 
 def test_long_series_are_binned_and_kept_whole_in_a_csv(experiment, client, tmp_path):
@@ -304,7 +306,7 @@ def test_no_server_at_an_http_uri_is_one_config_error_within_15_s(free_port):
     import time
 
     from owl_eval.errors import ConfigError
-    from owl_eval.tracking.runs import make_client
+    from owl_eval.tracking.store import make_client
 
     uri = f"http://127.0.0.1:{free_port}"
     start = time.monotonic()
@@ -366,7 +368,7 @@ def test_no_database_at_a_postgresql_uri_is_one_config_error_at_once(free_port):
     import time
 
     from owl_eval.errors import ConfigError
-    from owl_eval.tracking.runs import make_client
+    from owl_eval.tracking.store import make_client
 
     pytest.importorskip("psycopg", reason="the team extra is not installed: pip install -e '.[team]'")
     start = time.monotonic()
@@ -382,7 +384,7 @@ def test_a_server_that_accepts_but_never_answers_is_a_time_out(monkeypatch):
     import socket
 
     from owl_eval.errors import ConfigError
-    from owl_eval.tracking import runs as tracking
+    from owl_eval.tracking import store as tracking
 
     monkeypatch.setattr(tracking, "SERVER_CHECK_TIMEOUT", 0.3)
     monkeypatch.setattr(tracking, "SERVER_CHECK_PAUSE", 0.1)
@@ -400,7 +402,7 @@ def test_any_http_answer_counts_and_is_checked_once_per_process():
 
     from mlflow.tracking import MlflowClient
 
-    from owl_eval.tracking.runs import make_client
+    from owl_eval.tracking.store import make_client
 
     paths: list[str] = []
 
@@ -461,9 +463,9 @@ def test_the_command_line_with_no_server_at_its_uri_exits_with_one_error_line(fr
 
 
 def test_the_parent_tag_is_mlflows_own():
-    """tracking.runs spells MLflow's parent-run tag to stay free of MLflow's import: the two must agree."""
+    """tracking.keys spells MLflow's parent-run tag to stay free of MLflow's import: the two must agree."""
     from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID
 
-    from owl_eval.tracking.runs import PARENT_TAG
+    from owl_eval.tracking.keys import PARENT_TAG
 
     assert PARENT_TAG == MLFLOW_PARENT_RUN_ID

@@ -8,7 +8,7 @@ import pytest
 from owl_eval.evaluation import evaluation_for
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.runner.api import run
-from owl_eval.tracking.runs import mlflow_key
+from owl_eval.tracking.keys import mlflow_key
 
 TABLE = [
     "ade_marginal",

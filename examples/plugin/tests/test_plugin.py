@@ -205,7 +205,7 @@ def test_installed_protocol_is_found_with_its_parts():
     assert p.options_class()().coverages == [0.8, 0.9, 0.95]
     assert (Path(p.config) / "experiment" / "selective_digits.yaml").is_file()
     # every headline name is declared and logged under its plain key; the curve is a detail series
-    from owl_eval.tracking.runs import mlflow_key
+    from owl_eval.tracking.keys import mlflow_key
     from owl_eval_selective.specs import coverage_name
 
     keys = [MetricKey("aurc"), MetricKey("excess_aurc"), *map(coverage_name, (0.8, 0.9, 0.95)), MetricKey("accuracy")]

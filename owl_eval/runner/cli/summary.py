@@ -95,7 +95,7 @@ def run_summary(client, run_id: str, uri: str, *, columns: int | None = None) ->
 
 def print_run_summaries(runs: Sequence, out=None) -> None:
     """Print the block of each run in ``runs`` (``tracking.StartedRun``); a store that cannot be read is one line."""
-    from owl_eval.tracking.runs import make_client
+    from owl_eval.tracking.store import make_client
 
     out = out or sys.stdout
     for started in runs:

@@ -42,18 +42,12 @@ from owl_eval.runner.job.scoring import (
     scored_saved,
 )
 from owl_eval.runner.process.worker import ForkedWorker, InlineWorker, carried_by, fork_wanted, inline_reason
+from owl_eval.tracking.keys import CONFIG_HASH_TAG, RUN_KIND_TAG
 from owl_eval.tracking.redaction import remember, scrub, scrub_values
 from owl_eval.tracking.reuse import reuse_finished, skip_enabled, yield_to_earlier_claim
-from owl_eval.tracking.runs import (
-    CONFIG_HASH_TAG,
-    RUN_KIND_TAG,
-    StartedRun,
-    TrackedRun,
-    flatten,
-    git_commit,
-    warm_store,
-)
+from owl_eval.tracking.runs import StartedRun, TrackedRun, flatten, git_commit
 from owl_eval.tracking.settings import redacted
+from owl_eval.tracking.store import warm_store
 from owl_eval.tracking.sweep_parent import find_sweep_parent
 
 log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ from owl_eval.evaluation.options import MetricOptions
 from owl_eval.metrics.keys import MetricKey
 from owl_eval.protocols.base import Record
 from owl_eval.runner.job.config import JobConfig
-from owl_eval.tracking.runs import logged_as
+from owl_eval.tracking.keys import logged_as
 
 log = logging.getLogger(__name__)
 

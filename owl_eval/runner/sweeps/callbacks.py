@@ -248,8 +248,8 @@ def _comparison_lost(exc: BaseException, settings: TrackingSettings, launch_dir:
     traceback goes to the log files only."""
     from owl_eval.runner.config.error_files import log_to_files
     from owl_eval.tracking.faults import StoreFull, full_disk_message
-    from owl_eval.tracking.runs import store_name
     from owl_eval.tracking.settings import sqlite_path
+    from owl_eval.tracking.store import store_name
 
     uri = settings.resolved_uri(launch_dir)
     log_to_files(f"the end of sweep {run_id} met a full disk: {exc}", exc)

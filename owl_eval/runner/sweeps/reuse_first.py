@@ -35,8 +35,8 @@ from owl_eval.tracking.reuse import (
     skip_enabled,
     skipped_line,
 )
-from owl_eval.tracking.runs import make_client
 from owl_eval.tracking.settings import TrackingSettings
+from owl_eval.tracking.store import make_client
 from owl_eval.tracking.sweep_parent import find_sweep_parent
 
 log = logging.getLogger(__name__)
