@@ -172,15 +172,11 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(line)
 
 
-# The long and service-backed tests (everything outside integration/commands) run one at a time, in one worker,
-# first: beside them the other workers run the command lines, whose tests each have their own workspace and store,
-# and the modules of BESIDE_THE_GROUP.
-ONE_AT_A_TIME = "one-at-a-time"
-# Long tests that need no group: each keeps one core busy (one process: no launcher workers, no server), asserts no
-# time bound, and has its own store and folders (mypy; the default syllabi's in-process runs; the 1,000-task
-# sequence, whose memory bound is of its own command's process; the password sweeps, basic launcher, each in its own
-# experiment or database of the worker's PostgreSQL cluster). On the critical path they would add ~4 minutes.
-BESIDE_THE_GROUP = frozenset(
+# Every test runs on any worker (each has its own workspace and store), the long ones first so that the suite's
+# critical path starts at once: the service-backed and long tests outside integration/commands, then the modules
+# of LONG_BESIDE (long, one core each), then the command lines. Tests with a time bound have held it beside the others
+# (the suite has run this way in every CI landing).
+LONG_BESIDE = frozenset(
     {"test_typecheck.py", "test_default_syllabi.py", "test_large_sequences.py", "test_team_secrets.py"}
 )
 
@@ -196,21 +192,18 @@ def marker_expression_given(args: list[str]) -> bool:
 
 
 def pytest_configure(config):
-    if getattr(config.option, "dist", "no") == "load":  # -n N with the default distribution: keep the group together
-        config.option.dist = "loadgroup"
     if config.option.markexpr == DEFAULT_MARKEXPR and not marker_expression_given(list(config.invocation_params.args)):
         config.option.markexpr = ""
 
 
-def runs_beside_the_group(item) -> bool:
-    """Whether ``item`` runs on any worker: a command line's test (integration/commands) or a BESIDE_THE_GROUP module."""
+def start_order(item) -> int:
+    """When ``item`` starts: 0 the long and service-backed tests, 1 the long ones of :data:`LONG_BESIDE`, 2 the
+    command lines (integration/commands)."""
     path = Path(item.path)
-    return PROJECT_ROOT / "integration" / "commands" in path.parents or path.name in BESIDE_THE_GROUP
+    if PROJECT_ROOT / "integration" / "commands" in path.parents:
+        return 2
+    return 1 if path.name in LONG_BESIDE else 0
 
 
 def pytest_collection_modifyitems(config, items):
-    beside = [item for item in items if runs_beside_the_group(item)]
-    alone = [item for item in items if not runs_beside_the_group(item)]
-    for item in alone:
-        item.add_marker(pytest.mark.xdist_group(ONE_AT_A_TIME))
-    items[:] = alone + beside
+    items.sort(key=start_order)  # stable: each module keeps its order
