@@ -81,12 +81,13 @@ class LaunchLeft:
         if len(composed) != len(job_overrides):
             return {}
         try:
-            return self._take_finished(self._known(job_overrides, composed), initial_job_idx)
+            known = self._known(job_overrides, composed)
         except Exception as exc:  # noqa: BLE001 - the jobs are launched and each looks for its finished run
             log.warning(
                 "finished jobs not looked up before launching (%s: %s): each job checks", type(exc).__name__, exc
             )
             return {}
+        return self._take_finished(known, initial_job_idx)
 
     def _known(self, job_overrides: Sequence[Sequence[str]], composed: list[dict[str, Any]]) -> list[KnownJob]:
         known = []
@@ -108,17 +109,26 @@ class LaunchLeft:
             stores.setdefault((job.settings.resolved_uri(launch_dir), job.settings.experiment_name), []).append(job)
         reused: dict[int, Any] = {}
         for jobs in stores.values():
-            settings = jobs[0].settings
-            found = finished_by_hash(settings, launch_dir)
-            if not found:
-                continue
-            taken = []
-            for job in jobs:
-                digest = planned_hash(job.identity, self.domains)
-                if digest is not None and digest in found:
-                    taken.append((job, digest, found[digest]))
-            reused |= self._reuse(settings, taken, initial_job_idx)
+            try:
+                reused |= self._take_finished_in(jobs, launch_dir, initial_job_idx)
+            except Exception as exc:  # noqa: BLE001 - this store's jobs are launched and each looks for itself
+                log.warning(
+                    "finished jobs not looked up before launching (%s: %s): each job checks", type(exc).__name__, exc
+                )
         return reused
+
+    def _take_finished_in(self, jobs: list[KnownJob], launch_dir: str, initial_job_idx: int) -> dict[int, Any]:
+        """The jobs of one store that it has FINISHED runs of, reused (nothing is written before they are known)."""
+        settings = jobs[0].settings
+        found = finished_by_hash(settings, launch_dir)
+        if not found:
+            return {}
+        taken = []
+        for job in jobs:
+            digest = planned_hash(job.identity, self.domains)
+            if digest is not None and digest in found:
+                taken.append((job, digest, found[digest]))
+        return self._reuse(settings, taken, initial_job_idx)
 
     def _reuse(
         self, settings: TrackingSettings, taken: list[tuple[KnownJob, str, Any]], initial_job_idx: int
