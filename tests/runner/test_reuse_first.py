@@ -170,6 +170,8 @@ SWEEPERS = {
     "basic": ["hydra/sweeper=basic"],
     # batches [0 1] [2 3] [4]: one reused and one launched in each of the first two, the last launched whole
     "owl_eval_batches_of_2": ["hydra/sweeper=owl_eval", "hydra.sweeper.max_batch_size=2"],
+    # the jobs left composed again in joblib's worker processes, the job number carried by their overrides
+    "owl_eval_joblib": ["hydra/sweeper=owl_eval", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
 }
 
 
