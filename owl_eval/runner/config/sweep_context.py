@@ -54,6 +54,14 @@ def handed_swept_keys() -> tuple[str, ...]:
     return tuple(k for k in os.environ.get(SWEPT_KEYS_ENV, "").split(",") if k)
 
 
+def sweep_folder(hydra: Any) -> str:
+    """The sweep's folder (``hydra.sweep.dir`` of Hydra's node ``hydra``), absolute: what its jobs, its parent run's
+    tag and its comparison files are found by."""
+    from pathlib import Path
+
+    return str(Path(str(hydra.sweep.dir)).resolve())
+
+
 def job_number(hc: Any) -> int:
     """The job's number in its sweep: the one the sweeper gave it (:data:`JOB_NUM_ENV`), else the launcher's."""
     given = (hc.job.get("env_set") or {}).get(JOB_NUM_ENV)
@@ -63,8 +71,6 @@ def job_number(hc: Any) -> int:
 def sweep_context(hc: Any) -> SweepContext | None:
     """The sweep of the job Hydra is running (``hc``: its runtime config, None outside Hydra), or None for a single
     run."""
-    from pathlib import Path
-
     from owl_eval.runner.config.hydra_runtime import is_multirun
 
     if not is_multirun(hc):
@@ -72,7 +78,7 @@ def sweep_context(hc: Any) -> SweepContext | None:
     return SweepContext(
         job_num=job_number(hc),
         task_overrides=tuple(str(o) for o in hc.overrides.task),
-        sweep_dir=str(Path(str(hc.sweep.dir)).resolve()),
+        sweep_dir=sweep_folder(hc),
         parent_run_id=handed_parent(),
         swept_keys=handed_swept_keys(),
     )

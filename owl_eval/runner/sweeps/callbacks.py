@@ -24,7 +24,7 @@ from owl_eval.comparison.grouping import swept_keys
 from owl_eval.comparison.sweep_end import compare_sweep, print_sweep_end
 from owl_eval.errors import ConfigError, LaunchAborted
 from owl_eval.runner.config.resolvers import register_resolvers
-from owl_eval.runner.config.sweep_context import hand_to_jobs, handed_parent, withdraw
+from owl_eval.runner.config.sweep_context import hand_to_jobs, handed_parent, sweep_folder, withdraw
 from owl_eval.tracking.settings import TrackingSettings
 from owl_eval.tracking.sweep_parent import end_sweep_parent, find_sweep_parent, mark_parent, start_sweep_parent
 
@@ -45,10 +45,6 @@ _open_sweep: dict[str, Any] = {}
 
 def _settings(config: DictConfig) -> TrackingSettings:
     return TrackingSettings.from_config(OmegaConf.to_container(config.tracking, resolve=True))
-
-
-def _sweep_dir(config: DictConfig) -> str:
-    return str(Path(str(config.hydra.sweep.dir)).resolve())
 
 
 def abort_open_sweep(reason: str, status: str = "FAILED", *, delete_if_empty: bool = False) -> None:
@@ -110,7 +106,7 @@ def _hydra_files(config: DictConfig) -> list[Path]:
     found: list[Path] = []
     if str(OmegaConf.select(config, "hydra.mode", default="")) == "RunMode.MULTIRUN":
         with contextlib.suppress(OmegaConfBaseException):
-            found.append(Path(_sweep_dir(config)) / "multirun.yaml")
+            found.append(Path(sweep_folder(config.hydra)) / "multirun.yaml")
     with contextlib.suppress(OmegaConfBaseException):
         subdir = OmegaConf.select(config, "hydra.output_subdir", default=None)
         output_dir = OmegaConf.select(config, "hydra.runtime.output_dir", default=None)
@@ -130,7 +126,7 @@ class MlflowSweepCallback(Callback):
     def _parent(self, config: DictConfig) -> tuple[TrackingSettings, str, str | None]:
         settings = _settings(config)
         launch_dir = str(config.hydra.runtime.cwd)
-        run_id = find_sweep_parent(settings, launch_dir, _sweep_dir(config), handed=handed_parent())
+        run_id = find_sweep_parent(settings, launch_dir, sweep_folder(config.hydra), handed=handed_parent())
         return settings, launch_dir, run_id
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -150,7 +146,7 @@ class MlflowSweepCallback(Callback):
         if problem:  # before the parent run exists: a typo in a swept option leaves nothing in the store
             raise LaunchAborted(ConfigError(problem))
         try:
-            sweep_dir = _sweep_dir(config)
+            sweep_dir = sweep_folder(config.hydra)
         except OmegaConfBaseException as exc:  # e.g. experiment_name=../.. refused by ${owl_eval.folder:}
             raise LaunchAborted(exc) from exc
         try:
@@ -225,7 +221,9 @@ class MlflowSweepCallback(Callback):
                     sweeper_params=cast(dict, OmegaConf.to_container(params, resolve=True)) if params else {},
                     figures=figures,
                 )
-                print_sweep_end(settings, launch_dir, run_id, comparison, Path(_sweep_dir(config)), figures=figures)
+                print_sweep_end(
+                    settings, launch_dir, run_id, comparison, Path(sweep_folder(config.hydra)), figures=figures
+                )
             except Exception as exc:  # the comparison is a bonus; never lose the sweep's status over it
                 if disk_full(exc):
                     raise
@@ -239,7 +237,9 @@ class MlflowSweepCallback(Callback):
         except Exception as exc:
             if not disk_full(exc):
                 raise
-            raise LaunchAborted(_comparison_lost(exc, settings, launch_dir, run_id, _sweep_dir(config))) from exc
+            raise LaunchAborted(
+                _comparison_lost(exc, settings, launch_dir, run_id, sweep_folder(config.hydra))
+            ) from exc
 
 
 def _comparison_lost(exc: BaseException, settings: TrackingSettings, launch_dir: str, run_id: str, sweep_dir: str):

@@ -23,7 +23,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from owl_eval.runner.config.sweep_context import JOB_NUM_ENV, handed_parent, handed_swept_keys
+from owl_eval.runner.config.sweep_context import JOB_NUM_ENV, handed_parent, handed_swept_keys, sweep_folder
 from owl_eval.runner.job.naming import job_run_name
 from owl_eval.runner.job.planned import DomainInputs, JobIdentity, job_identity, planned_hash
 from owl_eval.tracking.redaction import redacted_override
@@ -155,15 +155,10 @@ class LaunchLeft:
             log.info("\t#%d : %s", number, skipped_line(run, digest, label))
             reuses.append(Reuse(run, label, name))
         client = make_client(settings.resolved_uri(launch_dir))
-        parent = find_sweep_parent(settings, launch_dir, self._sweep_dir(), handed=handed_parent())
+        parent = find_sweep_parent(settings, launch_dir, sweep_folder(self.config.hydra), handed=handed_parent())
         note_reused(client, reuses, parent_run_id=parent)
         _stand_ins_meanwhile(client, reuses, parent)
         return {job.position: _completed(job.overrides, dict(run.data.metrics)) for job, _, run in taken}
-
-    def _sweep_dir(self) -> str:
-        from pathlib import Path
-
-        return str(Path(str(self.config.hydra.sweep.dir)).resolve())
 
 
 # The threads creating the stand-in runs of a sweep's reused jobs, while the sweep goes on (its left jobs, its
