@@ -16,7 +16,7 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
 from owl_eval.tracking.keys import shared_view_path
-from owl_eval.tracking.reading import reused_ids, reused_runs
+from owl_eval.tracking.reading import reused_ids, reused_runs, running_runs
 from owl_eval.tracking.runs import TrackedRun
 from owl_eval.tracking.settings import TrackingSettings
 from owl_eval.tracking.store import make_client
@@ -129,8 +129,8 @@ def wait_for_reused_running(client, parent_run_id: str, *, bound: float | None =
     told = False
     ids = list(jobs)
     while True:
-        # one search for the runs that were still running, not a request per run
-        running = [r for r in reused_runs(client, parent, ids) if r.info.status == "RUNNING"] if ids else []
+        # one search for those of the runs still running, not a request per run nor a read of every reused run
+        running = running_runs(client, parent.info.experiment_id, ids) if ids else []
         ids = [r.info.run_id for r in running]
         waiting = [r for r in running if owner_alive(r.data.tags)]
         if not waiting or time.monotonic() >= deadline:

@@ -75,6 +75,18 @@ def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
     return sorted(found, key=lambda r: r.info.run_id)
 
 
+def running_runs(client, experiment_id: str, ids: Iterable[str]) -> list:
+    """Those of the runs ``ids`` (of one experiment) that are RUNNING, in one search per 100 ids; a run not in the
+    store is not among them."""
+    found = []
+    for ids_chunk in chunks(sorted(ids), MAX_IDS_PER_SEARCH):
+        chunk = ", ".join(filter_literal(i, what="run id") for i in ids_chunk)
+        found += search_all(
+            client, [experiment_id], f"attributes.run_id IN ({chunk}) and attributes.status = 'RUNNING'"
+        )
+    return sorted(found, key=lambda r: r.info.run_id)
+
+
 def experiment_runs(client, experiment: str, tags: Mapping[str, str] | None = None) -> list:
     exp = client.get_experiment_by_name(experiment)
     if exp is None:

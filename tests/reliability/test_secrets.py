@@ -158,6 +158,38 @@ def test_scrub_finds_remembered_secrets_outside_any_uri_and_in_yaml_quotes(tmp_p
     ]
 
 
+def test_a_yaml_file_is_parsed_for_hidden_secrets_only_where_it_can_hold_one(tmp_path, monkeypatch):
+    """Hydra's files are read value by value only where a value could hide a secret from the text scrub: the
+    escaped, quoted URIs below are still found (their passwords never appear in the file afterwards), a file without
+    a user part or secret query key is left unparsed (and unchanged)."""
+    from owl_eval.tracking import redaction
+
+    monkeypatch.setattr(redaction, "_secrets", set())  # nothing remembered by earlier tests of this process
+    monkeypatch.setattr(redaction, "_uris", set())
+    hidden = {
+        "password.yaml": 'uri: "postgresql://owl:pa\\"ss%sword@db.lab/mlflow"\n',  # YAML escapes the quote
+        "token.yaml": "uri: 'http://mlflow.lab/?api%%5Fkey=%sword'\n",  # percent-encoded key
+        "pwd.yaml": 'overrides:\n- tracking.uri="mysql://db.lab/m?x=1&PWD=%sword"\n',
+    }
+    for name, text in hidden.items():
+        text = text % MARKER
+        assert redaction._values_may_hold_secret(text), name
+        path = tmp_path / name
+        path.write_text(text)
+        redaction.scrub_file(path)
+        assert MARKER not in path.read_text(), (name, path.read_text())
+    hydra_like = (
+        "hydra:\n  help:\n    footer: 'Powered by Hydra (https://hydra.cc)'\n  job_logging:\n    formatters:\n"
+        "      simple:\n        format: '[%(asctime)s][%(name)s] %(message)s'\n    handlers:\n      console:\n"
+        "        stream: ext://sys.stdout\n  output_subdir: ???\ntracking:\n  uri: sqlite:///outputs/mlflow.db\n"
+    )
+    redaction._secrets.clear()  # those of the files above, remembered when they were hidden
+    redaction._uris.clear()
+    assert not redaction._values_may_hold_secret(hydra_like)
+    redaction.remember(f"postgresql://owl:{MARKER}@db.lab/mlflow")  # a remembered secret: every file is read
+    assert redaction._values_may_hold_secret(hydra_like)
+
+
 @pytest.mark.parametrize("uri", [u for i, u in URIS if i in COMPARE_CASES], ids=COMPARE_CASES)
 def test_owl_eval_compare_shows_no_password(tmp_path, uri):
     from tests.inprocess import COMPARE, run_module
