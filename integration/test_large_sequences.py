@@ -1,6 +1,6 @@
 """A 1,000-task continual sequence from the command line: what it logs (a bounded store, Renate's values, the matrix
-exactly in the record artifact) and the peak memory of the real command. Part of the integration suite (``.ci/run``
-runs it after the README's test command); the small pieces are in ``tests/runner/test_large_sequences.py``."""
+exactly in the record artifact) and the peak memory of the real command. Part of the integration suite (``.ci/full``
+runs it after ``.ci/run``); the small pieces are in ``tests/runner/test_large_sequences.py``."""
 
 from __future__ import annotations
 

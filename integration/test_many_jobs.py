@@ -1,6 +1,6 @@
 """A 200-job joblib sweep into one SQLite store: 201 runs (200 jobs and the sweep's parent), all FINISHED, each
-config once, every job nested under the parent. Part of the integration suite (``.ci/run`` runs it after the
-README's test command; a contributor runs it before touching tracking or launchers)."""
+config once, every job nested under the parent. Part of the integration suite (``.ci/full`` runs it after
+``.ci/run``; a contributor runs it before touching tracking or launchers)."""
 
 from __future__ import annotations
 

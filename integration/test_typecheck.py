@@ -1,6 +1,7 @@
 """``mypy`` finds no error in owl_eval and hydra_plugins (settings in pyproject.toml's ``[tool.mypy]``; mypy is
-pinned in the ``dev`` extra, since each release finds different errors). In the integration suite, which CI runs:
-a whole minute without mypy's cache (``.mypy_cache``), as in a fresh clone."""
+pinned in the ``dev`` extra, since each release finds different errors). In the integration suite (``.ci/full``;
+``.ci/run`` runs mypy beside the fast set): a whole minute without mypy's cache (``.mypy_cache``), as in a fresh
+clone."""
 
 from __future__ import annotations
 

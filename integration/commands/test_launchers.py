@@ -1,7 +1,7 @@
 """The launchers that start worker processes of their own, from the command line: joblib's (the README's sweep
 line against its basic-launcher twin; SIGTERM to a joblib sweep; a killed joblib worker) and submitit's local one.
-Each costs new interpreters (the workers) and tens of seconds: in the integration suite (CI's
-``integration/commands`` step). Ray's is CI's ``.ci/ray`` (tests/runner/test_sweeps_ray.py).
+Each costs new interpreters (the workers) and tens of seconds: in the integration suite
+(``.ci/full``). Ray's is ``.ci/ray``'s, also run by ``.ci/full`` (tests/runner/test_sweeps_ray.py).
 """
 
 from __future__ import annotations

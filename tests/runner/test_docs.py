@@ -46,7 +46,7 @@ RAY_LAUNCHER = importlib.util.find_spec("hydra_plugins.hydra_ray_launcher") is n
 # Shell lines of the docs that are not run here, by pattern, with the reason.
 SKIP = {
     r"^pip install\b": "installs packages; the test runs in the environment they would install",
-    r"^\.ci/ray$": "installs the Ray environment (.venv-ray) and runs tests/runner/test_sweeps_ray.py: CI's own step",
+    r"^\.ci/ray$": "installs the Ray environment (.venv-ray) and runs tests/runner/test_sweeps_ray.py: .ci/full's own step",
     r"^ray get-auth-token --generate$": "writes a token to ~/.ray; tests/runner/test_sweeps_ray.py passes a fresh "
     "one in RAY_AUTH_TOKEN instead",
     r"^RAY_AUTH_MODE=token RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start\b": "starts a Ray cluster that outlives "

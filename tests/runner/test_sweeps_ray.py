@@ -6,7 +6,7 @@ file: same runs (6 jobs + 1 parent), same params, every metric value and series 
 their parent, all FINISHED. Jobs on an existing cluster do not inherit the driver's environment: they find the
 sweep's parent run by its sweep-dir tag, which is checked too.
 
-Opt-in: needs the ``ray`` extra (hydra-ray-launcher, ray[default]); skipped otherwise. CI runs it in its own
+Opt-in: needs the ``ray`` extra (hydra-ray-launcher, ray[default]); skipped otherwise. ``.ci/full`` runs it in its own
 environment (``.ci/ray``, see docs/SWEEPS.md) with ``-n 0 -m ray``.
 
 The cluster is bound to 127.0.0.1: ``--node-ip-address=127.0.0.1`` alone is not enough on Linux (Ray replaces a
