@@ -86,11 +86,26 @@ def disk_full(exc: BaseException | None) -> bool:
 
 
 def failed_file(exc: BaseException) -> Path | None:
-    """The file whose write failed for want of space (an ``OSError``'s filename in the chain), or None."""
+    """The file whose write failed for want of space (an ``OSError``'s filename in the chain), or None. A copy's
+    error names the file written second (``filename2``): shutil's copy (an artifact logged to the store) reports
+    ENOSPC with the source first, a file on a disk that may have room."""
     for current in _chain(exc):
-        if isinstance(current, OSError) and current.errno in FULL_DISK_ERRNOS and current.filename:
-            return Path(os.fsdecode(current.filename))
+        if isinstance(current, OSError) and current.errno in FULL_DISK_ERRNOS:
+            name = current.filename2 or current.filename
+            if name:
+                return Path(os.fsdecode(name))
     return None
+
+
+def _device(path: Path) -> int | None:
+    """The file system holding ``path`` (its nearest existing folder), or None when it cannot be read."""
+    current = path
+    while not current.exists() and current != current.parent:
+        current = current.parent
+    try:
+        return os.stat(current).st_dev
+    except OSError:
+        return None
 
 
 def size_text(n: float) -> str:
@@ -119,7 +134,12 @@ def full_disk_message(exc: BaseException, store: str | None, *, option: str = "t
     """One line for a full disk met writing to ``store`` (the SQLite file's path, or a store's URI as it may be
     shown; None when unknown): what is full, how much is free there, what to do."""
     where = failed_file(exc)
-    local = where or (Path(store) if store and "://" not in store else None)
+    store_file = Path(store) if store and "://" not in store else None
+    if where is not None and store_file is not None:
+        store_disk = _device(store_file)
+        if store_disk is not None and _device(where) == store_disk:
+            where = None  # an artifact or other file on the store's own disk: that disk is what is full
+    local = where or store_file
     if local is None:
         target = f"the MLflow store {store}" if store else "the MLflow store"
         return (

@@ -70,3 +70,30 @@ def test_http_retries_are_bounded_unless_the_user_set_them(monkeypatch):
     retries = int(HTTP_RETRY_DEFAULTS["MLFLOW_HTTP_REQUEST_MAX_RETRIES"])
     factor = float(HTTP_RETRY_DEFAULTS["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"])
     assert sum(factor * 2**i for i in range(retries)) + retries * 1.0 <= 10.0
+
+
+def test_a_full_disk_met_copying_a_file_names_the_copy_and_the_stores_own_disk_as_the_store(tmp_path):
+    """shutil's copy (how an artifact reaches a local store) raises ENOSPC with the source as ``filename`` and the
+    file written as ``filename2``: the message names the disk written to, never the source's (which has room)."""
+    import os
+    from pathlib import Path
+
+    from owl_eval.tracking.faults import failed_file, full_disk_message
+
+    store = tmp_path / "store" / "mlflow.db"
+    store.parent.mkdir()
+    store.write_bytes(b"")
+    written = tmp_path / "store" / "mlartifacts" / "1" / "abc" / "artifacts" / "table.json"
+    source = Path("/elsewhere/tmp/table.json")
+    copy_error = OSError(errno.ENOSPC, "No space left on device", str(source), None, str(written))
+    assert failed_file(copy_error) == written
+    assert failed_file(OSError(errno.ENOSPC, "No space left on device", str(written))) == written
+    line = full_disk_message(copy_error, str(store))
+    assert line.startswith(f"the disk of MLflow store {store} is full ("), line  # the store's own disk
+    assert str(source) not in line
+    other_disk = Path("/dev/shm")
+    if not other_disk.is_dir() or os.stat(other_disk).st_dev == os.stat(tmp_path).st_dev:
+        return  # no second file system to write to here: the case above is the one that can be checked
+    elsewhere = other_disk / "owl-eval-artifacts" / "table.json"
+    line = full_disk_message(OSError(errno.ENOSPC, "full", str(source), None, str(elsewhere)), str(store))
+    assert line.startswith(f"the disk of {elsewhere} (MLflow store {store}) is full ("), line
