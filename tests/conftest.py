@@ -200,6 +200,33 @@ CATALOGUE_DIR = Path(__file__).resolve().parent / "reliability"
 CATALOGUE_FAST = {"test_crashing_agent_leaves_one_failed_run_with_the_completed_trials"}
 
 
+# Files whose tests take ten seconds and more (sweeps in joblib's workers, signals and their grace periods, a disk
+# filled for real, the reference CVM runs): started first, so that a run on two workers does not end with one of
+# them alone on a long test (the slow set's tail).
+LONG_FIRST = frozenset(
+    {
+        "test_reuse_first.py",
+        "test_sweep_processes.py",
+        "test_terminal_interrupt.py",
+        "test_sweeps.py",
+        "test_concurrent_sweeps.py",
+        "test_full_disk.py",
+        "test_error_file.py",
+        "test_cvm_reference.py",
+        "test_resume_identity.py",
+        "test_lost_work.py",
+        "test_sigterm_hosts.py",
+        "test_trajectory_files.py",
+        "test_torch_adapters_end_to_end.py",
+    }
+)
+
+
+def start_order(item) -> int:
+    """When ``item`` starts: 0 the tests of :data:`LONG_FIRST`, 1 the others."""
+    return 0 if Path(str(item.path)).name in LONG_FIRST else 1
+
+
 def pytest_collection_modifyitems(config, items):
     files_seen: set[str] = set()
     for item in items:
@@ -209,3 +236,4 @@ def pytest_collection_modifyitems(config, items):
         if path.name in files_seen and item.originalname not in CATALOGUE_FAST:
             item.add_marker(pytest.mark.slow)
         files_seen.add(path.name)
+    items.sort(key=start_order)  # stable: each module keeps its order
