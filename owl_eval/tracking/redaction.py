@@ -250,9 +250,10 @@ def _scrub_yaml(text: str) -> str:
     return OmegaConf.to_yaml(OmegaConf.create(cleaned))
 
 
-# A query key naming a secret (SECRET_KEY's words), anywhere in a text: a cheap first look before parsing it.
+# A query key naming a secret (SECRET_KEY's words; spaces and line breaks allowed, as YAML may fold them), anywhere
+# in a text: a cheap first look before parsing it.
 _SECRET_QUERY_KEY = re.compile(
-    r"[?&][^=&\s]*(pass(word|wd)|pwd|secret|token|api_?key|access_?key|credential|private_?key)[^=&\s]*=", re.I
+    r"[?&][^=&]*(pass(word|wd)|pwd|secret|token|api_?key|access_?key|credential|private_?key)[^=&]*=", re.I
 )
 
 

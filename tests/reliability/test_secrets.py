@@ -170,6 +170,7 @@ def test_a_yaml_file_is_parsed_for_hidden_secrets_only_where_it_can_hold_one(tmp
         "password.yaml": 'uri: "postgresql://owl:pa\\"ss%sword@db.lab/mlflow"\n',  # YAML escapes the quote
         "token.yaml": "uri: 'http://mlflow.lab/?api%%5Fkey=%sword'\n",  # percent-encoded key
         "pwd.yaml": 'overrides:\n- tracking.uri="mysql://db.lab/m?x=1&PWD=%sword"\n',
+        "spaced.yaml": 'uri: "http://mlflow.lab/?my password=%sword"\n',  # a key with a space
     }
     for name, text in hidden.items():
         text = text % MARKER
