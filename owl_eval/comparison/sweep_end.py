@@ -16,7 +16,7 @@ from owl_eval.comparison.model import Comparison
 from owl_eval.comparison.outputs import VIEW_KEY_PREFIX, log_to_parent, write_files
 from owl_eval.comparison.store import SWEEP_PARAMS_PARAM, load, sweep_selection
 from owl_eval.tracking.keys import shared_view_path
-from owl_eval.tracking.reading import reused_ids, reused_runs, running_runs
+from owl_eval.tracking.reading import reused_ids, reused_runs, runs_by_id
 from owl_eval.tracking.runs import TrackedRun
 from owl_eval.tracking.settings import TrackingSettings
 from owl_eval.tracking.store import make_client
@@ -130,7 +130,7 @@ def wait_for_reused_running(client, parent_run_id: str, *, bound: float | None =
     ids = list(jobs)
     while True:
         # one search for those of the runs still running, not a request per run nor a read of every reused run
-        running = running_runs(client, parent.info.experiment_id, ids) if ids else []
+        running = runs_by_id(client, parent.info.experiment_id, ids, status="RUNNING") if ids else []
         ids = [r.info.run_id for r in running]
         waiting = [r for r in running if owner_alive(r.data.tags)]
         if not waiting or time.monotonic() >= deadline:

@@ -97,13 +97,18 @@ def failed_file(exc: BaseException) -> Path | None:
     return None
 
 
-def _device(path: Path) -> int | None:
-    """The file system holding ``path`` (its nearest existing folder), or None when it cannot be read."""
+def _nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest folder that exists (a file about to be written, a store not created yet)."""
     current = path
     while not current.exists() and current != current.parent:
         current = current.parent
+    return current
+
+
+def _device(path: Path) -> int | None:
+    """The file system holding ``path`` (its nearest existing folder), or None when it cannot be read."""
     try:
-        return os.stat(current).st_dev
+        return os.stat(_nearest_existing(path)).st_dev
     except OSError:
         return None
 
@@ -120,11 +125,8 @@ def size_text(n: float) -> str:
 def free_space(path: Path) -> tuple[int, int] | None:
     """(bytes free to this user, total bytes) of the file system holding ``path`` (its nearest existing folder),
     or None when it cannot be read."""
-    current = path
-    while not current.exists() and current != current.parent:
-        current = current.parent
     try:
-        stat = os.statvfs(current)
+        stat = os.statvfs(_nearest_existing(path))
     except OSError:
         return None
     return stat.f_bavail * stat.f_frsize, stat.f_blocks * stat.f_frsize

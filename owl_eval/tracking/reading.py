@@ -63,10 +63,7 @@ def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
     """The runs ``parent``'s sweep reused (or those of ``ids`` among them), read in one search per 100 ids (they
     are in the parent's experiment); one missing from the store (deleted since) is a ConfigError naming it."""
     wanted = sorted(reused_ids(parent) if ids is None else ids)
-    found = []
-    for ids_chunk in chunks(wanted, MAX_IDS_PER_SEARCH):
-        chunk = ", ".join(filter_literal(i, what="run id") for i in ids_chunk)
-        found += search_all(client, [parent.info.experiment_id], f"attributes.run_id IN ({chunk})")
+    found = runs_by_id(client, parent.info.experiment_id, wanted)
     missing = sorted(set(wanted) - {r.info.run_id for r in found})
     if missing:
         raise ConfigError(
@@ -75,15 +72,14 @@ def reused_runs(client, parent, ids: Iterable[str] | None = None) -> list:
     return sorted(found, key=lambda r: r.info.run_id)
 
 
-def running_runs(client, experiment_id: str, ids: Iterable[str]) -> list:
-    """Those of the runs ``ids`` (of one experiment) that are RUNNING, in one search per 100 ids; a run not in the
-    store is not among them."""
+def runs_by_id(client, experiment_id: str, ids: Iterable[str], *, status: str | None = None) -> list:
+    """The runs ``ids`` of one experiment (only those in ``status`` when given), by run id, in one search per 100
+    ids; a run not in the store is not among them."""
     found = []
+    where = f" and attributes.status = {filter_literal(status, what='status')}" if status else ""
     for ids_chunk in chunks(sorted(ids), MAX_IDS_PER_SEARCH):
         chunk = ", ".join(filter_literal(i, what="run id") for i in ids_chunk)
-        found += search_all(
-            client, [experiment_id], f"attributes.run_id IN ({chunk}) and attributes.status = 'RUNNING'"
-        )
+        found += search_all(client, [experiment_id], f"attributes.run_id IN ({chunk}){where}")
     return sorted(found, key=lambda r: r.info.run_id)
 
 
