@@ -292,3 +292,14 @@ def test_sweep_straight_to_postgresql_without_a_server(reference, postgres, tmp_
     stored += [path.read_text() for path in artifacts.rglob("*") if path.suffix in (".yaml", ".log")]
     assert not [text for text in stored if password in text]
     assert not (cwd / "outputs" / "mlflow.db").exists() and not (cwd / "mlruns").exists()
+
+
+def test_stand_ins_in_one_transaction_on_postgresql(postgres):
+    """A resumed sweep's stand-ins, inserted in one transaction, read back from PostgreSQL as MLflow's own calls
+    write them (the SQLite case is in the fast set)."""
+    from mlflow.tracking import MlflowClient
+
+    from tests.runner.test_finished_runs import same_as_mlflows_calls
+
+    client = MlflowClient(tracking_uri=postgres["uri"])
+    same_as_mlflows_calls(client, client.create_experiment(f"finished-runs-{uuid.uuid4().hex[:8]}"))

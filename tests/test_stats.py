@@ -102,6 +102,23 @@ def test_probability_of_improvement_matches_rliable_published_value():
     assert probability_of_improvement(RLIABLE_X, RLIABLE_Y) == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize(("shape", "axis"), [((7,), 0), ((3, 9, 4), 1), ((5, 1, 2), 1), ((2, 3, 40), -1), ((4, 6), 0)])
+def test_average_ranks_are_scipys_rankdata_average(shape, axis):
+    from scipy.stats import rankdata
+
+    from owl_eval.stats import average_ranks
+
+    values = np.random.default_rng(sum(shape)).integers(0, 4, size=shape).astype(float)  # many ties
+    # ranks are multiples of 1/2: equal to the bit
+    np.testing.assert_array_equal(average_ranks(values, axis=axis), rankdata(values, method="average", axis=axis))
+
+
+def test_average_ranks_by_hand():
+    from owl_eval.stats import average_ranks
+
+    assert average_ranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])).tolist() == [4.0, 1.0, 4.0, 2.0, 4.0]
+
+
 def test_probability_of_improvement_by_a_double_loop_over_pairs():
     rng = np.random.default_rng(7)
     x = rng.integers(0, 4, size=(6, 3)).astype(float)  # small integers: many ties

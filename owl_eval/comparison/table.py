@@ -84,7 +84,7 @@ class Row:
 
 def summarize(values: Sequence[float]) -> tuple[int, float, float, float, float]:
     """n, mean, sample std (ddof=1), and the two-sided 95 % Student-t interval of the mean; NaN for n < 2."""
-    from scipy.stats import t
+    from scipy.special import stdtrit  # t's quantile, what scipy.stats.t.ppf computes (scipy.stats: ~1 s to import)
 
     x = np.asarray(values, dtype=float)
     x = x[np.isfinite(x)]
@@ -95,7 +95,7 @@ def summarize(values: Sequence[float]) -> tuple[int, float, float, float, float]
     if n == 1:
         return 1, mean, math.nan, math.nan, math.nan
     std = float(x.std(ddof=1))
-    half = float(t.ppf(0.975, n - 1)) * std / math.sqrt(n)
+    half = float(stdtrit(n - 1, 0.975)) * std / math.sqrt(n)
     return n, mean, std, mean - half, mean + half
 
 

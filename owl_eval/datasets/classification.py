@@ -109,16 +109,40 @@ class DigitsDomain(ClassificationDomain):
         self.scale = as_float(scale, "domain.scale", minimum=0.0, open_minimum=True)
 
     def read(self) -> LabeledData:
-        from sklearn.datasets import load_digits
-
-        data = load_digits()
+        table = _sklearn_digits_table()
         return LabeledData(
-            features=np.asarray(data.data, dtype=np.float64) * self.scale,
-            labels=np.asarray(data.target, dtype=np.int64),
-            class_names=tuple(str(c) for c in data.target_names),
+            features=table[:, :-1] * self.scale,
+            labels=table[:, -1].astype(np.int64),
+            class_names=tuple(str(c) for c in range(DIGITS_CLASSES)),
         )
 
     def source(self) -> str:
-        import sklearn
+        from importlib.metadata import version
 
-        return f"scikit-learn {sklearn.__version__}: sklearn.datasets.load_digits"
+        return f"scikit-learn {version('scikit-learn')}: sklearn.datasets.load_digits"
+
+
+DIGITS_CLASSES = 10
+DIGITS_FILE = ("datasets", "data", "digits.csv.gz")  # inside the sklearn package, as load_digits reads it
+
+
+def _sklearn_digits_table() -> np.ndarray:
+    """The digits as ``sklearn.datasets.load_digits`` reads them: its gzipped CSV (64 pixel columns, then the digit),
+    float64. The file is read where the scikit-learn wheel ships it, without importing scikit-learn, whose import
+    brings most of scipy (~1 s: a sweep's re-run needs only the data's digest); ``load_digits`` itself where the file
+    is not there."""
+    import gzip
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("sklearn")  # finds the package without running it
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        path = Path(folder).joinpath(*DIGITS_FILE)
+        if path.is_file():
+            with gzip.open(path, mode="rt", encoding="utf-8") as text:
+                return np.loadtxt(text, delimiter=",", dtype=np.float64)
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    return np.column_stack([np.asarray(data.data, dtype=np.float64), np.asarray(data.target, dtype=np.float64)])

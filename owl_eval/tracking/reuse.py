@@ -15,24 +15,16 @@ itself. Order of claims: start time, then run id.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from owl_eval.tracking.finished_runs import FinishedRun, insert_finished_runs, log_finished_run
 from owl_eval.tracking.keys import CONFIG_HASH_TAG, PARENT_TAG, REUSED_TAG_PREFIX, RUN_KIND_TAG
 from owl_eval.tracking.liveness import HOST_TAG, PID_TAG, owner_alive, owner_tags
 from owl_eval.tracking.settings import TrackingSettings
-from owl_eval.tracking.store import (
-    MAX_METRICS_PER_BATCH,
-    MAX_PARAMS_PER_BATCH,
-    MAX_TAGS_PER_BATCH,
-    chunks,
-    filter_literal,
-    make_client,
-)
+from owl_eval.tracking.store import MAX_TAGS_PER_BATCH, chunks, filter_literal, make_client
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +73,14 @@ def _record_on_parent(client, parent_run_id: str | None, run_id: str, job_label:
         client.set_tag(parent_run_id, f"{REUSED_TAG_PREFIX}{run_id}", job_label)
 
 
-def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -> str | None:
-    """A FINISHED run under the resumed sweep's parent standing for the reused run ``found``, so the parent lists
+def stand_in(found, parent_run_id: str, run_name: str) -> FinishedRun:
+    """The FINISHED run under a resumed sweep's parent standing for the reused run ``found``, so the parent lists
     every job of the sweep in the MLflow UI: its params, tags and final metric values (step 0) copied, kind
     ``reused`` and ``owl_eval.reused_run`` naming the original (where its series and artifacts are). Comparisons
-    count the original once (``owl_eval.tracking.reading.sweep_runs`` skips these). Returns its id, or None."""
-    if not parent_run_id or found.info.status != "FINISHED":
-        return None
-    from mlflow.entities import Metric, Param
-
+    count the original once (``owl_eval.tracking.reading.sweep_runs`` skips these)."""
     kept = {k: v for k, v in found.data.tags.items() if not k.startswith("mlflow.") and k != RUN_KIND_TAG}
-    # Owned by this process, not the original's (long gone): while it is being filled it is RUNNING, and a launch
-    # reaping runs of dead processes (a parallel job's start) would otherwise end it KILLED.
+    # Owned by this process, not the original's (long gone): made with MLflow's calls it is RUNNING while it is
+    # filled, and a launch reaping runs of dead processes (a parallel job's start) would otherwise end it KILLED.
     tags = (
         kept
         | owner_tags()
@@ -104,19 +92,7 @@ def show_under_parent(client, found, parent_run_id: str | None, run_name: str) -
             "artifacts are there.",
         }
     )
-    run = client.create_run(found.info.experiment_id, run_name=run_name, tags=tags)
-    run_id = run.info.run_id
-    now = int(time.time() * 1000)
-    params = [Param(k, v) for k, v in found.data.params.items()]
-    metrics = [Metric(k, float(v), now, 0) for k, v in found.data.metrics.items()]
-    # one batch holds both, within MLflow's limit of 1000 entries of which at most 100 params
-    param_batches: Iterable[list[Param]] = chunks(params, MAX_PARAMS_PER_BATCH)
-    metric_batches: Iterable[list[Metric]] = chunks(metrics, MAX_METRICS_PER_BATCH - MAX_PARAMS_PER_BATCH)
-    no_batch: list = []
-    for param_batch, metric_batch in itertools.zip_longest(param_batches, metric_batches, fillvalue=no_batch):
-        client.log_batch(run_id, params=param_batch, metrics=metric_batch)
-    client.set_terminated(run_id, status="FINISHED")
-    return run_id
+    return FinishedRun(found.info.experiment_id, run_name, tags, dict(found.data.params), dict(found.data.metrics))
 
 
 def reuse_finished(
@@ -130,7 +106,7 @@ def reuse_finished(
 ) -> dict[str, float] | None:
     """The metrics of the run that already has this config (FINISHED, or RUNNING in a live process: then
     its metrics so far, possibly none), noted on the parent (and, FINISHED, shown under it as ``run_name``:
-    :func:`show_under_parent`); None to run the job."""
+    :func:`stand_in`); None to run the job."""
     client = make_client(settings.resolved_uri(launch_dir))
     exp = client.get_experiment_by_name(settings.experiment_name)
     found = find_claim(client, exp.experiment_id, config_hash) if exp is not None else None
@@ -160,7 +136,7 @@ def finished_by_hash(settings: TrackingSettings, launch_dir: str) -> dict[str, A
 
 def reuse_run(client, found, *, parent_run_id: str | None, job_label: str, run_name: str | None) -> dict[str, float]:
     """Take ``found`` (the run that has this job's config) for the job: noted on the sweep's parent and, FINISHED
-    and ``run_name`` given, shown under it (:func:`show_under_parent`); its metrics."""
+    and ``run_name`` given, shown under it (:func:`stand_in`); its metrics."""
     return reuse_runs(client, [Reuse(found, job_label, run_name)], parent_run_id=parent_run_id)[0]
 
 
@@ -195,10 +171,19 @@ def note_reused(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -
 
 
 def show_stand_ins(client, reuses: Sequence[Reuse], *, parent_run_id: str | None) -> None:
-    """A stand-in under the sweep's parent for each reused run that has a run name (:func:`show_under_parent`)."""
-    for reuse in reuses:
-        if reuse.run_name is not None:
-            show_under_parent(client, reuse.found, parent_run_id, reuse.run_name)
+    """A stand-in (:func:`stand_in`) under the sweep's parent for each FINISHED reused run that has a run name: all
+    in one transaction where the store allows it, else each with MLflow's calls
+    (:mod:`owl_eval.tracking.finished_runs`)."""
+    if not parent_run_id:
+        return
+    runs = [
+        stand_in(r.found, parent_run_id, r.run_name)
+        for r in reuses
+        if r.run_name is not None and r.found.info.status == "FINISHED"
+    ]
+    if runs and insert_finished_runs(client, runs) is None:
+        for run in runs:
+            log_finished_run(client, run)
 
 
 def skipped_line(found, config_hash: str, job_label: str) -> str:
