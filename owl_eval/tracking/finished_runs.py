@@ -1,7 +1,7 @@
 """Runs created already FINISHED, whole: a resumed sweep's stand-ins (:mod:`owl_eval.tracking.reuse`).
 
-Through MLflow's calls a run of ~100 values costs nine store transactions (create, ``log_batch``'s params, metrics and
-tags, end): 56 ms of CPU each on SQLite, 2.2 s for a 40-job sweep. Where the store is a database MLflow reads
+Through MLflow's calls a run of ~100 values costs several store transactions (``create_run``; ``log_batch``, one each
+for its params, metrics and tags; ``set_terminated``): 56 ms of CPU a run on SQLite, 2.2 s for a 40-job sweep. Where the store is a database MLflow reads
 through SQLAlchemy (``sqlite:``, ``postgresql:``, ``mysql:`` URIs), :func:`insert_finished_runs` writes them all in
 one transaction instead, with MLflow's own table models, the rows filled as its ``SqlAlchemyStore`` fills them
 (``create_run``, ``log_batch``, ``set_terminated``: the run's name as the ``mlflow.runName`` tag, NaN and +-inf metric
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +22,6 @@ from typing import Any
 from owl_eval.tracking.store import MAX_METRICS_PER_BATCH, MAX_PARAMS_PER_BATCH, chunks
 
 log = logging.getLogger(__name__)
-
-RUN_NAME_TAG = "mlflow.runName"
-USER_TAG = "mlflow.user"
 
 
 @dataclass(frozen=True)
@@ -42,9 +38,10 @@ class FinishedRun:
 def log_finished_run(client: Any, run: FinishedRun) -> str:
     """``run`` made with MLflow's calls (RUNNING while it is filled, then FINISHED); its id."""
     from mlflow.entities import Metric, Param
+    from mlflow.utils.time import get_current_time_millis
 
     run_id = client.create_run(run.experiment_id, run_name=run.name, tags=dict(run.tags)).info.run_id
-    now = _now_ms()
+    now = get_current_time_millis()
     params = [Param(k, v) for k, v in run.params.items()]
     metrics = [Metric(k, float(v), now, 0) for k, v in run.metrics.items()]
     # one batch holds both, within MLflow's limit of 1000 entries of which at most 100 params
@@ -62,8 +59,10 @@ def insert_finished_runs(client: Any, runs: Sequence[FinishedRun]) -> list[str] 
     order. None when the store is of another kind or the transaction failed (nothing written): the caller uses
     :func:`log_finished_run`."""
     store = _sqlalchemy_store(client)
-    if store is None or not runs:
-        return None if store is None else []
+    if store is None:
+        return None
+    if not runs:
+        return []
     try:
         return _insert(store, runs)
     except Exception as exc:  # noqa: BLE001 - rolled back; MLflow's own calls then make the runs (and name any fault)
@@ -84,6 +83,8 @@ def _insert(store: Any, runs: Sequence[FinishedRun]) -> list[str]:
 
     from mlflow.entities import LifecycleStage, RunStatus, SourceType
     from mlflow.store.tracking.dbmodels.models import SqlLatestMetric, SqlMetric, SqlParam, SqlRun, SqlTag
+    from mlflow.utils.mlflow_tags import MLFLOW_RUN_NAME, MLFLOW_USER
+    from mlflow.utils.time import get_current_time_millis
     from mlflow.utils.uri import append_to_uri_path
     from sqlalchemy import insert
 
@@ -93,7 +94,7 @@ def _insert(store: Any, runs: Sequence[FinishedRun]) -> list[str]:
         if experiment.lifecycle_stage != LifecycleStage.ACTIVE:
             raise ValueError(f"experiment {experiment_id} is {experiment.lifecycle_stage}")
         locations[experiment_id] = experiment.artifact_location
-    now = _now_ms()
+    now = get_current_time_millis()
     run_rows, tag_rows, param_rows, metric_rows = [], [], [], []
     ids = []
     for run in runs:
@@ -108,7 +109,7 @@ def _insert(store: Any, runs: Sequence[FinishedRun]) -> list[str]:
                 "source_type": SourceType.to_string(SourceType.UNKNOWN),
                 "source_name": "",
                 "entry_point_name": "",
-                "user_id": run.tags.get(USER_TAG, "unknown"),
+                "user_id": run.tags.get(MLFLOW_USER, "unknown"),
                 "status": RunStatus.to_string(RunStatus.FINISHED),
                 "start_time": now,
                 "end_time": now,
@@ -117,7 +118,7 @@ def _insert(store: Any, runs: Sequence[FinishedRun]) -> list[str]:
                 "lifecycle_stage": LifecycleStage.ACTIVE,
             }
         )
-        tags = {**run.tags, RUN_NAME_TAG: run.name}
+        tags = {**run.tags, MLFLOW_RUN_NAME: run.name}
         tag_rows += [{"run_uuid": run_id, "key": k, "value": v} for k, v in tags.items()]
         param_rows += [{"run_uuid": run_id, "key": k, "value": v} for k, v in run.params.items()]
         for key, value in run.metrics.items():
@@ -134,7 +135,3 @@ def _insert(store: Any, runs: Sequence[FinishedRun]) -> list[str]:
         if metric_rows:  # a new run's latest value of each metric is its only one
             session.execute(insert(SqlLatestMetric), metric_rows)
     return ids
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
